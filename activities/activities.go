@@ -1,0 +1,107 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Activities holds the clients every activity uses. Its methods are safe
+// for concurrent use; tests register (*Activities)(nil).Method and mock them.
+type Activities struct {
+	Store    metadata.Store
+	Root     string // ZooKeeper root; "" means metadata.DefaultRoot
+	Fetcher  Fetcher
+	Election roles.Election
+	// MaxResultDetail caps Task.result_detail (0 means unbounded).
+	MaxResultDetail int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+func (a *Activities) cluster(group string) *metadata.Cluster {
+	return metadata.NewCluster(a.Store, a.Root, group)
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Activities) log(ctx context.Context) *slog.Logger {
+	l := a.Log
+	if l == nil {
+		l = slog.Default()
+	}
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		l = l.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
+	}
+	return l
+}
+
+func (a *Activities) election() roles.Election {
+	if a.Election == nil {
+		return roles.IndexElection{}
+	}
+	return a.Election
+}
+
+// heartbeat records activity progress when running inside an activity.
+func heartbeat(ctx context.Context, details ...any) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, details...)
+	}
+}
+
+// lastDetails loads the heartbeat details of the previous attempt.
+func lastDetails(ctx context.Context, v any) bool {
+	if !activity.IsActivity(ctx) || !activity.HasHeartbeatDetails(ctx) {
+		return false
+	}
+	return activity.GetHeartbeatDetails(ctx, v) == nil
+}
+
+// wait blocks until ch fires, d passes or ctx ends.
+func wait(ctx context.Context, ch <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// corrupt turns a corrupted-znode error into a non-retryable one, logged
+// with the znode and field so an operator can fix it.
+func (a *Activities) corrupt(ctx context.Context, err error) error {
+	var ce *metadata.CorruptError
+	if errors.As(err, &ce) {
+		a.log(ctx).Error("corrupted metadata", "znode", ce.Path, "err", ce.Err)
+	}
+	return err
+}
+
+func isCorrupt(err error) bool {
+	var ce *metadata.CorruptError
+	return errors.As(err, &ce)
+}
+
+var errNotMember = errors.New("not a member of the group")
+
+func notMember(name, group string) error {
+	return fmt.Errorf("%s in group %s: %w", name, group, errNotMember)
+}

@@ -1,0 +1,388 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// watchState is carried in heartbeat details so a retried watch keeps its
+// timeout counters.
+type watchState struct {
+	Counts map[string]roles.PeerCount `json:"counts"`
+}
+
+// peerAge returns how old peer's heartbeat is, and its update_timeout. A
+// heartbeat that is missing, corrupted or says Apparent Death (a clean
+// shutdown) counts as timed out: it proves nothing about liveness, and a
+// live instance overwrites it within update_time.
+func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer string, def time.Duration) (time.Duration, time.Duration) {
+	hb, _, err := c.GetHeartbeat(ctx, peer)
+	if err != nil {
+		if isCorrupt(err) {
+			a.corrupt(ctx, err)
+		}
+		return def, def
+	}
+	timeout, _ := hb.Timeout()
+	if hb.HealthyState == roles.HeartApparentDeath || hb.HealthyState == roles.HeartAsystole {
+		return timeout, timeout
+	}
+	age, _ := hb.Age(a.now())
+	return age, timeout
+}
+
+// WatchRunners is the Primary Backup's monitor (and, in All-are-Runner
+// mode, every runner's monitor of its peers). Every check_crawler_state it
+// reads GroupState and the Heartbeat of each runner, and of each other
+// backup, and feeds their ages to the dead-runner detector. It returns the
+// first peer declared dead, or Changed when the watcher's own position
+// changed (it is no longer the standby, or was itself marked dead). Peers
+// already claimed by another instance are skipped.
+func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResult, error) {
+	m := in.Member
+	c := a.cluster(m.Group)
+	det := roles.NewDetector(m.Timers)
+	var st watchState
+	if lastDetails(ctx, &st) && st.Counts != nil {
+		det.Counts = st.Counts
+	}
+	tick := time.NewTicker(m.Timers.CheckCrawlerState)
+	defer tick.Stop()
+	for {
+		node, _, err := c.GetNode(ctx, m.Name)
+		if err != nil {
+			return WatchResult{}, a.corrupt(ctx, err)
+		}
+		g, _, err := c.GetGroup(ctx)
+		if err != nil {
+			return WatchResult{}, a.corrupt(ctx, err)
+		}
+		pos := position(node, g, m)
+		if g.AllAreRunners() {
+			if node.Role != roles.RoleRunner {
+				return WatchResult{Changed: true, Position: pos}, nil
+			}
+		} else if !pos.Standby {
+			return WatchResult{Changed: true, Position: pos}, nil
+		}
+		type peer struct {
+			name string
+			role roles.Role
+		}
+		var peers []peer
+		for _, r := range g.CurrentRunner {
+			if r != m.Name {
+				peers = append(peers, peer{r, roles.RoleRunner})
+			}
+		}
+		for _, b := range g.CurrentBackup {
+			if b != m.Name {
+				peers = append(peers, peer{b, roles.RoleBackup})
+			}
+		}
+		for _, p := range peers {
+			age, timeout := a.peerAge(ctx, c, p.name, m.Timers.UpdateTimeout)
+			v := det.Observe(p.name, age, timeout)
+			if v != roles.Dead {
+				continue
+			}
+			if p.role == roles.RoleRunner && g.AllAreRunners() && in.Free <= 0 {
+				continue // no capacity: leave it to a survivor that has some
+			}
+			pn, _, err := c.GetNode(ctx, p.name)
+			if err == nil && pn.TakenOverBy != "" && pn.TakenOverBy != m.Name && !a.claimerDead(ctx, c, pn.TakenOverBy) {
+				continue
+			}
+			a.log(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", p.name, "role", p.role, "heartbeat_age", age)
+			return WatchResult{Dead: p.name, DeadRole: p.role, Position: pos, DetectedAfter: age}, nil
+		}
+		for name := range det.Counts {
+			if !slices.ContainsFunc(peers, func(p peer) bool { return p.name == name }) {
+				det.Forget(name)
+			}
+		}
+		heartbeat(ctx, watchState{Counts: det.Counts})
+		select {
+		case <-ctx.Done():
+			return WatchResult{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// claimerDead reports whether the instance holding a claim is itself dead,
+// so that its claim can be taken over.
+func (a *Activities) claimerDead(ctx context.Context, c *metadata.Cluster, claimer string) bool {
+	n, _, err := c.GetNode(ctx, claimer)
+	return err == nil && n.Role.Dead()
+}
+
+// WaitStandby is a Secondary Backup's wait: it returns when standby_id
+// becomes its index (Position.Standby), when it was marked dead (Changed),
+// or, if it is next in line after the standby, when the primary backup is
+// declared dead by the same detector the primary uses for runners. It is
+// woken by a watch on GroupState, with check_standby_id as a safety re-read.
+func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, error) {
+	c := a.cluster(m.Group)
+	det := roles.NewDetector(m.Timers)
+	var st watchState
+	if lastDetails(ctx, &st) && st.Counts != nil {
+		det.Counts = st.Counts
+	}
+	for {
+		node, _, err := c.GetNode(ctx, m.Name)
+		if err != nil {
+			return WatchResult{}, a.corrupt(ctx, err)
+		}
+		data, _, ch, err := a.Store.GetW(ctx, c.GroupPath())
+		if err != nil {
+			return WatchResult{}, err
+		}
+		g, err := roles.DecodeGroupState(data)
+		if err != nil {
+			return WatchResult{}, a.corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
+		}
+		pos := position(node, g, m)
+		if node.Role != roles.RoleBackup || pos.Standby {
+			return WatchResult{Changed: true, Position: pos}, nil
+		}
+		// The primary is watched by the next backup in line only.
+		backups := slices.Clone(g.CurrentBackup)
+		roles.SortNames(backups)
+		var primary, next string
+		for _, b := range backups {
+			if fmt.Sprint(roles.IndexOf(b)) == g.StandbyID {
+				primary = b
+			} else if next == "" && primary != "" {
+				next = b
+			}
+		}
+		if primary == "" { // no standby: the smallest backup takes it
+			if _, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+				if g.StandbyID != "" && slices.ContainsFunc(g.CurrentBackup, func(b string) bool { return fmt.Sprint(roles.IndexOf(b)) == g.StandbyID }) {
+					return metadata.ErrNoChange
+				}
+				g.StandbyID = g.NextStandby()
+				return nil
+			}); err != nil {
+				return WatchResult{}, err
+			}
+			continue
+		}
+		if next == m.Name {
+			age, timeout := a.peerAge(ctx, c, primary, m.Timers.UpdateTimeout)
+			if det.Observe(primary, age, timeout) == roles.Dead {
+				a.log(ctx).Warn("primary backup declared dead", "watcher", m.Name, "dead", primary, "heartbeat_age", age)
+				return WatchResult{Dead: primary, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: age}, nil
+			}
+		}
+		heartbeat(ctx, watchState{Counts: det.Counts})
+		interval := m.Timers.CheckStandbyID
+		if next == m.Name {
+			interval = m.Timers.CheckCrawlerState
+		}
+		if err := wait(ctx, ch, interval); err != nil {
+			return WatchResult{}, err
+		}
+	}
+}
+
+// Discover is the first fail-over step: it claims the dead peer by writing
+// its NodeState role (dead-runner or dead-backup-runner) and taken_over_by
+// in one compare-and-set, so exactly one instance hands over a dead peer,
+// then marks its Heartbeat Asystole and returns its Task. It is idempotent
+// for the claimer; a claim held by another live instance is reported with
+// Claimed false.
+func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult, error) {
+	m := in.Member
+	c := a.cluster(m.Group)
+	node, v, err := c.GetNode(ctx, in.Dead)
+	if err != nil && !isCorrupt(err) {
+		return DiscoverResult{}, err
+	}
+	if isCorrupt(err) {
+		a.corrupt(ctx, err) // overwritten by the claim below
+		node = roles.NodeState{Group: m.Group, Role: in.DeadRole}
+	}
+	deadRole := roles.RoleDeadRunner
+	if in.DeadRole == roles.RoleBackup {
+		deadRole = roles.RoleDeadBackupRunner
+	}
+	switch {
+	case node.TakenOverBy == m.Name:
+		// ours already
+	case node.TakenOverBy != "" && !a.claimerDead(ctx, c, node.TakenOverBy):
+		return DiscoverResult{Claimed: false, By: node.TakenOverBy}, nil
+	default:
+		claim := roles.NodeState{Group: m.Group, Role: deadRole, TakenOverBy: m.Name}
+		if _, err := c.Store.Set(ctx, c.NodePath(in.Dead), metadata.Encode(claim), v); err != nil {
+			if errors.Is(err, metadata.ErrBadVersion) {
+				n2, _, _ := c.GetNode(ctx, in.Dead)
+				return DiscoverResult{Claimed: false, By: n2.TakenOverBy}, nil
+			}
+			return DiscoverResult{}, fmt.Errorf("discover %s: claim: %w", in.Dead, err)
+		}
+	}
+	if hb, _, err := c.GetHeartbeat(ctx, in.Dead); err == nil {
+		hb.HealthyState = roles.HeartAsystole
+		_, _ = c.Put(ctx, c.HeartbeatPath(in.Dead), hb, metadata.AnyVersion)
+	}
+	res := DiscoverResult{Claimed: true, By: m.Name}
+	t, _, err := c.GetTask(ctx, in.Dead)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		// A corrupted Task cannot be handed over; it is reported, the
+		// fail-over goes on.
+		a.corrupt(ctx, err)
+	}
+	res.Task = t
+	a.log(ctx).Warn("discovered dead peer", "claimer", m.Name, "dead", in.Dead, "role", deadRole, "task_state", t.RunningStatus)
+	return res, nil
+}
+
+// Activate is the second fail-over step, under the group lock: the dead
+// peer moves from current_crawler and current_runner (or current_backup) to
+// fail_crawler and fail_runner (or fail_backup); for a dead runner with
+// backups, the claimer moves from current_backup to current_runner,
+// total_backup drops by one and standby_id moves to the next backup, and
+// the claimer's NodeState becomes runner. Idempotent.
+func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, error) {
+	m := in.Member
+	c := a.cluster(m.Group)
+	dn, _, err := c.GetNode(ctx, in.Dead)
+	if err == nil && dn.TakenOverBy != m.Name {
+		return Position{}, lost("activate: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
+	}
+	becomeRunner := false
+	g, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+		changed := false
+		if slices.Contains(g.CurrentCrawler, in.Dead) {
+			g.CurrentCrawler = roles.Remove(g.CurrentCrawler, in.Dead)
+			g.FailCrawler = roles.Add(g.FailCrawler, in.Dead)
+			changed = true
+		}
+		if slices.Contains(g.CurrentRunner, in.Dead) {
+			g.CurrentRunner = roles.Remove(g.CurrentRunner, in.Dead)
+			g.FailRunner = roles.Add(g.FailRunner, in.Dead)
+			changed = true
+		}
+		if slices.Contains(g.CurrentBackup, in.Dead) {
+			g.CurrentBackup = roles.Remove(g.CurrentBackup, in.Dead)
+			g.FailBackup = roles.Add(g.FailBackup, in.Dead)
+			g.TotalBackup = max(0, g.TotalBackup-1)
+			changed = true
+		}
+		if in.DeadRole == roles.RoleRunner && slices.Contains(g.CurrentBackup, m.Name) {
+			g.CurrentBackup = roles.Remove(g.CurrentBackup, m.Name)
+			g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
+			g.TotalBackup = max(0, g.TotalBackup-1)
+			changed = true
+		}
+		if in.DeadRole == roles.RoleRunner && slices.Contains(g.CurrentRunner, m.Name) {
+			becomeRunner = true
+		}
+		if s := g.NextStandby(); s != g.StandbyID && !standbyAlive(g) {
+			g.StandbyID, changed = s, true
+		}
+		if !changed {
+			return metadata.ErrNoChange
+		}
+		return nil
+	})
+	if err != nil {
+		return Position{}, a.corrupt(ctx, fmt.Errorf("activate %s after %s: %w", m.Name, in.Dead, err))
+	}
+	node, nv, err := c.GetNode(ctx, m.Name)
+	if err != nil {
+		return Position{}, a.corrupt(ctx, err)
+	}
+	if becomeRunner && node.Role != roles.RoleRunner {
+		node.Role = roles.RoleRunner
+		if _, err := c.Put(ctx, c.NodePath(m.Name), node, nv); err != nil {
+			return Position{}, fmt.Errorf("activate %s: write role: %w", m.Name, err)
+		}
+	}
+	a.log(ctx).Warn("activated", "crawler", m.Name, "dead", in.Dead, "role", node.Role, "standby_id", g.StandbyID)
+	return position(node, g, m), nil
+}
+
+// standbyAlive reports whether standby_id names a current backup.
+func standbyAlive(g *roles.GroupState) bool {
+	return g.StandbyID != "" && slices.ContainsFunc(g.CurrentBackup, func(b string) bool {
+		return fmt.Sprint(roles.IndexOf(b)) == g.StandbyID
+	})
+}
+
+// HandOver is the last fail-over step. With backups (adopt false) it copies
+// the dead runner's Task into the claimer's own Task znode, as the
+// reference does: a processing Task whole, continuing where it stopped; an
+// error Task reset to run again; nothing to do for done, terminate or an
+// empty Task. In All-are-Runner mode (adopt true) the Task stays in the dead
+// runner's znode and the survivor becomes its holder. Either way the dead
+// Task's epoch is raised and its holder set in the same transaction, which
+// fences the old holder. Idempotent.
+func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (HandOverResult, error) {
+	m := in.Member
+	c := a.cluster(m.Group)
+	dn, _, err := c.GetNode(ctx, in.Dead)
+	if err == nil && dn.TakenOverBy != m.Name {
+		return HandOverResult{}, lost("hand over: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
+	}
+	dead, dv, err := c.GetTask(ctx, in.Dead)
+	if errors.Is(err, metadata.ErrNotFound) || isCorrupt(err) {
+		if err != nil {
+			a.corrupt(ctx, err)
+		}
+		return HandOverResult{Owner: m.Name}, nil
+	}
+	if err != nil {
+		return HandOverResult{}, err
+	}
+	if dead.Holder == m.Name && dead.HandedOverFrom == in.Dead || dead.Holder == m.Name && adopt {
+		// done before (a retry after a crash)
+		owner := m.Name
+		if adopt {
+			owner = in.Dead
+		}
+		return HandOverResult{Owner: owner, Pending: dead.Pending(), Status: dead.RunningStatus}, nil
+	}
+	next, ok := roles.HandOver(dead, in.Dead, m.Name)
+	if !ok {
+		a.log(ctx).Info("nothing to hand over", "dead", in.Dead, "task_state", dead.RunningStatus)
+		return HandOverResult{Owner: m.Name, Status: dead.RunningStatus}, nil
+	}
+	moved := dead.Clone()
+	moved.Holder, moved.Epoch, moved.HandedOverFrom = m.Name, next.Epoch, in.Dead
+	if adopt {
+		if err := c.Store.Multi(ctx, metadata.SetOp(c.TaskPath(in.Dead), metadata.Encode(next), dv)); err != nil {
+			return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
+		}
+		a.log(ctx).Warn("task adopted", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex)
+		return HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus}, nil
+	}
+	own, ov, err := c.GetTask(ctx, m.Name)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) && !isCorrupt(err) {
+		return HandOverResult{}, err
+	}
+	if own.Pending() {
+		return HandOverResult{}, fmt.Errorf("hand over %s to %s: own Task still has work", in.Dead, m.Name)
+	}
+	next.Epoch = max(next.Epoch, own.Epoch+1)
+	moved.Epoch = next.Epoch
+	ops := []metadata.Op{metadata.SetOp(c.TaskPath(in.Dead), metadata.Encode(moved), dv)}
+	if err != nil { // own Task missing or corrupted: replace it
+		_, _ = c.Put(ctx, c.TaskPath(m.Name), roles.EmptyTask(), metadata.AnyVersion)
+		_, ov, _ = c.Store.Get(ctx, c.TaskPath(m.Name))
+	}
+	ops = append(ops, metadata.SetOp(c.TaskPath(m.Name), metadata.Encode(next), ov))
+	if err := c.Store.Multi(ctx, ops...); err != nil {
+		return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
+	}
+	a.log(ctx).Warn("task handed over", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex, "status", next.RunningStatus)
+	return HandOverResult{Owner: m.Name, Pending: next.Pending(), Status: next.RunningStatus}, nil
+}

@@ -1,0 +1,142 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Fetcher runs one request of a Task. Implementations are safe for
+// concurrent use and never panic on hostile input: every failure is
+// reported in the Result.
+type Fetcher interface {
+	Fetch(ctx context.Context, req roles.Request, task roles.Task) FetchResult
+}
+
+// FetchResult is what a Fetcher saw.
+type FetchResult struct {
+	StatusCode int
+	FinalURL   string
+	Bytes      int64
+	Duration   time.Duration
+	Response   string // a bounded excerpt of the body
+	Err        error
+}
+
+// HTTPFetcher is a plain net/http Fetcher that honours method, URL, query
+// parameters, headers, body, cookies and authorization, and bounds the body
+// size, the request time and the redirects.
+type HTTPFetcher struct {
+	Client       *http.Client
+	MaxBody      int64
+	Timeout      time.Duration
+	ExcerptBytes int
+}
+
+// NewHTTPFetcher returns a fetcher with conservative bounds.
+func NewHTTPFetcher() *HTTPFetcher {
+	return &HTTPFetcher{
+		Client: &http.Client{CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return fmt.Errorf("stopped after 10 redirects (last %s)", req.URL)
+			}
+			return nil
+		}},
+		MaxBody: 10 << 20, Timeout: 30 * time.Second, ExcerptBytes: 256,
+	}
+}
+
+// BuildRequest turns a Task request into an *http.Request.
+func BuildRequest(ctx context.Context, r roles.Request, t roles.Task) (*http.Request, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(r.URL)
+	if len(r.Parameters) > 0 {
+		q := u.Query()
+		for k, v := range r.Parameters {
+			q.Set(k, v)
+		}
+		u.RawQuery = q.Encode()
+	}
+	var body io.Reader
+	if len(r.Body) > 0 && string(r.Body) != "null" {
+		var s string
+		if json.Unmarshal(r.Body, &s) == nil {
+			body = strings.NewReader(s)
+		} else {
+			body = bytes.NewReader(r.Body)
+		}
+	}
+	method := strings.ToUpper(r.Method)
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("build request %s: %w", r.URL, err)
+	}
+	for k, v := range r.Header {
+		req.Header.Set(k, v)
+	}
+	for k, v := range t.Cookie {
+		req.AddCookie(&http.Cookie{Name: k, Value: v})
+	}
+	for k, v := range t.Authorization {
+		if strings.EqualFold(k, "Authorization") {
+			req.Header.Set("Authorization", v)
+		} else if strings.EqualFold(k, "basic") || strings.EqualFold(k, "bearer") {
+			req.Header.Set("Authorization", k+" "+v)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// Fetch implements Fetcher.
+func (f *HTTPFetcher) Fetch(ctx context.Context, r roles.Request, t roles.Task) FetchResult {
+	start := time.Now()
+	if f.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.Timeout)
+		defer cancel()
+	}
+	req, err := BuildRequest(ctx, r, t)
+	if err != nil {
+		return FetchResult{Err: err, Duration: time.Since(start)}
+	}
+	resp, err := f.Client.Do(req)
+	if err != nil {
+		return FetchResult{Err: err, Duration: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	res := FetchResult{StatusCode: resp.StatusCode, FinalURL: resp.Request.URL.String()}
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(resp.Body, f.MaxBody+1))
+	res.Bytes, res.Duration = n, time.Since(start)
+	switch {
+	case n > f.MaxBody:
+		res.Err = fmt.Errorf("body larger than %d bytes", f.MaxBody)
+	case err != nil && !errors.Is(err, io.EOF):
+		res.Err = fmt.Errorf("read body: %w", err)
+	}
+	ex := buf.Bytes()
+	if len(ex) > f.ExcerptBytes {
+		ex = ex[:f.ExcerptBytes]
+	}
+	res.Response = string(ex)
+	return res
+}

@@ -1,0 +1,209 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Register adds the member to its group (step 1 of the life cycle) under
+// the group lock: its name goes into current_crawler, the totals are set
+// when the group is new, and its NodeState, Task and Heartbeat znodes are
+// written. It is idempotent: a member already registered resumes its role,
+// and a member that was declared dead rejoins as a backup (or as a runner
+// in All-are-Runner mode) once its old Task has been handed over.
+func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, error) {
+	c := a.cluster(m.Group)
+	if _, err := roles.ParseName(m.Name); err != nil {
+		return RegisterResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCorrupt, err)
+	}
+	node, _, err := c.GetNode(ctx, m.Name)
+	exists := err == nil
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		if !isCorrupt(err) {
+			return RegisterResult{}, err
+		}
+		// A corrupted NodeState is reported and replaced by a fresh one: the
+		// group membership in GroupState is the source of truth.
+		a.corrupt(ctx, err)
+		node, exists = roles.NodeState{Group: m.Group, Role: roles.RoleInitial}, false
+	}
+	rejoin := exists && node.Role.Dead()
+	if rejoin {
+		// Our old Task must have left before we reset it: the claimer moves
+		// it (Holder set to the new holder) during hand-over.
+		t, _, err := c.GetTask(ctx, m.Name)
+		if err == nil && t.Pending() && (t.Holder == "" || t.Holder == m.Name) {
+			return RegisterResult{}, temporal.NewApplicationError(
+				fmt.Sprintf("rejoin %s: its Task is waiting to be handed over by %s", m.Name, node.TakenOverBy), ErrTypeNotReady)
+		}
+	}
+	g, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+		if g.TotalCrawler == 0 && len(g.CurrentCrawler) == 0 && len(g.FailCrawler) == 0 {
+			g.TotalRunner, g.TotalBackup, g.TotalCrawler = m.Runner, m.Backup, m.Runner+m.Backup
+		}
+		if rejoin || slices.Contains(g.FailCrawler, m.Name) {
+			g.FailCrawler = roles.Remove(g.FailCrawler, m.Name)
+			g.FailRunner = roles.Remove(g.FailRunner, m.Name)
+			g.FailBackup = roles.Remove(g.FailBackup, m.Name)
+			g.CurrentCrawler = roles.Add(g.CurrentCrawler, m.Name)
+			if g.AllAreRunners() {
+				g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
+			} else if !slices.Contains(g.CurrentBackup, m.Name) {
+				g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
+				g.TotalBackup++
+			}
+			if g.StandbyID == "" {
+				g.StandbyID = g.NextStandby()
+			}
+			return nil
+		}
+		if slices.Contains(g.CurrentCrawler, m.Name) {
+			return metadata.ErrNoChange
+		}
+		g.CurrentCrawler = roles.Add(g.CurrentCrawler, m.Name)
+		return nil
+	})
+	if err != nil {
+		return RegisterResult{}, a.corrupt(ctx, fmt.Errorf("register %s: %w", m.Name, err))
+	}
+	res := RegisterResult{Role: node.Role, Rejoined: rejoin, Resumed: exists && !rejoin}
+	switch {
+	case rejoin && g.AllAreRunners():
+		res.Role = roles.RoleRunner
+	case rejoin:
+		res.Role = roles.RoleBackup
+	case !exists:
+		res.Role = roles.RoleInitial
+	}
+	if !exists || rejoin {
+		if _, err := c.Put(ctx, c.NodePath(m.Name), roles.NodeState{Group: m.Group, Role: res.Role}, metadata.AnyVersion); err != nil {
+			return res, fmt.Errorf("register %s: write NodeState: %w", m.Name, err)
+		}
+	}
+	// An empty Task, unless one is there that we still hold.
+	t, _, err := c.GetTask(ctx, m.Name)
+	if rejoin || errors.Is(err, metadata.ErrNotFound) || isCorrupt(err) {
+		if isCorrupt(err) {
+			a.corrupt(ctx, err)
+		}
+		nt := roles.EmptyTask()
+		nt.Epoch = t.Epoch + 1
+		if _, err := c.Put(ctx, c.TaskPath(m.Name), nt, metadata.AnyVersion); err != nil {
+			return res, fmt.Errorf("register %s: write Task: %w", m.Name, err)
+		}
+	} else if err != nil {
+		return res, fmt.Errorf("register %s: read Task: %w", m.Name, err)
+	}
+	hb := roles.NewHeartbeat(a.now(), m.Timers)
+	if _, err := c.Put(ctx, c.HeartbeatPath(m.Name), hb, metadata.AnyVersion); err != nil {
+		return res, fmt.Errorf("register %s: write Heartbeat: %w", m.Name, err)
+	}
+	if _, err := a.Store.Create(ctx, c.AlivePath(m.Name), []byte(m.Name), metadata.Ephemeral); err != nil && !errors.Is(err, metadata.ErrExists) {
+		return res, fmt.Errorf("register %s: alive znode: %w", m.Name, err)
+	}
+	a.log(ctx).Info("registered", "crawler", m.Name, "group", m.Group, "role", res.Role, "rejoined", res.Rejoined, "resumed", res.Resumed)
+	return res, nil
+}
+
+// WaitMembers blocks until every configured member has registered (step 2),
+// woken by a watch on GroupState.
+func (a *Activities) WaitMembers(ctx context.Context, m Member) (roles.GroupState, error) {
+	c := a.cluster(m.Group)
+	for {
+		data, _, ch, err := a.Store.GetW(ctx, c.GroupPath())
+		if err != nil {
+			return roles.GroupState{}, err
+		}
+		g, err := roles.DecodeGroupState(data)
+		if err != nil {
+			return g, a.corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
+		}
+		if len(g.CurrentCrawler)+len(g.FailCrawler) >= g.TotalCrawler || len(g.CurrentRunner) > 0 {
+			return g, nil
+		}
+		heartbeat(ctx, len(g.CurrentCrawler))
+		if err := wait(ctx, ch, m.Timers.CheckTask); err != nil {
+			return g, err
+		}
+	}
+}
+
+// Elect runs the election (steps 3 and 4): the winners join current_runner,
+// the losers current_backup, standby_id becomes the smallest backup index,
+// and the member's role is written to its NodeState. A member that already
+// has a role keeps it.
+func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
+	c := a.cluster(m.Group)
+	node, v, err := c.GetNode(ctx, m.Name)
+	if err != nil {
+		return "", a.corrupt(ctx, err)
+	}
+	if node.Role != roles.RoleInitial {
+		return node.Role, nil
+	}
+	var role roles.Role
+	_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+		members := slices.Clone(g.CurrentCrawler)
+		roles.SortNames(members)
+		if len(members) > g.TotalCrawler && g.TotalCrawler > 0 {
+			members = members[:g.TotalCrawler]
+		}
+		res := roles.ResultOf(a.election(), members, g.TotalRunner, m.Name)
+		if res == roles.Winner {
+			role = roles.RoleRunner
+			g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
+		} else {
+			role = roles.RoleBackup
+			g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
+		}
+		// standby_id is the smallest backup index among all elected losers,
+		// including those that have not written themselves yet.
+		for _, n := range members {
+			if roles.ResultOf(a.election(), members, g.TotalRunner, n) == roles.Loser {
+				if s := g.StandbyID; s == "" || roles.IndexOf("x_"+s) > roles.IndexOf(n) {
+					g.StandbyID = fmt.Sprint(roles.IndexOf(n))
+				}
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", a.corrupt(ctx, fmt.Errorf("elect %s: %w", m.Name, err))
+	}
+	if _, err := c.Put(ctx, c.NodePath(m.Name), roles.NodeState{Group: m.Group, Role: role}, v); err != nil {
+		return "", fmt.Errorf("elect %s: write role: %w", m.Name, err)
+	}
+	a.log(ctx).Info("elected", "crawler", m.Name, "role", role)
+	return role, nil
+}
+
+// Position reads the member's role and whether it is the standby (the
+// dispatch step of the life cycle).
+func (a *Activities) Position(ctx context.Context, m Member) (Position, error) {
+	c := a.cluster(m.Group)
+	node, _, err := c.GetNode(ctx, m.Name)
+	if err != nil {
+		return Position{}, a.corrupt(ctx, err)
+	}
+	g, _, err := c.GetGroup(ctx)
+	if err != nil {
+		return Position{}, a.corrupt(ctx, err)
+	}
+	return position(node, g, m), nil
+}
+
+func position(node roles.NodeState, g roles.GroupState, m Member) Position {
+	return Position{
+		Role:      node.Role,
+		Standby:   node.Role == roles.RoleBackup && g.StandbyID == fmt.Sprint(m.Index()),
+		AllRunner: g.AllAreRunners(),
+	}
+}

@@ -1,0 +1,311 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ZooKeeperConfig configures a ZooKeeper store.
+type ZooKeeperConfig struct {
+	// Hosts are "host:port" addresses of the ensemble.
+	Hosts []string
+	// SessionTimeout is ZooKeeper's session timeout.
+	SessionTimeout time.Duration
+	// Logger receives connection events; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultZooKeeperConfig returns a config for a local standalone server.
+func DefaultZooKeeperConfig() ZooKeeperConfig {
+	return ZooKeeperConfig{Hosts: []string{"127.0.0.1:2181"}, SessionTimeout: 10 * time.Second}
+}
+
+// Validate names the first bad field.
+func (c ZooKeeperConfig) Validate() error {
+	if len(c.Hosts) == 0 {
+		return errors.New("zookeeper config: hosts: empty")
+	}
+	for i, h := range c.Hosts {
+		if !strings.Contains(h, ":") {
+			return fmt.Errorf("zookeeper config: hosts[%d]: %q is not host:port", i, h)
+		}
+	}
+	if c.SessionTimeout < time.Second {
+		return fmt.Errorf("zookeeper config: session_timeout: %v is under 1s", c.SessionTimeout)
+	}
+	return nil
+}
+
+// ZooKeeper is a Store on a ZooKeeper ensemble. It keeps one session; when
+// the session expires the client establishes a new one, the store bumps
+// Session() and re-creates the ephemeral znodes it created.
+type ZooKeeper struct {
+	conn    *zk.Conn
+	log     *slog.Logger
+	session atomic.Int64
+	mu      sync.Mutex
+	ephem   map[string][]byte // non-sequential ephemerals to re-create
+	done    chan struct{}
+	acl     []zk.ACL
+}
+
+// DialZooKeeper connects to the ensemble and waits (bounded by ctx) until a
+// session is established.
+func DialZooKeeper(ctx context.Context, cfg ZooKeeperConfig) (*ZooKeeper, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	conn, events, err := zk.Connect(cfg.Hosts, cfg.SessionTimeout, zk.WithLogger(zkLogger{log}))
+	if err != nil {
+		return nil, fmt.Errorf("connect zookeeper %v: %w", cfg.Hosts, err)
+	}
+	z := &ZooKeeper{conn: conn, log: log, ephem: map[string][]byte{}, done: make(chan struct{}), acl: zk.WorldACL(zk.PermAll)}
+	z.session.Store(1)
+	connected := make(chan struct{})
+	go z.loop(events, connected)
+	select {
+	case <-connected:
+		return z, nil
+	case <-ctx.Done():
+		conn.Close()
+		return nil, fmt.Errorf("connect zookeeper %v: %w", cfg.Hosts, ctx.Err())
+	}
+}
+
+func (z *ZooKeeper) loop(events <-chan zk.Event, connected chan struct{}) {
+	var once sync.Once
+	lost := false
+	for {
+		select {
+		case <-z.done:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.Type != zk.EventSession {
+				continue
+			}
+			switch ev.State {
+			case zk.StateExpired:
+				lost = true
+				z.log.Warn("zookeeper session expired")
+			case zk.StateHasSession:
+				once.Do(func() { close(connected) })
+				if lost {
+					lost = false
+					z.session.Add(1)
+					z.log.Info("zookeeper session re-established; re-creating ephemeral znodes")
+					go z.recreateEphemerals()
+				}
+			}
+		}
+	}
+}
+
+func (z *ZooKeeper) recreateEphemerals() {
+	z.mu.Lock()
+	todo := make(map[string][]byte, len(z.ephem))
+	for p, d := range z.ephem {
+		todo[p] = d
+	}
+	z.mu.Unlock()
+	for p, d := range todo {
+		if _, err := z.conn.Create(p, d, zk.FlagEphemeral, z.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			z.log.Error("re-create ephemeral znode", "path", p, "err", err)
+		}
+	}
+}
+
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Debug(fmt.Sprintf(format, args...), "component", "zookeeper")
+}
+
+func mapErr(op, p string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		return fmt.Errorf("%s %s: %w", op, p, ErrNotFound)
+	case errors.Is(err, zk.ErrNodeExists):
+		return fmt.Errorf("%s %s: %w", op, p, ErrExists)
+	case errors.Is(err, zk.ErrBadVersion):
+		return fmt.Errorf("%s %s: %w", op, p, ErrBadVersion)
+	case errors.Is(err, zk.ErrNotEmpty):
+		return fmt.Errorf("%s %s: %w", op, p, ErrNotEmpty)
+	case errors.Is(err, zk.ErrClosing), errors.Is(err, zk.ErrConnectionClosed):
+		return fmt.Errorf("%s %s: %w", op, p, ErrClosed)
+	}
+	return fmt.Errorf("zookeeper %s %s: %w", op, p, err)
+}
+
+// Get implements Store.
+func (z *ZooKeeper) Get(_ context.Context, p string) ([]byte, int32, error) {
+	data, st, err := z.conn.Get(p)
+	if err != nil {
+		return nil, 0, mapErr("get", p, err)
+	}
+	return data, st.Version, nil
+}
+
+// GetW implements Store.
+func (z *ZooKeeper) GetW(_ context.Context, p string) ([]byte, int32, <-chan struct{}, error) {
+	data, st, ev, err := z.conn.GetW(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		ok, _, ev2, err2 := z.conn.ExistsW(p)
+		if err2 != nil {
+			return nil, 0, nil, mapErr("exists", p, err2)
+		}
+		if ok { // created in between: read again
+			return z.GetW(context.Background(), p)
+		}
+		return nil, 0, toSignal(ev2), mapErr("get", p, err)
+	}
+	if err != nil {
+		return nil, 0, nil, mapErr("get", p, err)
+	}
+	return data, st.Version, toSignal(ev), nil
+}
+
+func toSignal(ev <-chan zk.Event) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		<-ev
+		close(ch)
+	}()
+	return ch
+}
+
+// Children implements Store.
+func (z *ZooKeeper) Children(_ context.Context, p string) ([]string, error) {
+	c, _, err := z.conn.Children(p)
+	return c, mapErr("children", p, err)
+}
+
+// Create implements Store.
+func (z *ZooKeeper) Create(ctx context.Context, p string, data []byte, mode CreateMode) (string, error) {
+	flags := int32(0)
+	switch mode {
+	case Ephemeral:
+		flags = zk.FlagEphemeral
+	case EphemeralSequential:
+		flags = zk.FlagEphemeral | zk.FlagSequence
+	}
+	created, err := z.conn.Create(p, data, flags, z.acl)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := z.ensure(path.Dir(p)); err != nil {
+			return "", err
+		}
+		created, err = z.conn.Create(p, data, flags, z.acl)
+	}
+	if err != nil {
+		return "", mapErr("create", p, err)
+	}
+	if mode == Ephemeral {
+		z.mu.Lock()
+		z.ephem[p] = data
+		z.mu.Unlock()
+	}
+	return created, nil
+}
+
+// ensure creates p and its parents as empty persistent znodes.
+func (z *ZooKeeper) ensure(p string) error {
+	if p == "/" || p == "." {
+		return nil
+	}
+	if ok, _, err := z.conn.Exists(p); err != nil {
+		return mapErr("exists", p, err)
+	} else if ok {
+		return nil
+	}
+	if err := z.ensure(path.Dir(p)); err != nil {
+		return err
+	}
+	if _, err := z.conn.Create(p, nil, 0, z.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return mapErr("create", p, err)
+	}
+	return nil
+}
+
+// Set implements Store.
+func (z *ZooKeeper) Set(_ context.Context, p string, data []byte, v int32) (int32, error) {
+	st, err := z.conn.Set(p, data, v)
+	if err != nil {
+		return 0, mapErr("set", p, err)
+	}
+	z.mu.Lock()
+	if _, ok := z.ephem[p]; ok {
+		z.ephem[p] = data
+	}
+	z.mu.Unlock()
+	return st.Version, nil
+}
+
+// Delete implements Store.
+func (z *ZooKeeper) Delete(_ context.Context, p string, v int32) error {
+	z.mu.Lock()
+	delete(z.ephem, p)
+	z.mu.Unlock()
+	return mapErr("delete", p, z.conn.Delete(p, v))
+}
+
+// Multi implements Store.
+func (z *ZooKeeper) Multi(_ context.Context, ops ...Op) error {
+	req := make([]any, 0, len(ops))
+	for _, op := range ops {
+		switch op.Kind {
+		case OpCheck:
+			req = append(req, &zk.CheckVersionRequest{Path: op.Path, Version: op.Version})
+		case OpSet:
+			req = append(req, &zk.SetDataRequest{Path: op.Path, Data: op.Data, Version: op.Version})
+		case OpCreate:
+			req = append(req, &zk.CreateRequest{Path: op.Path, Data: op.Data, Acl: z.acl})
+		case OpDelete:
+			req = append(req, &zk.DeleteRequest{Path: op.Path, Version: op.Version})
+		}
+	}
+	res, err := z.conn.Multi(req...)
+	if err == nil {
+		return nil
+	}
+	for i, r := range res {
+		if i < len(ops) && (errors.Is(r.Error, zk.ErrNoNode) || errors.Is(r.Error, zk.ErrNodeExists) ||
+			errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrNotEmpty)) {
+			return mapErr("multi", ops[i].Path, r.Error)
+		}
+	}
+	return mapErr("multi", "", err)
+}
+
+// Session implements Store.
+func (z *ZooKeeper) Session() int64 { return z.session.Load() }
+
+// Conn exposes the underlying connection (for tests that expire sessions).
+func (z *ZooKeeper) Conn() *zk.Conn { return z.conn }
+
+// Close implements Store.
+func (z *ZooKeeper) Close() error {
+	select {
+	case <-z.done:
+	default:
+		close(z.done)
+		z.conn.Close()
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// WaitTask blocks until the Runner's own Task has requests to run, or until
+// the Runner is no longer a runner (marked dead: it must stop). It is woken
+// by ZooKeeper watches on its Task and NodeState (re-armed after each
+// event), with check_task as a safety re-read.
+func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, error) {
+	c := a.cluster(m.Group)
+	for {
+		nd, _, nch, err := a.Store.GetW(ctx, c.NodePath(m.Name))
+		if err != nil {
+			return WaitTaskResult{}, err
+		}
+		node, err := roles.DecodeNodeState(nd)
+		if err != nil {
+			return WaitTaskResult{}, a.corrupt(ctx, &metadata.CorruptError{Path: c.NodePath(m.Name), Err: err})
+		}
+		if node.Role != roles.RoleRunner {
+			return WaitTaskResult{Fenced: true, Role: node.Role}, nil
+		}
+		td, _, tch, err := a.Store.GetW(ctx, c.TaskPath(m.Name))
+		if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+			return WaitTaskResult{}, err
+		}
+		if err == nil {
+			t, err := roles.DecodeTask(td)
+			switch {
+			case err != nil:
+				// Reported, and waited on: the next write of a valid Task wakes us.
+				a.corrupt(ctx, &metadata.CorruptError{Path: c.TaskPath(m.Name), Err: err})
+			case t.Pending() && (t.Holder == "" || t.Holder == m.Name):
+				return WaitTaskResult{Pending: true, Role: node.Role}, nil
+			}
+		}
+		heartbeat(ctx)
+		merged := make(chan struct{})
+		go func() {
+			select {
+			case <-nch:
+			case <-tch:
+			case <-ctx.Done():
+			}
+			close(merged)
+		}()
+		if err := wait(ctx, merged, min(m.Timers.CheckTask, 2*time.Second)); err != nil {
+			return WaitTaskResult{}, err
+		}
+	}
+}
+
+// RunTask runs Owner's Task as Member: it marks the Task processing, runs
+// its requests from next_index on, and after each request records its
+// result, the counters and in_progressing_id in one compare-and-set write
+// that also checks the runner's NodeState has not changed. A runner that was
+// marked dead, or whose Task was handed over (a higher epoch or another
+// holder), is fenced: its write is refused and the activity fails with
+// ErrTypeFenced, so a stale holder never records a result. The result of a
+// request is recorded exactly once (keyed by task_id and epoch).
+func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResult, error) {
+	m, owner := in.Member, in.Owner
+	if owner == "" {
+		owner = m.Name
+	}
+	c := a.cluster(m.Group)
+	start := a.now()
+	res := RunTaskResult{Owner: owner}
+
+	node, nv, err := c.GetNode(ctx, m.Name)
+	if err != nil {
+		return res, a.corrupt(ctx, err)
+	}
+	if node.Role != roles.RoleRunner {
+		return res, fenced("%s is %s, not runner: it does not run tasks", m.Name, node.Role)
+	}
+	t, tv, err := c.GetTask(ctx, owner)
+	if err != nil {
+		return res, a.corrupt(ctx, err)
+	}
+	if t.Holder != "" && t.Holder != m.Name {
+		return res, fenced("task of %s is held by %s (epoch %d), not %s", owner, t.Holder, t.Epoch, m.Name)
+	}
+	session := a.Store.Session()
+	write := func(next roles.Task) error {
+		if s := a.Store.Session(); s != session {
+			// The session was lost: make sure we still hold the Task before
+			// writing anything (the compare-and-set below checks it too).
+			cur, _, err := c.GetTask(ctx, owner)
+			if err != nil {
+				return err
+			}
+			if cur.Holder != m.Name || cur.Epoch != next.Epoch {
+				return fenced("after a session loss, task of %s is held by %s at epoch %d", owner, cur.Holder, cur.Epoch)
+			}
+			session = s
+		}
+		err := a.Store.Multi(ctx,
+			metadata.CheckOp(c.NodePath(m.Name), nv),
+			metadata.SetOp(c.TaskPath(owner), metadata.Encode(next), tv))
+		if errors.Is(err, metadata.ErrBadVersion) {
+			cur, _, _ := c.GetTask(ctx, owner)
+			n2, _, _ := c.GetNode(ctx, m.Name)
+			return fenced("write refused for task of %s at epoch %d: runner %s is now %s, task holder %s epoch %d",
+				owner, next.Epoch, m.Name, n2.Role, cur.Holder, cur.Epoch)
+		}
+		if err != nil {
+			return err
+		}
+		tv++
+		return nil
+	}
+	if !t.Pending() {
+		res.Epoch, res.Status, res.Result = t.Epoch, t.RunningStatus, t.RunningResult
+		return res, nil
+	}
+	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
+		t = t.Clone()
+		t.RunningStatus, t.Holder = roles.TaskProcessing, m.Name
+		if t.NextIndex < len(t.RunningContent) {
+			t.InProgressingID = strconv.Itoa(t.RunningContent[t.NextIndex].TaskID)
+		}
+		if err := write(t); err != nil {
+			return res, err
+		}
+	}
+	res.Epoch = t.Epoch
+	defer keepAlive(ctx, m.Timers.UpdateTime)()
+	log := a.log(ctx).With("crawler", m.Name, "task_owner", owner, "epoch", t.Epoch)
+	log.Info("running task", "from", t.NextIndex, "requests", len(t.RunningContent))
+	for t.NextIndex < len(t.RunningContent) {
+		req := t.RunningContent[t.NextIndex]
+		heartbeat(ctx, t.NextIndex)
+		var d roles.ResultDetail
+		if err := req.Validate(); err != nil {
+			d = roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskError, URL: req.URL,
+				ErrorMsg: fmt.Sprintf("node %s task: running_content[%d]: %v", owner, t.NextIndex, err)}
+			log.Warn("invalid request recorded as failed", "task_id", req.TaskID, "err", d.ErrorMsg)
+		} else {
+			if a.Fetcher == nil {
+				return res, errors.New("run task: no fetcher configured")
+			}
+			fr := a.Fetcher.Fetch(ctx, req, t)
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			d = roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskDone, StatusCode: fr.StatusCode, URL: req.URL,
+				Response: fr.Response, Bytes: fr.Bytes, DurationMS: fr.Duration.Milliseconds()}
+			if fr.Err != nil {
+				d.State, d.ErrorMsg = roles.TaskError, fr.Err.Error()
+			} else if fr.StatusCode >= 400 {
+				d.State = roles.TaskError
+				d.ErrorMsg = fmt.Sprintf("HTTP %d", fr.StatusCode)
+			}
+		}
+		next, ok := t.Record(d, a.MaxResultDetail)
+		if !ok {
+			return res, fmt.Errorf("run task: result of task_id %d is not the next one", req.TaskID)
+		}
+		if err := write(next); err != nil {
+			return res, err
+		}
+		t = next
+		res.Ran++
+	}
+	res.Status, res.Result = t.RunningStatus, t.RunningResult
+	res.Duration = a.now().Sub(start)
+	log.Info("task finished", "status", t.RunningStatus, "success", t.RunningResult.SuccessCount, "fail", t.RunningResult.FailCount)
+	return res, nil
+}
+
+// keepAlive records an activity heartbeat every interval until the returned
+// stop is called, so a slow request does not look like a dead worker.
+func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(max(interval, 200*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				heartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}

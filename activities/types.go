@@ -1,0 +1,106 @@
+// Package activities holds the I/O side of Baton's roles: every activity is
+// a method on Activities, which holds the clients (the metadata store, the
+// fetcher, the clock). Workflows pass identity and timers in each call, so
+// one Activities value serves one worker process.
+package activities
+
+import (
+	"time"
+
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Member is who an activity acts for and the cluster it belongs to.
+type Member struct {
+	Group  string       `json:"group"`
+	Name   string       `json:"name"`
+	Runner int          `json:"runner"`
+	Backup int          `json:"backup"`
+	Timers roles.Timers `json:"timers"`
+	// Capacity bounds how many Tasks one instance runs at once in
+	// All-are-Runner mode (its own plus those it took over).
+	Capacity int `json:"capacity"`
+}
+
+// AllAreRunners reports whether the member's cluster has no backups.
+func (m Member) AllAreRunners() bool { return m.Backup == 0 }
+
+// Index returns the member's crawler index.
+func (m Member) Index() int { return roles.IndexOf(m.Name) }
+
+// RegisterResult says how an instance (re)joined.
+type RegisterResult struct {
+	Role     roles.Role `json:"role"`
+	Rejoined bool       `json:"rejoined"`
+	Resumed  bool       `json:"resumed"`
+}
+
+// Position is an instance's current place in its group.
+type Position struct {
+	Role      roles.Role `json:"role"`
+	Standby   bool       `json:"standby"`    // its index is standby_id
+	AllRunner bool       `json:"all_runner"` // the group has no backups
+}
+
+// WaitTaskResult is why a Runner stopped waiting.
+type WaitTaskResult struct {
+	Pending bool       `json:"pending"` // its own Task has requests to run
+	Fenced  bool       `json:"fenced"`  // it was marked dead or lost its role
+	Role    roles.Role `json:"role"`
+}
+
+// RunTaskInput names the Task to run: Owner's Task znode, run by Self.
+type RunTaskInput struct {
+	Member Member `json:"member"`
+	Owner  string `json:"owner"`
+}
+
+// RunTaskResult summarises one run of a Task.
+type RunTaskResult struct {
+	Owner    string              `json:"owner"`
+	Epoch    int64               `json:"epoch"`
+	Ran      int                 `json:"ran"` // requests run by this call
+	Result   roles.RunningResult `json:"running_result"`
+	Status   roles.TaskState     `json:"running_status"`
+	Fenced   bool                `json:"fenced"`
+	Duration time.Duration       `json:"duration"`
+}
+
+// WatchInput configures a heartbeat watch.
+type WatchInput struct {
+	Member Member `json:"member"`
+	// Free is how many more Tasks the watcher can take (All-are-Runner
+	// mode); dead peers are reported only while Free > 0.
+	Free int `json:"free"`
+}
+
+// WatchResult is what a heartbeat watch found.
+type WatchResult struct {
+	Dead     string     `json:"dead,omitempty"`
+	DeadRole roles.Role `json:"dead_role,omitempty"` // the role it had: runner or backup-runner
+	Changed  bool       `json:"changed"`             // the watcher's own position changed
+	Position Position   `json:"position"`
+	// DetectedAfter is the dead peer's heartbeat age when it was declared dead.
+	DetectedAfter time.Duration `json:"detected_after,omitempty"`
+}
+
+// PeerInput names a peer acted on by Self.
+type PeerInput struct {
+	Member   Member     `json:"member"`
+	Dead     string     `json:"dead"`
+	DeadRole roles.Role `json:"dead_role"`
+}
+
+// DiscoverResult says whether Self now owns the dead peer's hand-over.
+type DiscoverResult struct {
+	Claimed bool       `json:"claimed"`
+	By      string     `json:"by,omitempty"` // who holds the claim if not Self
+	Task    roles.Task `json:"task"`
+}
+
+// HandOverResult says where the handed-over Task now lives.
+type HandOverResult struct {
+	Owner   string          `json:"owner"` // whose Task znode to run
+	Pending bool            `json:"pending"`
+	Status  roles.TaskState `json:"status"`
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Config is everything a worker needs; every field has a flag and an
+// environment variable.
+type Config struct {
+	Group, Name      string
+	Runner, Backup   int
+	Capacity         int
+	Profile          string
+	Timers           roles.Timers
+	ZKHosts          string
+	ZKRoot           string
+	ZKSessionTimeout time.Duration
+	TemporalAddress  string
+	Namespace        string
+	LogFormat        string
+	LogLevel         string
+	MaxResultDetail  int
+}
+
+// DefaultConfig returns the reference's defaults on a local stack.
+func DefaultConfig() Config {
+	return Config{
+		Group: roles.DefaultGroup, Runner: 2, Backup: 1, Capacity: 2, Profile: "default",
+		Timers: roles.DefaultTimers(), ZKHosts: "127.0.0.1:2181", ZKRoot: metadata.DefaultRoot,
+		ZKSessionTimeout: 10 * time.Second, TemporalAddress: "127.0.0.1:7233", Namespace: "default",
+		LogFormat: "text", LogLevel: "info", MaxResultDetail: 1000,
+	}
+}
+
+// AddFlags registers the config's flags on fs.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Group, "group", c.Group, "cluster group name")
+	fs.StringVar(&c.Name, "name", c.Name, "crawler name <base><sep><index>, sep '_' or '-' (e.g. sc-crawler_1); required")
+	fs.IntVar(&c.Runner, "runner", c.Runner, "number of Runners in the group")
+	fs.IntVar(&c.Backup, "backup", c.Backup, "number of Backup Runners in the group (0: All-are-Runner mode)")
+	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "All-are-Runner mode: most Tasks one instance runs at once (own + taken over)")
+	fs.StringVar(&c.Profile, "timers", c.Profile, "timer profile: default (the reference's) or fast; the flags below override it")
+	fs.DurationVar(&c.Timers.UpdateTime, "update-time", c.Timers.UpdateTime, "heartbeat interval (update_time)")
+	fs.DurationVar(&c.Timers.UpdateTimeout, "update-timeout", c.Timers.UpdateTimeout, "heartbeat age counted as late (update_timeout)")
+	fs.IntVar(&c.Timers.HeartRhythmTimeout, "heart-rhythm-timeout", c.Timers.HeartRhythmTimeout, "late checks that make an instance dead (heart_rhythm_timeout)")
+	fs.IntVar(&c.Timers.ResetTimeout, "reset-timeout", c.Timers.ResetTimeout, "healthy checks in a row that clear the late count (reset_timeout)")
+	fs.DurationVar(&c.Timers.CheckTask, "check-task", c.Timers.CheckTask, "safety re-read of the Task while waiting (a ZooKeeper watch wakes it first)")
+	fs.DurationVar(&c.Timers.CheckCrawlerState, "check-crawler-state", c.Timers.CheckCrawlerState, "heartbeat check interval of backups (check_crawler_state)")
+	fs.DurationVar(&c.Timers.CheckStandbyID, "check-standby-id", c.Timers.CheckStandbyID, "safety re-read of standby_id (a ZooKeeper watch wakes it first)")
+	fs.StringVar(&c.ZKHosts, "zk-hosts", c.ZKHosts, "ZooKeeper hosts, comma-separated host:port")
+	fs.StringVar(&c.ZKRoot, "zk-root", c.ZKRoot, "root znode of Baton's metadata")
+	fs.DurationVar(&c.ZKSessionTimeout, "zk-session-timeout", c.ZKSessionTimeout, "ZooKeeper session timeout")
+	fs.StringVar(&c.TemporalAddress, "temporal-address", c.TemporalAddress, "Temporal frontend host:port")
+	fs.StringVar(&c.Namespace, "temporal-namespace", c.Namespace, "Temporal namespace")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")
+}
+
+// ApplyProfile replaces the timers not set explicitly with the profile's.
+func (c *Config) ApplyProfile(fs *pflag.FlagSet) error {
+	var p roles.Timers
+	switch c.Profile {
+	case "default":
+		p = roles.DefaultTimers()
+	case "fast":
+		p = roles.FastTimers()
+	default:
+		return fmt.Errorf("timers: unknown profile %q (want default or fast)", c.Profile)
+	}
+	set := func(name string, dst, src any) {
+		if fs.Changed(name) {
+			return
+		}
+		switch d := dst.(type) {
+		case *time.Duration:
+			*d = *src.(*time.Duration)
+		case *int:
+			*d = *src.(*int)
+		}
+	}
+	set("update-time", &c.Timers.UpdateTime, &p.UpdateTime)
+	set("update-timeout", &c.Timers.UpdateTimeout, &p.UpdateTimeout)
+	set("heart-rhythm-timeout", &c.Timers.HeartRhythmTimeout, &p.HeartRhythmTimeout)
+	set("reset-timeout", &c.Timers.ResetTimeout, &p.ResetTimeout)
+	set("check-task", &c.Timers.CheckTask, &p.CheckTask)
+	set("check-crawler-state", &c.Timers.CheckCrawlerState, &p.CheckCrawlerState)
+	set("check-standby-id", &c.Timers.CheckStandbyID, &p.CheckStandbyID)
+	return nil
+}
+
+// Validate names the first bad setting.
+func (c Config) Validate() error {
+	if c.Name == "" {
+		return errors.New("name: required (e.g. --name sc-crawler_1 or BATON_NAME)")
+	}
+	if _, err := roles.ParseName(c.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	if c.Group == "" || strings.ContainsAny(c.Group, "/ ") {
+		return fmt.Errorf("group: %q must be non-empty without '/' or spaces", c.Group)
+	}
+	if c.Runner < 1 {
+		return fmt.Errorf("runner: is %d, must be >= 1", c.Runner)
+	}
+	if c.Backup < 0 {
+		return fmt.Errorf("backup: is %d, must be >= 0", c.Backup)
+	}
+	if c.Capacity < 1 {
+		return fmt.Errorf("capacity: is %d, must be >= 1", c.Capacity)
+	}
+	if err := c.Timers.Validate(); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(c.ZKRoot, "/") || strings.HasSuffix(c.ZKRoot, "/") {
+		return fmt.Errorf("zk-root: %q must start with '/' and not end with one", c.ZKRoot)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("log-format: %q (want text or json)", c.LogFormat)
+	}
+	return nil
+}
+
+// Member is the activities' view of this instance.
+func (c Config) Member() activities.Member {
+	return activities.Member{Group: c.Group, Name: c.Name, Runner: c.Runner, Backup: c.Backup, Timers: c.Timers, Capacity: c.Capacity}
+}
+
+// ZooKeeper returns the store config.
+func (c Config) ZooKeeper() metadata.ZooKeeperConfig {
+	z := metadata.DefaultZooKeeperConfig()
+	z.Hosts = strings.Split(c.ZKHosts, ",")
+	z.SessionTimeout = c.ZKSessionTimeout
+	return z
+}

@@ -1,0 +1,160 @@
+// Command baton-worker runs one Baton crawler instance: it connects to
+// ZooKeeper and Temporal, serves its own task queue, and starts or resumes
+// its Lifecycle workflow (register, elect, run its role). Every flag can be
+// set from the environment (BATON_<FLAG>).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/worker/flagenv"
+	"github.com/batoncrawl/baton/workflows"
+)
+
+func main() {
+	cfg := DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "baton-worker",
+		Short: "Run one Baton crawler instance (a Runner or a Backup Runner)",
+		Long: `baton-worker runs one crawler instance of a Baton cluster.
+
+It registers the instance in ZooKeeper, takes part in the election, and runs
+its role (Runner, Primary or Secondary Backup Runner) as durable Temporal
+workflows on its own task queue. Restarted with the same --name it resumes;
+declared dead meanwhile, it rejoins as a backup.
+
+Every flag can also be set with an environment variable, shown with it.`,
+		Example: `  baton-worker --name sc-crawler_1 --runner 2 --backup 1
+  BATON_NAME=sc-crawler_2 BATON_TIMERS=fast baton-worker`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagenv.Bind(cmd.Flags(), "BATON"); err != nil {
+				return err
+			}
+			if err := cfg.ApplyProfile(cmd.Flags()); err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("invalid configuration: %w", err)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return run(ctx, cfg)
+		},
+	}
+	cfg.AddFlags(cmd.Flags())
+	flagenv.Document(cmd.Flags(), "BATON")
+	if err := cmd.Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func newLogger(cfg Config) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	return slog.New(h).With("instance", cfg.Name, "group", cfg.Group)
+}
+
+func run(ctx context.Context, cfg Config) error {
+	log := newLogger(cfg)
+	slog.SetDefault(log)
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	zc := cfg.ZooKeeper()
+	zc.Logger = log
+	store, err := metadata.DialZooKeeper(dctx, zc)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	tc, err := client.DialContext(dctx, client.Options{
+		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
+		Logger: tlog.NewStructuredLogger(log.With("component", "temporal")),
+	})
+	if err != nil {
+		return fmt.Errorf("connect temporal %s: %w", cfg.TemporalAddress, err)
+	}
+	defer tc.Close()
+	if err := EnsureSearchAttributes(dctx, tc, cfg.Namespace); err != nil {
+		log.Warn("could not register Baton's search attributes; register them with `temporal operator search-attribute create`", "err", err)
+	}
+
+	m := cfg.Member()
+	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot, Fetcher: activities.NewHTTPFetcher(),
+		MaxResultDetail: cfg.MaxResultDetail, Log: log}
+	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
+	w := worker.New(tc, queue, worker.Options{WorkerStopTimeout: 3 * time.Second})
+	workflows.Register(w)
+	w.RegisterActivity(acts)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on %s: %w", queue, err)
+	}
+	defer w.Stop()
+
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                                       workflows.LifecycleID(cfg.Group, cfg.Name),
+		TaskQueue:                                queue,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: false,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.AttrCluster.ValueSet(cfg.Group), workflows.AttrCrawler.ValueSet(cfg.Name),
+			workflows.AttrRole.ValueSet("lifecycle")),
+	}, workflows.Lifecycle, workflows.LifecycleInput{Member: m})
+	if err != nil {
+		return fmt.Errorf("start lifecycle workflow: %w", err)
+	}
+	log.Info("worker running", "task_queue", queue, "workflow_id", run.GetID(), "run_id", run.GetRunID(),
+		"runner", cfg.Runner, "backup", cfg.Backup, "timers", cfg.Timers.String())
+	errc := make(chan error, 1)
+	go func() { errc <- run.Get(ctx, nil) }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: stopping the worker; heartbeats end with Apparent Death")
+		return nil
+	case err := <-errc:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("lifecycle workflow ended: %w", err)
+		}
+		return nil
+	}
+}
+
+// EnsureSearchAttributes registers Baton's custom search attributes
+// (Keyword) in the namespace, ignoring those already there.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, ns string) error {
+	attrs := map[string]enumspb.IndexedValueType{}
+	for _, n := range workflows.SearchAttributeNames {
+		attrs[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		SearchAttributes: attrs, Namespace: ns,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return err
+	}
+	return nil
+}

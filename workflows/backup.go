@@ -1,0 +1,73 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// PrimaryBackup is the Primary Backup Runner role (the backup whose index
+// is standby_id). It watches the heartbeats of every runner and every other
+// backup (WatchRunners). When a runner dies it discovers, activates and
+// hands over (three activities) and ends with ReasonActivated: the
+// instance is now a runner. When another backup dies it removes it from the
+// group and keeps watching. It ends with ReasonChanged if it stops being
+// the standby.
+func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error) {
+	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
+	var took []string
+	for i := 0; i < maxLoops; i++ {
+		var w activities.WatchResult
+		if err := workflow.ExecuteActivity(lctx, a.WatchRunners, activities.WatchInput{Member: m, Free: 1}).Get(ctx, &w); err != nil {
+			return RoleResult{}, err
+		}
+		if w.Changed {
+			return RoleResult{Reason: ReasonChanged, Role: w.Position.Role, TookOver: took}, nil
+		}
+		_, claimed, err := failOver(sctx, m, w, false)
+		if err != nil {
+			return RoleResult{}, err
+		}
+		if claimed {
+			took = append(took, w.Dead)
+		}
+		if claimed && w.DeadRole == roles.RoleRunner {
+			return RoleResult{Reason: ReasonActivated, Role: roles.RoleRunner, TookOver: took}, nil
+		}
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			break
+		}
+	}
+	return RoleResult{}, workflow.NewContinueAsNewError(ctx, PrimaryBackup, m)
+}
+
+// SecondaryBackup is the Secondary Backup Runner role. It waits (a watch on
+// GroupState) until standby_id is its index and then ends, so the
+// Lifecycle runs it as the primary. The backup next in line also watches
+// the primary's heartbeat; if the primary dies it marks it dead, removes it
+// from the group and advances standby_id (to itself), so backups are never
+// left unwatched.
+func SecondaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error) {
+	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
+	for i := 0; i < maxLoops; i++ {
+		var w activities.WatchResult
+		if err := workflow.ExecuteActivity(lctx, a.WaitStandby, m).Get(ctx, &w); err != nil {
+			return RoleResult{}, err
+		}
+		if w.Changed {
+			return RoleResult{Reason: ReasonChanged, Role: w.Position.Role}, nil
+		}
+		_, claimed, err := failOver(sctx, m, w, false)
+		if err != nil {
+			return RoleResult{}, err
+		}
+		if claimed {
+			return RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup, TookOver: []string{w.Dead}}, nil
+		}
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			break
+		}
+	}
+	return RoleResult{}, workflow.NewContinueAsNewError(ctx, SecondaryBackup, m)
+}

@@ -1,0 +1,125 @@
+package workflows
+
+import (
+	"errors"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// LifecycleInput is the input of an instance's Lifecycle.
+type LifecycleInput struct {
+	Member activities.Member `json:"member"`
+	// Registered is set when the Lifecycle continues as new: registration
+	// and election are done.
+	Registered bool `json:"registered"`
+	// Dispatches counts role dispatches over all runs, for the Web UI.
+	Dispatches int `json:"dispatches"`
+}
+
+// Query names.
+const (
+	// QueryPosition returns the instance's current Position.
+	QueryPosition = "position"
+)
+
+// Lifecycle is one instance's life: register (1), wait for all members
+// (2), elect (3, 4) and then dispatch by role in a loop (5): runner →
+// Runner, standby backup → PrimaryBackup, other backups → SecondaryBackup,
+// each a child workflow; a dead role → rejoin as a backup. The Heartbeat
+// role runs beside it as its own workflow. The loop continues as new to
+// keep the history bounded.
+func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
+	m := in.Member
+	sctx := withShort(ctx, m)
+	log := workflow.GetLogger(ctx)
+	pos := activities.Position{Role: roles.RoleInitial}
+	if err := workflow.SetQueryHandler(ctx, QueryPosition, func() (activities.Position, error) { return pos, nil }); err != nil {
+		return err
+	}
+	if !in.Registered {
+		var reg activities.RegisterResult
+		if err := workflow.ExecuteActivity(sctx, a.Register, m).Get(ctx, &reg); err != nil {
+			return err
+		}
+		pos.Role = reg.Role
+	}
+	if err := startHeartbeat(ctx, m); err != nil {
+		return err
+	}
+	for i := 0; i < maxLoops/4; i++ {
+		if err := workflow.ExecuteActivity(sctx, a.Position, m).Get(ctx, &pos); err != nil {
+			return err
+		}
+		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrRole.ValueSet(string(pos.Role)))
+		var res RoleResult
+		var err error
+		switch {
+		case pos.Role == roles.RoleInitial:
+			lctx := withLong(ctx, m)
+			if err = workflow.ExecuteActivity(lctx, a.WaitMembers, m).Get(ctx, nil); err == nil {
+				err = workflow.ExecuteActivity(sctx, a.Elect, m).Get(ctx, nil)
+			}
+		case pos.Role == roles.RoleRunner:
+			res, err = runChild(ctx, m, "runner", Runner)
+		case pos.Role == roles.RoleBackup && pos.Standby:
+			res, err = runChild(ctx, m, "primary-backup", PrimaryBackup)
+		case pos.Role == roles.RoleBackup:
+			res, err = runChild(ctx, m, "secondary-backup", SecondaryBackup)
+		case pos.Role.Dead():
+			log.Warn("this instance was declared dead; rejoining", "role", pos.Role)
+			var reg activities.RegisterResult
+			err = workflow.ExecuteActivity(sctx, a.Register, m).Get(ctx, &reg)
+		}
+		if err != nil {
+			return err
+		}
+		in.Dispatches++
+		if res.Reason != "" {
+			log.Info("role ended", "role", pos.Role, "reason", res.Reason, "took_over", res.TookOver)
+		}
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			break
+		}
+	}
+	in.Registered = true
+	return workflow.NewContinueAsNewError(ctx, Lifecycle, in)
+}
+
+// runChild runs a role workflow as a child with a readable ID and the
+// instance's search attributes.
+func runChild(ctx workflow.Context, m activities.Member, role string, wf any) (RoleResult, error) {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            childID(m.Group, m.Name, role),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			AttrCluster.ValueSet(m.Group), AttrCrawler.ValueSet(m.Name), AttrRole.ValueSet(role)),
+	})
+	var res RoleResult
+	err := workflow.ExecuteChildWorkflow(cctx, wf, m).Get(ctx, &res)
+	return res, err
+}
+
+// startHeartbeat starts the Heartbeat workflow unless it already runs; it
+// outlives Lifecycle runs (continue-as-new) on purpose.
+func startHeartbeat(ctx workflow.Context, m activities.Member) error {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            childID(m.Group, m.Name, "heartbeat"),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			AttrCluster.ValueSet(m.Group), AttrCrawler.ValueSet(m.Name), AttrRole.ValueSet("heartbeat")),
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, Heartbeat, m)
+	err := f.GetChildWorkflowExecution().Get(ctx, nil)
+	var already *temporal.ChildWorkflowExecutionAlreadyStartedError
+	if errors.As(err, &already) {
+		return nil
+	}
+	return err
+}

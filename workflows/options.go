@@ -1,0 +1,74 @@
+// Package workflows holds Baton's durable roles as Temporal workflows: the
+// per-instance Lifecycle (register, wait for members, elect, role loop) and
+// the role workflows Runner, PrimaryBackup, SecondaryBackup and Heartbeat.
+// Workflow code is deterministic: every wait, clock read and I/O happens in
+// activities (package activities); long waits are heartbeating activities
+// driven by ZooKeeper watches, not workflow timer loops.
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/batoncrawl/baton/activities"
+)
+
+// Search attributes set on every Baton workflow, so the Web UI can filter
+// by cluster, crawler and role.
+var (
+	AttrCluster = temporal.NewSearchAttributeKeyKeyword("BatonCluster")
+	AttrCrawler = temporal.NewSearchAttributeKeyKeyword("BatonCrawler")
+	AttrRole    = temporal.NewSearchAttributeKeyKeyword("BatonRole")
+)
+
+// SearchAttributeNames lists Baton's custom search attributes (all Keyword).
+var SearchAttributeNames = []string{"BatonCluster", "BatonCrawler", "BatonRole", "BatonJob"}
+
+// TaskQueue is the task queue of one instance: its activities and role
+// workflows run in that instance's process.
+func TaskQueue(group, name string) string { return fmt.Sprintf("baton.%s.%s", group, name) }
+
+// LifecycleID is the readable workflow ID of an instance's life cycle.
+func LifecycleID(group, name string) string { return fmt.Sprintf("baton/%s/%s", group, name) }
+
+// childID names a role workflow of an instance.
+func childID(group, name, role string) string { return fmt.Sprintf("baton/%s/%s/%s", group, name, role) }
+
+// maxLoops bounds the iterations of a role loop before it continues as new.
+const maxLoops = 200
+
+var a *activities.Activities // nil: used only for method expressions
+
+// shortOptions are for quick metadata steps.
+func shortOptions(m activities.Member) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 50 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeFenced, activities.ErrTypeLost, activities.ErrTypeCorrupt},
+		},
+	}
+}
+
+// longOptions are for long waits and task runs: they heartbeat, so a dead
+// worker is noticed within the heartbeat timeout and the activity retried
+// when the worker is back.
+func longOptions(m activities.Member) workflow.ActivityOptions {
+	o := shortOptions(m)
+	o.StartToCloseTimeout = 7 * 24 * time.Hour
+	o.HeartbeatTimeout = max(2*time.Second, 4*m.Timers.UpdateTime, 2*m.Timers.CheckTask)
+	return o
+}
+
+// withLong returns ctx with long-running activity options.
+func withLong(ctx workflow.Context, m activities.Member) workflow.Context {
+	return workflow.WithActivityOptions(ctx, longOptions(m))
+}
+
+// withShort returns ctx with short activity options.
+func withShort(ctx workflow.Context, m activities.Member) workflow.Context {
+	return workflow.WithActivityOptions(ctx, shortOptions(m))
+}

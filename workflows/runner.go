@@ -1,0 +1,205 @@
+package workflows
+
+import (
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// RoleResult is why a role workflow ended; the Lifecycle then re-reads the
+// instance's position and dispatches again.
+type RoleResult struct {
+	Reason string     `json:"reason"` // "fenced", "position-changed", "activated"
+	Role   roles.Role `json:"role,omitempty"`
+	// TookOver lists the dead peers whose Tasks this role handed over.
+	TookOver []string `json:"took_over,omitempty"`
+}
+
+// Reasons a role workflow ends.
+const (
+	ReasonFenced    = "fenced"
+	ReasonChanged   = "position-changed"
+	ReasonActivated = "activated"
+)
+
+// Runner is the Runner role: it waits for its Task (a ZooKeeper watch,
+// inside the WaitTask activity), runs it (RunTask) and waits again. In
+// All-are-Runner mode it is also the backup of its peers: a WatchRunners
+// activity runs beside the task loop, and when a peer dies this runner
+// claims it (only one survivor wins the claim) and runs the dead peer's Task
+// beside its own, as long as it runs fewer than Member.Capacity Tasks; at
+// capacity it stops watching, so a dead peer's Task waits for a survivor
+// with room (the avalanche guard). It ends when the runner is fenced (marked
+// dead), and continues as new to keep its history bounded.
+func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
+	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
+	capacity := 1
+	if m.AllAreRunners() {
+		capacity = max(1, m.Capacity)
+	}
+	sel := workflow.NewSelector(ctx)
+	var (
+		active, loops                int
+		waiting, watching, ownActive bool
+		stopping                     bool
+		cancelWait, cancelWatch      workflow.CancelFunc
+		result                       *RoleResult
+		fatal                        error
+		tookOver                     []string
+	)
+	done := func(r RoleResult) {
+		if result == nil {
+			r.TookOver = tookOver
+			result = &r
+		}
+	}
+	var startRun func(owner string)
+	startRun = func(owner string) {
+		active++
+		if owner == m.Name {
+			ownActive = true
+		}
+		f := workflow.ExecuteActivity(lctx, a.RunTask, activities.RunTaskInput{Member: m, Owner: owner})
+		sel.AddFuture(f, func(f workflow.Future) {
+			active--
+			if owner == m.Name {
+				ownActive = false
+			}
+			var r activities.RunTaskResult
+			err := f.Get(ctx, &r)
+			switch {
+			case activities.IsFenced(err) && owner == m.Name:
+				done(RoleResult{Reason: ReasonFenced})
+			case activities.IsFenced(err):
+				workflow.GetLogger(ctx).Warn("adopted task fenced", "owner", owner, "error", err)
+			case err != nil:
+				fatal = err
+			}
+		})
+	}
+	startWait := func() {
+		wctx, cancel := workflow.WithCancel(lctx)
+		cancelWait, waiting = cancel, true
+		f := workflow.ExecuteActivity(wctx, a.WaitTask, m)
+		sel.AddFuture(f, func(f workflow.Future) {
+			waiting = false
+			var w activities.WaitTaskResult
+			err := f.Get(ctx, &w)
+			var ce *temporal.CanceledError
+			switch {
+			case errors.As(err, &ce):
+			case err != nil:
+				fatal = err
+			case w.Fenced:
+				done(RoleResult{Reason: ReasonFenced, Role: w.Role})
+			case w.Pending:
+				startRun(m.Name)
+			}
+		})
+	}
+	startWatch := func() {
+		wctx, cancel := workflow.WithCancel(lctx)
+		cancelWatch, watching = cancel, true
+		f := workflow.ExecuteActivity(wctx, a.WatchRunners, activities.WatchInput{Member: m, Free: capacity - active})
+		sel.AddFuture(f, func(f workflow.Future) {
+			watching = false
+			var w activities.WatchResult
+			err := f.Get(ctx, &w)
+			var ce *temporal.CanceledError
+			switch {
+			case errors.As(err, &ce):
+			case err != nil:
+				fatal = err
+			case w.Changed:
+				done(RoleResult{Reason: ReasonChanged, Role: w.Position.Role})
+			case w.Dead != "" && active < capacity:
+				h, claimed, err := failOver(sctx, m, w, true)
+				if err != nil {
+					fatal = err
+					return
+				}
+				if claimed {
+					tookOver = append(tookOver, w.Dead)
+				}
+				if claimed && h.Pending {
+					startRun(h.Owner)
+				}
+			}
+		})
+	}
+	for {
+		if result != nil || fatal != nil {
+			stopping = true
+		}
+		if stopping {
+			if waiting {
+				cancelWait()
+			}
+			if watching {
+				cancelWatch()
+			}
+		} else {
+			if !waiting && !ownActive {
+				startWait()
+			}
+			if m.AllAreRunners() && !watching && active < capacity {
+				startWatch()
+			}
+			if m.AllAreRunners() && watching && active >= capacity {
+				cancelWatch() // no room: let a survivor with room take the next dead peer
+			}
+		}
+		if stopping && !waiting && !watching && (active == 0 || result != nil || fatal != nil) {
+			break
+		}
+		sel.Select(ctx)
+		loops++
+		if loops >= maxLoops || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			stopping = true
+		}
+	}
+	if fatal != nil {
+		return RoleResult{}, fatal
+	}
+	if result != nil {
+		return *result, nil
+	}
+	return RoleResult{}, workflow.NewContinueAsNewError(ctx, Runner, m)
+}
+
+// failOver runs the three fail-over steps for a dead peer, each its own
+// activity so that a crash between them resumes at the next: Discover
+// (claim), Activate (group membership) and, for a dead runner, HandOver.
+func failOver(ctx workflow.Context, m activities.Member, w activities.WatchResult, adopt bool) (activities.HandOverResult, bool, error) {
+	in := activities.PeerInput{Member: m, Dead: w.Dead, DeadRole: w.DeadRole}
+	var d activities.DiscoverResult
+	if err := workflow.ExecuteActivity(ctx, a.Discover, in).Get(ctx, &d); err != nil {
+		return activities.HandOverResult{}, false, err
+	}
+	if !d.Claimed {
+		workflow.GetLogger(ctx).Info("dead peer claimed by another instance", "dead", w.Dead, "by", d.By)
+		return activities.HandOverResult{}, false, nil
+	}
+	var pos activities.Position
+	if err := workflow.ExecuteActivity(ctx, a.Activate, in).Get(ctx, &pos); err != nil {
+		if activities.IsLost(err) {
+			return activities.HandOverResult{}, false, nil
+		}
+		return activities.HandOverResult{}, false, err
+	}
+	if w.DeadRole != roles.RoleRunner {
+		return activities.HandOverResult{Owner: m.Name}, true, nil
+	}
+	var h activities.HandOverResult
+	if err := workflow.ExecuteActivity(ctx, a.HandOver, in, adopt).Get(ctx, &h); err != nil {
+		if activities.IsLost(err) {
+			return h, false, nil
+		}
+		return h, false, err
+	}
+	return h, true, nil
+}

@@ -1,0 +1,83 @@
+// Command baton is Baton's command-line client: it shows the cluster and
+// assigns Tasks. Every flag can be set from the environment (BATON_<FLAG>).
+//
+// Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad input.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+	"github.com/batoncrawl/baton/worker/flagenv"
+)
+
+// usageError is bad input: exit code 2.
+type usageError struct{ error }
+
+func usage(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+type globals struct {
+	zkHosts, zkRoot, group string
+}
+
+func main() {
+	os.Exit(execute(os.Args[1:]))
+}
+
+func execute(args []string) int {
+	g := &globals{zkHosts: "127.0.0.1:2181", zkRoot: metadata.DefaultRoot, group: roles.DefaultGroup}
+	root := &cobra.Command{
+		Use:           "baton",
+		Short:         "Baton: a crawler cluster that never loses a page",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagenv.Bind(cmd.Flags(), "BATON"); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.zkHosts, "zk-hosts", g.zkHosts, "ZooKeeper hosts, comma-separated host:port")
+	pf.StringVar(&g.zkRoot, "zk-root", g.zkRoot, "root znode of Baton's metadata")
+	pf.StringVar(&g.group, "group", g.group, "cluster group name")
+	flagenv.Document(pf, "BATON")
+	root.AddCommand(clusterCmd(g), taskCmd(g))
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "baton: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) || isFlagError(err) {
+		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return 2
+	}
+	return 1
+}
+
+func isFlagError(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown flag", "unknown command", "unknown shorthand", "invalid argument", "flag needs an argument", "accepts ", "requires at least"} {
+		if len(s) >= len(p) && contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/batoncrawl/baton/activities/jobstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -19,6 +20,10 @@ type Activities struct {
 	Store    metadata.Store
 	Root     string // ZooKeeper root; "" means metadata.DefaultRoot
 	Fetcher  Fetcher
+	// Pages fetches the pages of crawl jobs (a *crawl.Engine).
+	Pages PageFetcher
+	// Jobs stores crawl jobs' frontiers and results.
+	Jobs *jobstore.Store
 	Election roles.Election
 	// MaxResultDetail caps Task.result_detail (0 means unbounded).
 	MaxResultDetail int

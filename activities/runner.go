@@ -141,7 +141,12 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 		req := t.RunningContent[t.NextIndex]
 		heartbeat(ctx, t.NextIndex)
 		var d roles.ResultDetail
-		if err := req.Validate(); err != nil {
+		if t.Job != nil && req.Validate() == nil {
+			var err error
+			if d, err = a.jobRequest(ctx, m, t, req); err != nil {
+				return res, err
+			}
+		} else if err := req.Validate(); err != nil {
 			d = roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskError, URL: req.URL,
 				ErrorMsg: fmt.Sprintf("node %s task: running_content[%d]: %v", owner, t.NextIndex, err)}
 			log.Warn("invalid request recorded as failed", "task_id", req.TaskID, "err", d.ErrorMsg)

@@ -18,6 +18,16 @@ type Request struct {
 	Header     map[string]string `json:"header,omitempty"`
 	// Body is sent as is when it is a JSON string, and JSON-encoded otherwise.
 	Body json.RawMessage `json:"body,omitempty"`
+	// Depth is Baton's: the link depth of the URL in a crawl job (seeds 0).
+	Depth int `json:"depth,omitempty"`
+}
+
+// JobRef is Baton's: it ties a Task to a batch of a crawl job. Options are
+// the job's crawl options (package crawl), kept opaque here.
+type JobRef struct {
+	ID      string          `json:"id"`
+	Batch   string          `json:"batch"`
+	Options json.RawMessage `json:"options,omitempty"`
 }
 
 // RunningResult counts the requests of a Task that finished.
@@ -59,10 +69,11 @@ type Task struct {
 	RunningStatus   TaskState         `json:"running_status"`
 	ResultDetail    []ResultDetail    `json:"result_detail"`
 
-	Epoch          int64  `json:"epoch"`
-	Holder         string `json:"holder,omitempty"`
-	NextIndex      int    `json:"next_index"`
-	HandedOverFrom string `json:"handed_over_from,omitempty"`
+	Epoch          int64   `json:"epoch"`
+	Holder         string  `json:"holder,omitempty"`
+	NextIndex      int     `json:"next_index"`
+	HandedOverFrom string  `json:"handed_over_from,omitempty"`
+	Job            *JobRef `json:"job,omitempty"`
 }
 
 // EmptyTask returns the Task an instance registers with.
@@ -116,7 +127,8 @@ func (t Task) ValidateRequests() error {
 		if err := r.Validate(); err != nil {
 			var fe *FieldError
 			if ok := asFieldError(err, &fe); ok {
-				fe.Field = fmt.Sprintf("running_content[%d].%s", i, fe.Field)
+				// The path is relative to the Task: "Task.running_content[1].url".
+				fe.Object, fe.Field = "Task", fmt.Sprintf("running_content[%d].%s", i, fe.Field)
 				return fe
 			}
 			return err
@@ -230,6 +242,10 @@ func (t Task) Clone() Task {
 	t.ResultDetail = slices.Clone(t.ResultDetail)
 	if t.ResultDetail == nil {
 		t.ResultDetail = []ResultDetail{}
+	}
+	if t.Job != nil {
+		j := *t.Job
+		t.Job = &j
 	}
 	t.Cookie = cloneMap(t.Cookie)
 	t.Authorization = cloneMap(t.Authorization)

@@ -47,14 +47,21 @@ func execute(args []string) int {
 	pf.StringVar(&g.zkHosts, "zk-hosts", g.zkHosts, "ZooKeeper hosts, comma-separated host:port")
 	pf.StringVar(&g.zkRoot, "zk-root", g.zkRoot, "root znode of Baton's metadata")
 	pf.StringVar(&g.group, "group", g.group, "cluster group name")
-	flagenv.Document(pf, "BATON")
-	root.AddCommand(clusterCmd(g), taskCmd(g))
+	tf := &temporalFlags{}
+	tf.add(root)
+	flagenv.Document(root.PersistentFlags(), "BATON")
+	root.AddCommand(clusterCmd(g), taskCmd(g), crawlCmd(g, tf))
+	root.AddCommand(jobCmds(g, tf)...)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "baton: %v\n", err)
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
 	var ue usageError
 	if errors.As(err, &ue) || isFlagError(err) {
 		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())

@@ -29,6 +29,7 @@ type Config struct {
 	LogFormat        string
 	LogLevel         string
 	MaxResultDetail  int
+	DataDir          string
 }
 
 // DefaultConfig returns the reference's defaults on a local stack.
@@ -37,7 +38,7 @@ func DefaultConfig() Config {
 		Group: roles.DefaultGroup, Runner: 2, Backup: 1, Capacity: 2, Profile: "default",
 		Timers: roles.DefaultTimers(), ZKHosts: "127.0.0.1:2181", ZKRoot: metadata.DefaultRoot,
 		ZKSessionTimeout: 10 * time.Second, TemporalAddress: "127.0.0.1:7233", Namespace: "default",
-		LogFormat: "text", LogLevel: "info", MaxResultDetail: 1000,
+		LogFormat: "text", LogLevel: "info", MaxResultDetail: 1000, DataDir: "baton-data",
 	}
 }
 
@@ -63,6 +64,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Namespace, "temporal-namespace", c.Namespace, "Temporal namespace")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of crawl jobs' frontiers and results (shared by the group's workers)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")
 }
 

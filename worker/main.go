@@ -24,6 +24,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/worker/flagenv"
 	"github.com/batoncrawl/baton/workflows"
@@ -103,16 +105,26 @@ func run(ctx context.Context, cfg Config) error {
 	}
 
 	m := cfg.Member()
-	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot, Fetcher: activities.NewHTTPFetcher(),
-		MaxResultDetail: cfg.MaxResultDetail, Log: log}
-	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
-	w := worker.New(tc, queue, worker.Options{WorkerStopTimeout: 3 * time.Second})
-	workflows.Register(w)
-	w.RegisterActivity(acts)
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker on %s: %w", queue, err)
+	jobs, err := jobstore.Open(cfg.DataDir)
+	if err != nil {
+		return err
 	}
-	defer w.Stop()
+	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot, Fetcher: activities.NewHTTPFetcher(),
+		Pages: crawl.NewEngine(), Jobs: jobs, MaxResultDetail: cfg.MaxResultDetail, Log: log}
+	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
+	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
+		opts := worker.Options{WorkerStopTimeout: 3 * time.Second}
+		if fi := newFaultInterceptor(log); fi != nil {
+			opts.Interceptors = append(opts.Interceptors, fi)
+		}
+		w := worker.New(tc, q, opts)
+		workflows.Register(w)
+		w.RegisterActivity(acts)
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("start worker on %s: %w", q, err)
+		}
+		defer w.Stop()
+	}
 
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       workflows.LifecycleID(cfg.Group, cfg.Name),

@@ -45,7 +45,7 @@ var a *activities.Activities // nil: used only for method expressions
 // shortOptions are for quick metadata steps.
 func shortOptions(m activities.Member) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
+		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 50 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrTypeFenced, activities.ErrTypeLost, activities.ErrTypeCorrupt},
@@ -55,11 +55,15 @@ func shortOptions(m activities.Member) workflow.ActivityOptions {
 
 // longOptions are for long waits and task runs: they heartbeat, so a dead
 // worker is noticed within the heartbeat timeout and the activity retried
-// when the worker is back.
+// when the worker is back. The timeout is at least twice every interval
+// the waits heartbeat at (WaitTask: check_task; WatchRunners:
+// check_crawler_state; WaitStandby: check_standby_id), so a configured
+// interval never makes a healthy wait time out.
 func longOptions(m activities.Member) workflow.ActivityOptions {
 	o := shortOptions(m)
 	o.StartToCloseTimeout = 7 * 24 * time.Hour
-	o.HeartbeatTimeout = max(2*time.Second, 4*m.Timers.UpdateTime, 2*m.Timers.CheckTask)
+	t := m.Timers
+	o.HeartbeatTimeout = max(2*time.Second, 4*t.UpdateTime, 2*t.CheckTask, 2*t.CheckCrawlerState, 2*t.CheckStandbyID)
 	return o
 }
 

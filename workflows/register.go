@@ -9,4 +9,5 @@ func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflow(PrimaryBackup)
 	w.RegisterWorkflow(SecondaryBackup)
 	w.RegisterWorkflow(Heartbeat)
+	w.RegisterWorkflow(CrawlJob)
 }

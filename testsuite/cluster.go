@@ -1,0 +1,281 @@
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Cluster is a Baton cluster of real baton-worker processes on a real
+// ZooKeeper and Temporal dev server, with typed access to its metadata for
+// assertions. Methods must be called from the test goroutine.
+type Cluster struct {
+	T        testing.TB
+	ZK       *ZooKeeper
+	Temporal *Temporal
+	Worker   string // baton-worker binary
+	Starter  string // baton binary
+	Group    string
+	Root     string
+	Runner   int
+	Backup   int
+	// Args are extra worker flags (timers, capacity).
+	Args    []string
+	DataDir string
+	Meta    *metadata.Cluster
+
+	mu      sync.Mutex
+	workers map[string]*Process
+}
+
+// ClusterOption customises NewCluster.
+type ClusterOption func(*Cluster)
+
+// WithWorkerArgs adds flags to every worker.
+func WithWorkerArgs(args ...string) ClusterOption {
+	return func(c *Cluster) { c.Args = append(c.Args, args...) }
+}
+
+// FastTimers is the worker flag for the fast timer profile.
+var FastTimers = WithWorkerArgs("--timers", "fast")
+
+// NewCluster starts ZooKeeper and Temporal (unless given) and prepares a
+// group of runner+backup instances named sc-crawler_1... It starts no
+// worker: call Start.
+func NewCluster(t testing.TB, runner, backup int, opts ...ClusterOption) *Cluster {
+	t.Helper()
+	zk := StartZooKeeper(t)
+	tmp := StartTemporal(t)
+	w, s := BuildBinaries(t)
+	c := &Cluster{T: t, ZK: zk, Temporal: tmp, Worker: w, Starter: s, Runner: runner, Backup: backup,
+		Group: "g" + sanitize(strings.ToLower(t.Name())), Root: "/baton-test", DataDir: t.TempDir(),
+		workers: map[string]*Process{}}
+	if len(c.Group) > 60 {
+		c.Group = c.Group[:60]
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := metadata.DefaultZooKeeperConfig()
+	cfg.Hosts = []string{zk.Addr()}
+	store, err := metadata.DialZooKeeper(ctx, cfg)
+	if err != nil {
+		t.Fatalf("dial zookeeper: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	c.Meta = metadata.NewCluster(store, c.Root, c.Group)
+	return c
+}
+
+// Name returns the name of instance i.
+func Name(i int) string { return fmt.Sprintf("sc-crawler_%d", i) }
+
+// WorkerArgs returns the flags of instance name.
+func (c *Cluster) WorkerArgs(name string) []string {
+	return append([]string{"--name", name, "--group", c.Group, "--runner", fmt.Sprint(c.Runner),
+		"--backup", fmt.Sprint(c.Backup), "--zk-hosts", c.ZK.Addr(), "--zk-root", c.Root,
+		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir, "--log-level", "info"}, c.Args...)
+}
+
+// Start starts (or restarts) instance i with optional extra environment.
+func (c *Cluster) Start(i int, env ...string) *Process {
+	c.T.Helper()
+	name := Name(i)
+	p := StartProcess(c.T, ProcessSpec{Name: name, Path: c.Worker, Args: c.WorkerArgs(name), Env: env})
+	c.mu.Lock()
+	c.workers[name] = p
+	c.mu.Unlock()
+	return p
+}
+
+// StartAll starts instances 1..runner+backup.
+func (c *Cluster) StartAll() {
+	for i := 1; i <= c.Runner+c.Backup; i++ {
+		c.Start(i)
+	}
+}
+
+// Process returns the current process of instance i.
+func (c *Cluster) Process(i int) *Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.workers[Name(i)]
+}
+
+// Kill SIGKILLs instance i and returns when it is gone.
+func (c *Cluster) Kill(i int) time.Time {
+	p := c.Process(i)
+	at := time.Now()
+	p.Kill()
+	return at
+}
+
+// Role reads an instance's role ("" if unreadable).
+func (c *Cluster) Role(i int) roles.Role {
+	n, _, err := c.Meta.GetNode(context.Background(), Name(i))
+	if err != nil {
+		return ""
+	}
+	return n.Role
+}
+
+// Group reads GroupState.
+func (c *Cluster) GroupState() roles.GroupState {
+	g, _, err := c.Meta.GetGroup(context.Background())
+	if err != nil {
+		c.T.Fatalf("read GroupState: %v", err)
+	}
+	return g
+}
+
+// Task reads instance i's Task.
+func (c *Cluster) Task(i int) roles.Task {
+	t, _, err := c.Meta.GetTask(context.Background(), Name(i))
+	if err != nil {
+		c.T.Fatalf("read Task of %s: %v", Name(i), err)
+	}
+	return t
+}
+
+// WaitRoles waits until every listed instance has its role.
+func (c *Cluster) WaitRoles(timeout time.Duration, want map[int]roles.Role) {
+	c.T.Helper()
+	Eventually(c.T, timeout, fmt.Sprintf("roles %v", want), func() (bool, error) {
+		for i, r := range want {
+			if got := c.Role(i); got != r {
+				return false, fmt.Errorf("%s is %q, want %q", Name(i), got, r)
+			}
+		}
+		return true, nil
+	})
+}
+
+// WaitElected waits for the initial election: 1..runner are runners and the
+// rest backups.
+func (c *Cluster) WaitElected(timeout time.Duration) {
+	want := map[int]roles.Role{}
+	for i := 1; i <= c.Runner+c.Backup; i++ {
+		want[i] = roles.RoleBackup
+		if i <= c.Runner {
+			want[i] = roles.RoleRunner
+		}
+	}
+	c.WaitRoles(timeout, want)
+}
+
+// Assign writes a Task of the given URLs to instance i (as `baton task
+// assign` does).
+func (c *Cluster) Assign(i int, urls []string) {
+	c.T.Helper()
+	ctx := context.Background()
+	cur, v, err := c.Meta.GetTask(ctx, Name(i))
+	if err != nil {
+		c.T.Fatalf("read task: %v", err)
+	}
+	t := roles.EmptyTask()
+	for k, u := range urls {
+		t.RunningContent = append(t.RunningContent, roles.Request{TaskID: k, URL: u, Method: "GET"})
+	}
+	t.Epoch = cur.Epoch + 1
+	if _, err := c.Meta.Store.Set(ctx, c.Meta.TaskPath(Name(i)), metadata.Encode(t), v); err != nil {
+		c.T.Fatalf("assign task to %s: %v", Name(i), err)
+	}
+}
+
+// WaitTaskProgress waits until instance i's Task has at least n results.
+func (c *Cluster) WaitTaskProgress(timeout time.Duration, i, n int) {
+	c.T.Helper()
+	Eventually(c.T, timeout, fmt.Sprintf("%s to record %d results", Name(i), n), func() (bool, error) {
+		t := c.Task(i)
+		return t.NextIndex >= n, fmt.Errorf("next_index %d", t.NextIndex)
+	})
+}
+
+// WaitTaskDone waits until instance i holds a done Task.
+func (c *Cluster) WaitTaskDone(timeout time.Duration, i int) roles.Task {
+	c.T.Helper()
+	var t roles.Task
+	Eventually(c.T, timeout, fmt.Sprintf("%s's task to be done", Name(i)), func() (bool, error) {
+		t = c.Task(i)
+		return t.RunningStatus == roles.TaskDone && (t.Holder == Name(i) || t.Holder == ""),
+			fmt.Errorf("status %s holder %q next %d/%d", t.RunningStatus, t.Holder, t.NextIndex, len(t.RunningContent))
+	})
+	return t
+}
+
+// AssertExactlyOnce checks that a finished Task recorded every request's
+// result once: task_ids 0..n-1 each once, counters adding up to n.
+func AssertExactlyOnce(t testing.TB, task roles.Task, n int) {
+	t.Helper()
+	if len(task.RunningContent) != n {
+		t.Fatalf("task has %d requests, want %d", len(task.RunningContent), n)
+	}
+	var ids []int
+	for _, d := range task.ResultDetail {
+		ids = append(ids, d.TaskID)
+	}
+	slices.Sort(ids)
+	want := make([]int, n)
+	for i := range want {
+		want[i] = i
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("results recorded for task_ids %v, want each of 0..%d exactly once", ids, n-1)
+	}
+	if got := task.RunningResult.SuccessCount + task.RunningResult.FailCount; got != n {
+		t.Fatalf("running_result counts %d results, want %d", got, n)
+	}
+	if task.NextIndex != n || task.RunningStatus != roles.TaskDone {
+		t.Fatalf("task at %d/%d, status %s", task.NextIndex, n, task.RunningStatus)
+	}
+}
+
+// Site is a loopback HTTP site whose pages take Delay each and count hits.
+type Site struct {
+	*httptest.Server
+	Delay time.Duration
+	mu    sync.Mutex
+	hits  map[string]int
+}
+
+// NewSite serves /p/N pages with a per-page delay.
+func NewSite(t testing.TB, delay time.Duration) *Site {
+	s := &Site{Delay: delay, hits: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits[r.URL.Path]++
+		s.mu.Unlock()
+		select {
+		case <-time.After(s.Delay):
+		case <-r.Context().Done():
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/missing") {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, "<html><title>%s</title></html>", r.URL.Path)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// URLs returns n page URLs.
+func (s *Site) URLs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s/%s/%d", s.URL, prefix, i)
+	}
+	return out
+}

@@ -1,0 +1,268 @@
+package testsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+)
+
+const (
+	// temporalReadyTimeout bounds how long a dev server may take to become
+	// healthy.
+	temporalReadyTimeout = 60 * time.Second
+	// temporalStartAttempts is how often a start is retried with new ports
+	// when a chosen port was taken in the meantime.
+	temporalStartAttempts = 3
+	// temporalDialTimeout bounds one client dial.
+	temporalDialTimeout = 5 * time.Second
+)
+
+// DefaultNamespace is the namespace the dev servers serve.
+const DefaultNamespace = "default"
+
+// SearchAttributes lists the custom search attributes registered (all of
+// type Keyword) on every Temporal dev server the harness and the local stack
+// start.
+var SearchAttributes = []string{"BatonCluster", "BatonCrawler", "BatonRole", "BatonJob"}
+
+// TemporalOption customises StartTemporal.
+type TemporalOption func(*temporalConfig)
+
+type temporalConfig struct {
+	ui            bool
+	dynamicConfig []string
+	extraArgs     []string
+}
+
+// WithTemporalUI enables the Web UI on a free port (see Temporal.UIAddress);
+// by default the server runs headless.
+func WithTemporalUI() TemporalOption {
+	return func(c *temporalConfig) { c.ui = true }
+}
+
+// WithTemporalDynamicConfig sets a server dynamic-config value; jsonValue is
+// a JSON literal, e.g. WithTemporalDynamicConfig("limit.maxIDLength", "1000").
+func WithTemporalDynamicConfig(key, jsonValue string) TemporalOption {
+	return func(c *temporalConfig) { c.dynamicConfig = append(c.dynamicConfig, key+"="+jsonValue) }
+}
+
+// WithTemporalArgs appends raw arguments to `temporal server start-dev`.
+func WithTemporalArgs(args ...string) TemporalOption {
+	return func(c *temporalConfig) { c.extraArgs = append(c.extraArgs, args...) }
+}
+
+// Temporal is a Temporal dev server (`temporal server start-dev`, in-memory
+// persistence) started by StartTemporal, listening on 127.0.0.1.
+type Temporal struct {
+	port   int
+	uiPort int // 0 when headless
+	proc   *Process
+}
+
+// StartTemporal starts a Temporal dev server for the test on free loopback
+// ports, with namespace "default" and the Baton search attributes
+// registered, and waits (up to 60s) until an SDK client can dial it and its
+// health check passes. The server is killed when the test ends. If the
+// temporal CLI is not installed the test fails (it is skipped when
+// BATON_ALLOW_SKIP=1); under -short the test is skipped.
+//
+// The binary is $BATON_TEMPORAL_BIN, else <repo>/.stack/bin/temporal, else
+// temporal on $PATH.
+func StartTemporal(t testing.TB, opts ...TemporalOption) *Temporal {
+	t.Helper()
+	skipIfShort(t, "Temporal")
+	var cfg temporalConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	bin, err := findTemporal()
+	if err != nil {
+		missingDependency(t, "Temporal CLI", err)
+	}
+	dir := t.TempDir()
+
+	var lastErr error
+	for attempt := 1; attempt <= temporalStartAttempts; attempt++ {
+		tmp, err := launchTemporal(t, bin, dir, attempt, cfg)
+		if err == nil {
+			t.Cleanup(tmp.proc.cleanup)
+			return tmp
+		}
+		lastErr = err
+		if tmp == nil || !strings.Contains(tmp.proc.Logs(), "can't set") {
+			break // not a port conflict
+		}
+		t.Logf("testsuite: temporal: port conflict, retrying with other ports: %v", err)
+	}
+	t.Fatalf("testsuite: temporal: %v", lastErr)
+	return nil
+}
+
+func findTemporal() (string, error) {
+	if bin := os.Getenv(EnvTemporalBin); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvTemporalBin, bin, err)
+		}
+		return bin, nil
+	}
+	if root, err := findRepoRoot(); err == nil {
+		bin := filepath.Join(root, ".stack", "bin", "temporal")
+		if _, err := os.Stat(bin); err == nil {
+			return bin, nil
+		}
+	}
+	bin, err := exec.LookPath("temporal")
+	if err != nil {
+		return "", fmt.Errorf("temporal CLI not in %s, .stack/bin or $PATH: %w", EnvTemporalBin, err)
+	}
+	return bin, nil
+}
+
+// launchTemporal starts one server process and waits for it. On failure the
+// process is killed and returned (for its logs) along with the error.
+func launchTemporal(t testing.TB, bin, dir string, attempt int, cfg temporalConfig) (*Temporal, error) {
+	tmp := &Temporal{}
+	var err error
+	if tmp.port, err = freePort(); err != nil {
+		return nil, err
+	}
+	args := []string{
+		"server", "start-dev",
+		"--ip", "127.0.0.1",
+		"--port", strconv.Itoa(tmp.port),
+		"--namespace", DefaultNamespace,
+		"--log-level", "warn",
+	}
+	if cfg.ui {
+		if tmp.uiPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--ui-port", strconv.Itoa(tmp.uiPort))
+	} else {
+		args = append(args, "--headless")
+	}
+	for _, sa := range SearchAttributes {
+		args = append(args, "--search-attribute", sa+"=Keyword")
+	}
+	for _, dc := range cfg.dynamicConfig {
+		args = append(args, "--dynamic-config-value", dc)
+	}
+	args = append(args, cfg.extraArgs...)
+
+	xdg := filepath.Join(dir, fmt.Sprintf("config-%d", attempt))
+	tmp.proc, err = startProcess(t, ProcessSpec{
+		Name: fmt.Sprintf("temporal-%d", attempt),
+		Path: bin,
+		Args: args,
+		Dir:  dir,
+		// Keep the CLI away from the user's ~/.config/temporalio files.
+		Env:     []string{"XDG_CONFIG_HOME=" + xdg},
+		LogPath: filepath.Join(dir, fmt.Sprintf("temporal-%d.log", attempt)),
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	err = poll(temporalReadyTimeout, func() (bool, error) {
+		if tmp.proc.Exited() {
+			return false, errPermanent{fmt.Errorf("server exited during startup: %w", tmp.proc.Wait(0))}
+		}
+		if err := tmp.healthy(); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		if kerr := tmp.proc.kill(); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
+		return tmp, fmt.Errorf("not ready on %s: %w\n%s", tmp.Address(), err, tmp.proc.LogTail(logTailBytes))
+	}
+	return tmp, nil
+}
+
+// healthy dials the server and checks its health and the default namespace.
+func (tmp *Temporal) healthy() error {
+	ctx, cancel := context.WithTimeout(context.Background(), temporalDialTimeout)
+	defer cancel()
+	c, err := client.DialContext(ctx, tmp.clientOptions())
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", tmp.Address(), err)
+	}
+	defer c.Close()
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return fmt.Errorf("check health of %s: %w", tmp.Address(), err)
+	}
+	if _, err := c.WorkflowService().DescribeNamespace(ctx,
+		&workflowservice.DescribeNamespaceRequest{Namespace: DefaultNamespace}); err != nil {
+		return fmt.Errorf("describe namespace %q: %w", DefaultNamespace, err)
+	}
+	return nil
+}
+
+// Address returns the frontend gRPC address, "127.0.0.1:port".
+func (tmp *Temporal) Address() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(tmp.port))
+}
+
+// Namespace returns the namespace to use ("default").
+func (tmp *Temporal) Namespace() string { return DefaultNamespace }
+
+// UIAddress returns the Web UI URL, or "" if the server is headless.
+func (tmp *Temporal) UIAddress() string {
+	if tmp.uiPort == 0 {
+		return ""
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tmp.uiPort))
+}
+
+// Process returns the server process (e.g. to Kill it).
+func (tmp *Temporal) Process() *Process { return tmp.proc }
+
+// ClientOptions returns SDK client options for this server: address,
+// namespace and a logger that only prints warnings and errors (to stderr).
+func (tmp *Temporal) ClientOptions() client.Options {
+	return tmp.clientOptions()
+}
+
+func (tmp *Temporal) clientOptions() client.Options {
+	return client.Options{
+		HostPort:  tmp.Address(),
+		Namespace: DefaultNamespace,
+		Logger:    QuietTemporalLogger(),
+	}
+}
+
+// Client dials a new SDK client for this server and closes it when the test
+// ends. It fails the test if dialing fails.
+func (tmp *Temporal) Client(t testing.TB) client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, tmp.clientOptions())
+	if err != nil {
+		t.Fatalf("testsuite: temporal: dial %s: %v", tmp.Address(), err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// QuietTemporalLogger returns an SDK logger that writes only warnings and
+// errors to stderr, keeping test output readable.
+func QuietTemporalLogger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr,
+		&slog.HandlerOptions{Level: slog.LevelWarn})))
+}

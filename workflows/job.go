@@ -1,0 +1,190 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/jobstore"
+)
+
+// Job states reported by the progress query.
+const (
+	JobRunning   = "running"
+	JobPaused    = "paused"
+	JobCanceling = "cancelling"
+	JobCanceled  = "cancelled"
+	JobCompleted = "completed"
+)
+
+// Signal and query names of a CrawlJob.
+const (
+	SignalPause    = "pause"
+	SignalResume   = "resume"
+	SignalCancel   = "cancel"
+	QueryProgress  = "progress"
+	jobLoopsPerRun = 500
+)
+
+// AttrJob is the search attribute carrying a job's ID.
+var AttrJob = temporal.NewSearchAttributeKeyKeyword("BatonJob")
+
+// JobQueue is the task queue shared by a group's workers for job workflows
+// and their activities.
+func JobQueue(group string) string { return fmt.Sprintf("baton.%s.jobs", group) }
+
+// JobWorkflowID is the readable workflow ID of a crawl job.
+func JobWorkflowID(group, id string) string { return fmt.Sprintf("baton-job/%s/%s", group, id) }
+
+// JobState is the part of a job that survives continue-as-new: counters
+// and the batches in flight (at most one per Runner), never URLs.
+type JobState struct {
+	Started    bool                  `json:"started"`
+	State      string                `json:"state"`
+	Seq        int                   `json:"seq"`
+	InFlight   []activities.BatchRef `json:"in_flight"`
+	Stats      jobstore.Stats        `json:"stats"`
+	Batches    int                   `json:"batches"`  // batches finished
+	Requeued   int                   `json:"requeued"` // batches re-queued after a Runner died with no backup
+	StartedAt  time.Time             `json:"started_at"`
+	FinishedAt time.Time             `json:"finished_at,omitempty"`
+	Runs       int                   `json:"runs"` // continue-as-new count
+}
+
+// JobInput is a CrawlJob's input.
+type JobInput struct {
+	Spec  activities.JobSpec `json:"spec"`
+	State JobState           `json:"state"`
+}
+
+// JobProgress is what the progress query and the result return.
+type JobProgress struct {
+	ID string `json:"id"`
+	JobState
+}
+
+// CrawlJob runs one crawl over the cluster: it splits the frontier into
+// batches and gives each to an idle Runner (JobAssign), waits for batches
+// to finish (JobAwait, woken by ZooKeeper watches), and repeats until the
+// frontier is empty and nothing is in flight. Links found by the Runners
+// are fed into the frontier by the Runners themselves; deduplication and
+// the frontier live in the job store, so the history stays bounded however
+// large the crawl (and the workflow continues as new regularly). A batch
+// whose Runner died is finished by the backup that takes over; if there is
+// none, its unfinished URLs are re-queued. Signals pause, resume and cancel
+// it; the "progress" query reads its counters at any time.
+func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
+	spec, st := in.Spec, in.State
+	m := activities.Member{Group: spec.Group, Timers: spec.Timers}
+	sctx := withShort(ctx, m)
+	lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Hour, HeartbeatTimeout: 20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: 2 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeBadJob}},
+	})
+	progress := func() JobProgress { return JobProgress{ID: spec.ID, JobState: st} }
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (JobProgress, error) { return progress(), nil }); err != nil {
+		return progress(), err
+	}
+	pause := workflow.GetSignalChannel(ctx, SignalPause)
+	resume := workflow.GetSignalChannel(ctx, SignalResume)
+	cancel := workflow.GetSignalChannel(ctx, SignalCancel)
+	drain := func() {
+		for pause.ReceiveAsync(nil) {
+			if st.State == JobRunning {
+				st.State = JobPaused
+			}
+		}
+		for resume.ReceiveAsync(nil) {
+			if st.State == JobPaused {
+				st.State = JobRunning
+			}
+		}
+		for cancel.ReceiveAsync(nil) {
+			st.State = JobCanceling
+		}
+	}
+	if !st.Started {
+		st.State, st.StartedAt = JobRunning, workflow.Now(ctx)
+		if err := workflow.ExecuteActivity(sctx, a.JobStart, spec).Get(ctx, &st.Stats); err != nil {
+			return progress(), err
+		}
+		st.Started = true
+	}
+	for loops := 0; ; loops++ {
+		drain()
+		if st.State == JobRunning {
+			var ar activities.JobAssignResult
+			if err := workflow.ExecuteActivity(sctx, a.JobAssign, activities.JobAssignInput{Spec: spec, InFlight: st.InFlight, Seq: st.Seq}).Get(ctx, &ar); err != nil {
+				return progress(), err
+			}
+			st.InFlight = append(st.InFlight, ar.Assigned...)
+			st.Seq += len(ar.Assigned)
+			st.Stats = ar.Stats
+		}
+		if len(st.InFlight) == 0 {
+			switch {
+			case st.State == JobCanceling:
+				st.State, st.FinishedAt = JobCanceled, workflow.Now(ctx)
+				return progress(), nil
+			case st.State == JobRunning && st.Stats.Queued == 0:
+				st.State, st.FinishedAt = JobCompleted, workflow.Now(ctx)
+				return progress(), nil
+			}
+		}
+		if st.State == JobPaused && len(st.InFlight) == 0 {
+			// Nothing to wait for but a signal.
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(resume, func(workflow.ReceiveChannel, bool) {})
+			sel.AddReceive(cancel, func(workflow.ReceiveChannel, bool) {})
+			sel.Select(ctx)
+			continue
+		}
+		// Wait for batches, or for a signal.
+		actx, stop := workflow.WithCancel(lctx)
+		var aw activities.JobAwaitResult
+		var awErr error
+		awaited := false
+		sel := workflow.NewSelector(ctx)
+		fut := workflow.ExecuteActivity(actx, a.JobAwait, spec, st.InFlight)
+		sel.AddFuture(fut, func(f workflow.Future) {
+			awErr, awaited = f.Get(ctx, &aw), true
+		})
+		// A signal wakes the wait; drain() consumes it on the next loop.
+		sel.AddReceive(pause, func(workflow.ReceiveChannel, bool) {})
+		sel.AddReceive(cancel, func(workflow.ReceiveChannel, bool) {})
+		sel.Select(ctx)
+		if !awaited {
+			stop()
+			if awErr = fut.Get(ctx, &aw); awErr == nil {
+				awaited = true
+			}
+		}
+		var ce *temporal.CanceledError
+		if awErr != nil && !errors.As(awErr, &ce) {
+			return progress(), awErr
+		}
+		if awaited && awErr == nil {
+			st.Stats = aw.Stats
+			for _, b := range append(aw.Done, aw.Requeued...) {
+				for i, f := range st.InFlight {
+					if f.Batch == b.Batch {
+						st.InFlight = append(st.InFlight[:i], st.InFlight[i+1:]...)
+						break
+					}
+				}
+			}
+			st.Batches += len(aw.Done)
+			st.Requeued += len(aw.Requeued)
+		}
+		if loops >= jobLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			drain()
+			st.Runs++
+			return progress(), workflow.NewContinueAsNewError(ctx, CrawlJob, JobInput{Spec: spec, State: st})
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package crawl
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// NormalizeURL returns the canonical form of an absolute URL, used to
+// deduplicate: scheme and host lower-cased, the scheme's default port
+// dropped, the fragment dropped, dot segments resolved, an empty path made
+// "/", percent-escapes upper-cased (unreserved characters decoded) in the
+// path, and the query parameters sorted by name (the values of one name
+// keep their order; an empty query is dropped).
+func NormalizeURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme == "" || u.Host == "" {
+		return "", fmt.Errorf("%q is not an absolute URL", raw)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = normalizeHost(u.Scheme, u.Host)
+	u.Fragment, u.RawFragment = "", ""
+
+	p := normalizePercent(u.EscapedPath())
+	p = removeDotSegments(p)
+	if p == "" {
+		p = "/"
+	}
+	dec, err := url.PathUnescape(p)
+	if err != nil {
+		return "", err
+	}
+	u.Path, u.RawPath = dec, p
+	if u.EscapedPath() != p { // RawPath not taken as is: keep the exact escaping
+		u.RawPath = ""
+	}
+	u.RawQuery = sortQuery(u.RawQuery)
+	u.ForceQuery = false
+	return u.String(), nil
+}
+
+// normalizeHost lower-cases host and drops the scheme's default port.
+func normalizeHost(scheme, host string) string {
+	host = strings.ToLower(host)
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") || port == "" {
+			if strings.Contains(h, ":") {
+				return "[" + h + "]"
+			}
+			return h
+		}
+	}
+	return host
+}
+
+// hostKey is the domain of a URL for the per-domain limits and robots.txt:
+// lower-cased host, with a non-default port.
+func hostKey(u *url.URL) string { return normalizeHost(strings.ToLower(u.Scheme), u.Host) }
+
+// removeDotSegments implements RFC 3986 section 5.2.4.
+func removeDotSegments(p string) string {
+	if p == "" {
+		return ""
+	}
+	var out []string
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch s {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 || (len(out) == 1 && out[0] != "") {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	r := strings.Join(out, "/")
+	if strings.HasPrefix(p, "/") && !strings.HasPrefix(r, "/") {
+		r = "/" + r
+	}
+	return r
+}
+
+// normalizePercent upper-cases percent-escapes and decodes the escapes of
+// unreserved characters (RFC 3986 section 6.2.2).
+func normalizePercent(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			c := unhex(s[i+1])<<4 | unhex(s[i+2])
+			if isUnreserved(c) {
+				b.WriteByte(c)
+			} else {
+				b.WriteByte('%')
+				b.WriteString(strings.ToUpper(s[i+1 : i+3]))
+			}
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+func isUnreserved(c byte) bool {
+	return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// sortQuery sorts the parameters of a raw query by name (stable, so the
+// values of one name keep their order), dropping empty parameters.
+func sortQuery(q string) string {
+	if q == "" {
+		return ""
+	}
+	parts := strings.FieldsFunc(q, func(r rune) bool { return r == '&' })
+	key := func(p string) string {
+		k, _, _ := strings.Cut(p, "=")
+		if dk, err := url.QueryUnescape(k); err == nil {
+			return dk
+		}
+		return k
+	}
+	sort.SliceStable(parts, func(i, j int) bool { return key(parts[i]) < key(parts[j]) })
+	return strings.Join(parts, "&")
+}
+
+// domainAllowed reports whether host (a URL's Host, lower-cased, default
+// port dropped) is within allowed: an entry matches its exact host and
+// subdomains, an entry with a port that host and port only.
+func domainAllowed(scheme, host string, allowed []string) bool {
+	if len(allowed) == 0 {
+		return true
+	}
+	hostname := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		hostname = h
+	}
+	hostname = strings.TrimSuffix(strings.Trim(hostname, "[]"), ".")
+	for _, a := range allowed {
+		a = strings.ToLower(strings.TrimSpace(a))
+		if _, _, err := net.SplitHostPort(a); err == nil {
+			if normalizeHost(scheme, a) == host {
+				return true
+			}
+			continue
+		}
+		a = strings.TrimSuffix(strings.Trim(a, "[]"), ".")
+		if a == "" {
+			continue
+		}
+		if hostname == a || strings.HasSuffix(hostname, "."+a) {
+			return true
+		}
+	}
+	return false
+}
+
+var errNotHTTP = errors.New("not an http(s) URL")
+
+// linkURL resolves, filters and normalises one link: http(s) only.
+func linkURL(abs string) (string, *url.URL, error) {
+	n, err := NormalizeURL(abs)
+	if err != nil {
+		return "", nil, err
+	}
+	u, err := url.Parse(n)
+	if err != nil {
+		return "", nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", nil, errNotHTTP
+	}
+	return n, u, nil
+}

@@ -1,0 +1,171 @@
+package crawl
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// newTransport returns the Engine's shared transport. guarded refuses to
+// connect to private, loopback and link-local addresses (checked on the
+// address actually dialled, so redirects and DNS answers cannot get round
+// it) and uses no proxy.
+func newTransport(guarded bool) *http.Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	if guarded {
+		t.Proxy = nil
+		d.Control = func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return &privateAddrError{addr: address}
+			}
+			if isPrivate(ap.Addr()) {
+				return &privateAddrError{addr: ap.Addr().String()}
+			}
+			return nil
+		}
+	}
+	t.DialContext = d.DialContext
+	return t
+}
+
+// isPrivate reports whether a is private, loopback, link-local,
+// unspecified or otherwise not a public unicast address.
+func isPrivate(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsUnspecified() || a.IsMulticast() ||
+		cgnat.Contains(a)
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+type privateAddrError struct{ addr string }
+
+func (e *privateAddrError) Error() string {
+	return fmt.Sprintf("refused private address %s (deny_private)", e.addr)
+}
+
+// checkPrivateHost resolves host and refuses it when any of its addresses
+// is private. The guarded transport checks again on dialling; this check
+// only makes the usual case fail before robots.txt is fetched.
+func checkPrivateHost(ctx context.Context, hostname string) error {
+	hostname = strings.Trim(hostname, "[]")
+	if a, err := netip.ParseAddr(hostname); err == nil {
+		if isPrivate(a) {
+			return &privateAddrError{addr: a.String()}
+		}
+		return nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hostname)
+	if err != nil {
+		return nil // the fetch reports the resolution error
+	}
+	for _, a := range addrs {
+		if isPrivate(a) {
+			return &privateAddrError{addr: fmt.Sprintf("%s (%s)", a, hostname)}
+		}
+	}
+	return nil
+}
+
+// boundedTransport wraps the shared transport for one attempt: it decodes
+// gzip itself (bounded, unlike Colly's decoding, which a small compressed
+// body can blow up) and fails a body larger than max instead of letting
+// Colly truncate it silently.
+type boundedTransport struct {
+	base http.RoundTripper
+	max  int64
+	read *int64 // bytes of body read, for Page.Bytes on failure
+}
+
+type bodyTooLargeError struct{ max int64 }
+
+func (e *bodyTooLargeError) Error() string { return fmt.Sprintf("body exceeds %d bytes", e.max) }
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > t.max && !strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") &&
+		!(resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != "") {
+		resp.Body.Close()
+		return nil, &bodyTooLargeError{max: t.max}
+	}
+	var body io.ReadCloser = resp.Body
+	if !resp.Uncompressed && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		body = &gzipBody{raw: resp.Body}
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
+	// Colly decodes gzip itself unless the response is marked uncompressed;
+	// it is, now (and a body of type application/gzip stays as it is).
+	resp.Uncompressed = true
+	resp.Body = &limitedBody{rc: body, max: t.max, read: t.read}
+	return resp, nil
+}
+
+// limitedBody fails the read that goes past max.
+type limitedBody struct {
+	rc   io.ReadCloser
+	max  int64
+	n    int64
+	read *int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.n > b.max {
+		return 0, &bodyTooLargeError{max: b.max}
+	}
+	if room := b.max + 1 - b.n; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	if b.read != nil {
+		*b.read = b.n
+	}
+	if b.n > b.max {
+		return n, &bodyTooLargeError{max: b.max}
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// gzipBody decodes lazily, so that RoundTrip does not block on the body.
+type gzipBody struct {
+	raw io.ReadCloser
+	zr  *gzip.Reader
+}
+
+func (g *gzipBody) Read(p []byte) (int, error) {
+	if g.zr == nil {
+		zr, err := gzip.NewReader(g.raw)
+		if err != nil {
+			return 0, fmt.Errorf("gzip body: %w", err)
+		}
+		g.zr = zr
+	}
+	return g.zr.Read(p)
+}
+
+func (g *gzipBody) Close() error { return g.raw.Close() }

@@ -17,13 +17,13 @@ import (
 // Activities holds the clients every activity uses. Its methods are safe
 // for concurrent use; tests register (*Activities)(nil).Method and mock them.
 type Activities struct {
-	Store    metadata.Store
-	Root     string // ZooKeeper root; "" means metadata.DefaultRoot
-	Fetcher  Fetcher
+	Store   metadata.Store
+	Root    string // ZooKeeper root; "" means metadata.DefaultRoot
+	Fetcher Fetcher
 	// Pages fetches the pages of crawl jobs (a *crawl.Engine).
 	Pages PageFetcher
 	// Jobs stores crawl jobs' frontiers and results.
-	Jobs *jobstore.Store
+	Jobs     *jobstore.Store
 	Election roles.Election
 	// MaxResultDetail caps Task.result_detail (0 means unbounded).
 	MaxResultDetail int

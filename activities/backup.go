@@ -346,15 +346,23 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	if dead.Holder == m.Name && dead.HandedOverFrom == in.Dead || dead.Holder == m.Name && adopt {
 		// done before (a retry after a crash)
 		owner := m.Name
+		var also []string
 		if adopt {
 			owner = in.Dead
+			if also, err = a.adoptHeldBy(ctx, c, in.Dead, m.Name); err != nil {
+				return HandOverResult{}, err
+			}
 		}
-		return HandOverResult{Owner: owner, Pending: dead.Pending(), Status: dead.RunningStatus}, nil
+		return HandOverResult{Owner: owner, Pending: dead.Pending(), Status: dead.RunningStatus, Also: also}, nil
 	}
 	next, ok := roles.HandOver(dead, in.Dead, m.Name)
 	if !ok {
 		a.log(ctx).Info("nothing to hand over", "dead", in.Dead, "task_state", dead.RunningStatus)
-		return HandOverResult{Owner: m.Name, Status: dead.RunningStatus}, nil
+		res := HandOverResult{Owner: m.Name, Status: dead.RunningStatus}
+		if adopt {
+			res.Also, err = a.adoptHeldBy(ctx, c, in.Dead, m.Name)
+		}
+		return res, err
 	}
 	moved := dead.Clone()
 	moved.Holder, moved.Epoch, moved.HandedOverFrom = m.Name, next.Epoch, in.Dead
@@ -363,7 +371,8 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 			return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
 		}
 		a.log(ctx).Warn("task adopted", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex)
-		return HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus}, nil
+		also, err := a.adoptHeldBy(ctx, c, in.Dead, m.Name)
+		return HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus, Also: also}, err
 	}
 	own, ov, err := c.GetTask(ctx, m.Name)
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) && !isCorrupt(err) {
@@ -385,4 +394,43 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	}
 	a.log(ctx).Warn("task handed over", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex, "status", next.RunningStatus)
 	return HandOverResult{Owner: m.Name, Pending: next.Pending(), Status: next.RunningStatus}, nil
+}
+
+// adoptHeldBy moves to self the pending Tasks, in other instances' znodes,
+// that the dead peer was running (All-are-Runner: Tasks it had taken over
+// itself), so a chain of deaths loses nothing. It returns their owners,
+// including those self held already (a retry).
+func (a *Activities) adoptHeldBy(ctx context.Context, c *metadata.Cluster, dead, self string) ([]string, error) {
+	g, _, err := c.GetGroup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var owners []string
+	for _, n := range append(slices.Clone(g.CurrentCrawler), g.FailCrawler...) {
+		if n == dead || n == self {
+			continue
+		}
+		t, v, err := c.GetTask(ctx, n)
+		if err != nil || !t.Pending() {
+			continue
+		}
+		if t.Holder == self && t.HandedOverFrom == dead {
+			owners = append(owners, n)
+			continue
+		}
+		if t.Holder != dead {
+			continue
+		}
+		next := t.Clone()
+		next.Holder, next.Epoch, next.HandedOverFrom = self, t.Epoch+1, dead
+		if _, err := c.Store.Set(ctx, c.TaskPath(n), metadata.Encode(next), v); err != nil {
+			if errors.Is(err, metadata.ErrBadVersion) {
+				continue
+			}
+			return owners, err
+		}
+		a.log(ctx).Warn("task adopted from a dead holder", "crawler", self, "owner", n, "dead_holder", dead, "epoch", next.Epoch)
+		owners = append(owners, n)
+	}
+	return owners, nil
 }

@@ -81,7 +81,7 @@ type JobAssignInput struct {
 
 // JobAssignResult lists the batches handed out.
 type JobAssignResult struct {
-	Assigned []BatchRef    `json:"assigned"`
+	Assigned []BatchRef     `json:"assigned"`
 	Stats    jobstore.Stats `json:"stats"`
 }
 

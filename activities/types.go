@@ -103,4 +103,7 @@ type HandOverResult struct {
 	Owner   string          `json:"owner"` // whose Task znode to run
 	Pending bool            `json:"pending"`
 	Status  roles.TaskState `json:"status"`
+	// Also lists other Task znodes the dead peer held (All-are-Runner: Tasks
+	// it had itself taken over), now held by the claimer too.
+	Also []string `json:"also,omitempty"`
 }

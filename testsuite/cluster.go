@@ -131,20 +131,25 @@ func (c *Cluster) Role(i int) roles.Role {
 }
 
 // Group reads GroupState.
+// It rides out a transient loss of the ZooKeeper connection.
 func (c *Cluster) GroupState() roles.GroupState {
-	g, _, err := c.Meta.GetGroup(context.Background())
-	if err != nil {
-		c.T.Fatalf("read GroupState: %v", err)
-	}
+	var g roles.GroupState
+	Eventually(c.T, 20*time.Second, "GroupState to be readable", func() (bool, error) {
+		var err error
+		g, _, err = c.Meta.GetGroup(context.Background())
+		return err == nil, err
+	})
 	return g
 }
 
-// Task reads instance i's Task.
+// Task reads instance i's Task, riding out a transient connection loss.
 func (c *Cluster) Task(i int) roles.Task {
-	t, _, err := c.Meta.GetTask(context.Background(), Name(i))
-	if err != nil {
-		c.T.Fatalf("read Task of %s: %v", Name(i), err)
-	}
+	var t roles.Task
+	Eventually(c.T, 20*time.Second, "the Task of "+Name(i)+" to be readable", func() (bool, error) {
+		var err error
+		t, _, err = c.Meta.GetTask(context.Background(), Name(i))
+		return err == nil, err
+	})
 	return t
 }
 

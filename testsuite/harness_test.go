@@ -40,7 +40,7 @@ func TestEventually(t *testing.T) {
 		t.Fatalf("cond called %d times, want 3", calls)
 	}
 
-	err := poll(200*time.Millisecond, func() (bool, error) { return false, errors.New("never") })
+	err := poll(200*time.Millisecond, pollInterval, func() (bool, error) { return false, errors.New("never") })
 	if err == nil || !strings.Contains(err.Error(), "never") {
 		t.Fatalf("poll timeout error = %v, want one mentioning the last error", err)
 	}

@@ -176,7 +176,7 @@ func launchTemporal(t testing.TB, bin, dir string, attempt int, cfg temporalConf
 		return nil, err
 	}
 
-	err = poll(temporalReadyTimeout, func() (bool, error) {
+	err = poll(temporalReadyTimeout, pollInterval, func() (bool, error) {
 		if tmp.proc.Exited() {
 			return false, errPermanent{fmt.Errorf("server exited during startup: %w", tmp.proc.Wait(0))}
 		}

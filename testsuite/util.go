@@ -60,7 +60,14 @@ func freePort() (int, error) {
 // from the goroutine running the test.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	if err := poll(timeout, cond); err != nil {
+	EventuallyEvery(t, timeout, pollInterval, what, cond)
+}
+
+// EventuallyEvery is Eventually polling every interval, for measurements
+// that need a finer grain than the default.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := poll(timeout, interval, cond); err != nil {
 		t.Fatalf("testsuite: waiting for %s: %v", what, err)
 	}
 }
@@ -74,10 +81,10 @@ func (e errPermanent) Unwrap() error { return e.err }
 // poll is Eventually without the testing.TB: it returns an error describing
 // the timeout (and the last error cond returned) instead of failing. A cond
 // error wrapped in errPermanent stops polling immediately.
-func poll(timeout time.Duration, cond func() (bool, error)) error {
+func poll(timeout, interval time.Duration, cond func() (bool, error)) error {
 	start := time.Now()
 	deadline := start.Add(timeout)
-	ticker := time.NewTicker(pollInterval)
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	var lastErr error
 	attempts := 0

@@ -196,7 +196,7 @@ func (zk *ZooKeeper) launch() error {
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	err = poll(zkReadyTimeout, func() (bool, error) {
+	err = poll(zkReadyTimeout, pollInterval, func() (bool, error) {
 		if proc.Exited() {
 			return false, errPermanent{fmt.Errorf("server exited during startup: %w", proc.Wait(0))}
 		}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -51,6 +52,7 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	if err := startHeartbeat(ctx, m); err != nil {
 		return err
 	}
+	failures := 0
 	for i := 0; i < maxLoops/4; i++ {
 		if err := workflow.ExecuteActivity(sctx, a.Position, m).Get(ctx, &pos); err != nil {
 			return err
@@ -76,8 +78,18 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 			err = workflow.ExecuteActivity(sctx, a.Register, m).Get(ctx, &reg)
 		}
 		if err != nil {
-			return err
+			// A failed role is not the end of the instance: report it and
+			// dispatch again after a growing pause (the heartbeat goes on, so
+			// the instance must keep serving its role).
+			failures++
+			backoff := min(time.Duration(failures)*time.Second, 30*time.Second)
+			log.Error("role failed; dispatching again", "role", pos.Role, "error", err, "retry_in", backoff)
+			if err := workflow.Sleep(ctx, backoff); err != nil {
+				return err
+			}
+			continue
 		}
+		failures = 0
 		in.Dispatches++
 		if res.Reason != "" {
 			log.Info("role ended", "role", pos.Role, "reason", res.Reason, "took_over", res.TookOver)

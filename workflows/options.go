@@ -35,7 +35,9 @@ func TaskQueue(group, name string) string { return fmt.Sprintf("baton.%s.%s", gr
 func LifecycleID(group, name string) string { return fmt.Sprintf("baton/%s/%s", group, name) }
 
 // childID names a role workflow of an instance.
-func childID(group, name, role string) string { return fmt.Sprintf("baton/%s/%s/%s", group, name, role) }
+func childID(group, name, role string) string {
+	return fmt.Sprintf("baton/%s/%s/%s", group, name, role)
+}
 
 // maxLoops bounds the iterations of a role loop before it continues as new.
 const maxLoops = 200

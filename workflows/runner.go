@@ -128,6 +128,11 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 				if claimed && h.Pending {
 					startRun(h.Owner)
 				}
+				for _, owner := range h.Also {
+					if claimed {
+						startRun(owner)
+					}
+				}
 			}
 		})
 	}
@@ -143,8 +148,8 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 				cancelWatch()
 			}
 		} else {
-			if !waiting && !ownActive {
-				startWait()
+			if !waiting && !ownActive && active < capacity {
+				startWait() // at capacity even the own Task waits (avalanche guard)
 			}
 			if m.AllAreRunners() && !watching && active < capacity {
 				startWatch()

@@ -148,8 +148,11 @@ func mapErr(op, p string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, p, ErrBadVersion)
 	case errors.Is(err, zk.ErrNotEmpty):
 		return fmt.Errorf("%s %s: %w", op, p, ErrNotEmpty)
-	case errors.Is(err, zk.ErrClosing), errors.Is(err, zk.ErrConnectionClosed):
+	case errors.Is(err, zk.ErrClosing):
 		return fmt.Errorf("%s %s: %w", op, p, ErrClosed)
+	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired):
+		// Transient: the client reconnects; callers retry.
+		return fmt.Errorf("zookeeper %s %s: connection lost, retry: %w", op, p, err)
 	}
 	return fmt.Errorf("zookeeper %s %s: %w", op, p, err)
 }

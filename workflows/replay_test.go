@@ -1,0 +1,58 @@
+package workflows
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+)
+
+// primaryBackupHistory is a history recorded on a real Temporal dev server
+// (record_history_test.go): PrimaryBackup of crawler 2 taking over dead
+// runner 1 and its processing Task. To regenerate it after an intended
+// change of the workflow code:
+//
+//	go test -tags recordhistory -run TestRecordPrimaryBackupHistory ./workflows/
+//
+// (it needs the temporal CLI: $BATON_TEMPORAL_BIN, .stack/bin/temporal or
+// temporal on $PATH). An unintended change that breaks replay of running
+// workflows makes TestReplayPrimaryBackupHistory fail.
+const primaryBackupHistory = "testdata/primary_backup_history.json"
+
+// TestReplayPrimaryBackupHistory replays the recorded history with the
+// current workflow code: a non-deterministic change fails it.
+func TestReplayPrimaryBackupHistory(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	Register(r)
+	var logger log.Logger
+	if !testing.Verbose() {
+		logger = log.NewStructuredLogger(quietLogger())
+	}
+	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, primaryBackupHistory))
+
+	// The history is the one described above.
+	f, err := os.Open(primaryBackupHistory)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	var scheduled []string
+	var completed bool
+	for _, e := range h.GetEvents() {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			assert.Equal(t, "PrimaryBackup", e.GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName())
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			scheduled = append(scheduled, e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName())
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			completed = true
+		}
+	}
+	assert.Equal(t, failOverSteps, scheduled)
+	assert.True(t, completed)
+}

@@ -15,6 +15,7 @@ ZK_PORT       ?= $(or $(BATON_ZK_PORT),2181)
 TEMPORAL_PORT ?= $(or $(BATON_TEMPORAL_PORT),7233)
 UI_PORT       ?= $(or $(BATON_UI_PORT),8233)
 TEST_TIMEOUT  ?= 25m
+DEMO_KILL     ?=
 # Extra flags for go test, e.g. GOTEST_FLAGS='-v -run TestFailover'.
 GOTEST_FLAGS  ?=
 # Benchmark selection and extra flags for `make bench`.
@@ -33,7 +34,7 @@ STACK_ENV := BATON_STACK_DIR="$(STACK_DIR)" BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)"
 # Environment for integration tests (they start their own servers on free ports).
 TEST_ENV := BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)" BATON_ZK_HOME="$(ZK_HOME)"
 
-.PHONY: help build deps stack-up stack-down stack-status test test-unit bench vet clean distclean
+.PHONY: help build deps stack-up stack-down stack-status demo demo-down test test-unit bench vet clean distclean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make <target> [VAR=value]\n\nTargets:\n"} \
@@ -55,6 +56,12 @@ stack-down: ## Stop the local stack.
 
 stack-status: ## Show whether the local stack is running and healthy.
 	$(STACK_ENV) bash $(SCRIPTS)/stack.sh status
+
+demo: deps ## Run the demo: local stack, 3 workers, the demo site, a crawl of it (DEMO_KILL=1 kills a runner mid-crawl).
+	$(STACK_ENV) BATON_DEMO_KILL="$(DEMO_KILL)" bash $(SCRIPTS)/demo.sh up
+
+demo-down: ## Stop the demo's workers and site, and the local stack.
+	$(STACK_ENV) bash $(SCRIPTS)/demo.sh down
 
 test: deps ## Run all tests, including integration tests (they start their own servers).
 	$(TEST_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTEST_FLAGS) $(PKGS)

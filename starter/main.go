@@ -50,7 +50,7 @@ func execute(args []string) int {
 	tf := &temporalFlags{}
 	tf.add(root)
 	flagenv.Document(root.PersistentFlags(), "BATON")
-	root.AddCommand(clusterCmd(g), taskCmd(g), crawlCmd(g, tf))
+	root.AddCommand(clusterCmd(g), taskCmd(g), crawlCmd(g, tf), demoSiteCmd())
 	root.AddCommand(jobCmds(g, tf)...)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()

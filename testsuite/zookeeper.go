@@ -178,7 +178,7 @@ func (zk *ZooKeeper) launch() error {
 		Name: fmt.Sprintf("zookeeper-%d", zk.starts),
 		Path: zk.java,
 		Args: []string{
-			"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+			"-Xms32m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 			"-XX:-UsePerfData", "-Djava.awt.headless=true",
 			"-Dzookeeper.log.dir=" + zk.dir,
 			"-Dorg.slf4j.simpleLogger.defaultLogLevel=info",

@@ -38,7 +38,7 @@ func DefaultConfig() Config {
 		Group: roles.DefaultGroup, Runner: 2, Backup: 1, Capacity: 2, Profile: "default",
 		Timers: roles.DefaultTimers(), ZKHosts: "127.0.0.1:2181", ZKRoot: metadata.DefaultRoot,
 		ZKSessionTimeout: 10 * time.Second, TemporalAddress: "127.0.0.1:7233", Namespace: "default",
-		LogFormat: "text", LogLevel: "info", MaxResultDetail: 1000, DataDir: "baton-data",
+		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +89,7 @@ func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 	page = Page{URL: req.URL, Depth: depth}
 	defer func() {
 		if r := recover(); r != nil {
-			page.Error = fmt.Sprintf("internal error: %v\n%s", r, debug.Stack())
+			page.Error = fmt.Sprintf("internal error: %v", r)
 		}
 		page.DurationMS = time.Since(start).Milliseconds()
 	}()
@@ -274,6 +273,14 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, wantLi
 			}
 		}
 	})
+	var parseErr error
+	c.OnError(func(_ *colly.Response, err error) {
+		// Colly reports an HTML parse error (e.g. nesting deeper than
+		// x/net/html's 512 levels) only here: Request returns nil.
+		if gotBody && parseErr == nil {
+			parseErr = err
+		}
+	})
 	titled := false
 	c.OnHTML("title", func(el *colly.HTMLElement) {
 		if !titled {
@@ -317,6 +324,9 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, wantLi
 			return r
 		}
 		r.title, r.fields = "", nil
+		return r
+	case parseErr != nil:
+		r.err = fmt.Errorf("parse HTML: %v", parseErr)
 		return r
 	case r.status == http.StatusTooManyRequests || r.status >= 500:
 		r.err, r.transient = statusError(r.status), true

@@ -33,6 +33,9 @@ func (l *limiter) acquire(ctx context.Context, domain string, parallelism int, d
 	if parallelism < 1 {
 		parallelism = 1
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	d := l.domains[domain]
 	if d == nil {

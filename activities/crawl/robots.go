@@ -2,7 +2,6 @@ package crawl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,42 +52,40 @@ type robotsCache struct {
 func newRobotsCache() *robotsCache { return &robotsCache{entries: map[string]*robotsEntry{}} }
 
 // get returns the rules of origin, fetching robots.txt once for all the
-// concurrent callers.
+// concurrent callers. The fetch runs on its own, bounded by its timeout, so
+// that a caller whose context ends stops waiting at once without failing
+// the others.
 func (c *robotsCache) get(ctx context.Context, origin string, fetch func(context.Context) *robotsRules) (*robotsRules, error) {
-	for {
-		c.mu.Lock()
-		e := c.entries[origin]
-		if e != nil {
-			select {
-			case <-e.ready:
-				if time.Now().After(e.rules.expires) {
-					delete(c.entries, origin)
-					e = nil
-				}
-			default:
-			}
-		}
-		if e == nil {
-			if len(c.entries) >= robotsMaxEntries {
-				c.pruneLocked()
-			}
-			e = &robotsEntry{ready: make(chan struct{})}
-			c.entries[origin] = e
-			c.mu.Unlock()
-			// Fetch detached from this caller's cancellation, so that one
-			// cancelled caller does not fail the others waiting; fetch
-			// bounds its own time.
-			e.rules = fetch(context.WithoutCancel(ctx))
-			close(e.ready)
-			return e.rules, nil
-		}
-		c.mu.Unlock()
+	c.mu.Lock()
+	e := c.entries[origin]
+	if e != nil {
 		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		case <-e.ready:
-			return e.rules, nil
+			if time.Now().After(e.rules.expires) {
+				delete(c.entries, origin)
+				e = nil
+			}
+		default:
 		}
+	}
+	if e == nil {
+		if len(c.entries) >= robotsMaxEntries {
+			c.pruneLocked()
+		}
+		e = &robotsEntry{ready: make(chan struct{})}
+		c.entries[origin] = e
+		fctx := context.WithoutCancel(ctx)
+		go func() {
+			e.rules = fetch(fctx)
+			close(e.ready)
+		}()
+	}
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.ready:
+		return e.rules, nil
 	}
 }
 
@@ -154,10 +151,6 @@ func (e errRobots) Error() string {
 	}
 	return "disallowed by robots.txt"
 }
-
-var errRobotsDisallowed = errors.New("disallowed by robots.txt")
-
-func (e errRobots) Is(target error) bool { return target == errRobotsDisallowed }
 
 func robotsPath(u *url.URL) string {
 	p := u.EscapedPath()

@@ -35,8 +35,8 @@ func newTransport(guarded bool) *http.Transport {
 			if err != nil {
 				return &privateAddrError{addr: address}
 			}
-			if isPrivate(ap.Addr()) {
-				return &privateAddrError{addr: ap.Addr().String()}
+			if a := ap.Addr().Unmap(); isPrivate(a) {
+				return &privateAddrError{addr: a.String()}
 			}
 			return nil
 		}
@@ -68,7 +68,7 @@ func (e *privateAddrError) Error() string {
 func checkPrivateHost(ctx context.Context, hostname string) error {
 	hostname = strings.Trim(hostname, "[]")
 	if a, err := netip.ParseAddr(hostname); err == nil {
-		if isPrivate(a) {
+		if a = a.Unmap(); isPrivate(a) {
 			return &privateAddrError{addr: a.String()}
 		}
 		return nil
@@ -78,7 +78,7 @@ func checkPrivateHost(ctx context.Context, hostname string) error {
 		return nil // the fetch reports the resolution error
 	}
 	for _, a := range addrs {
-		if isPrivate(a) {
+		if a = a.Unmap(); isPrivate(a) {
 			return &privateAddrError{addr: fmt.Sprintf("%s (%s)", a, hostname)}
 		}
 	}
@@ -104,7 +104,8 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	if resp.ContentLength > t.max && !strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") &&
+	if resp.ContentLength > t.max && req.Method != http.MethodHead &&
+		!strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") &&
 		!(resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != "") {
 		resp.Body.Close()
 		return nil, &bodyTooLargeError{max: t.max}

@@ -205,7 +205,7 @@ zk_up() {
       "${ZK_TEMPLATE}" >"${ZK_CONF_DIR}/zoo.cfg"
     log "zookeeper: starting on ${HOST}:${ZK_PORT} (log ${ZK_LOG})"
     spawn "${ZK_PID}" "${ZK_PORT}" "${ZK_LOG}" \
-      "${java}" -Xms64m -Xmx512m -XX:+UseSerialGC -Djava.awt.headless=true \
+      "${java}" -Xms64m -Xmx1g -XX:+UseSerialGC -Djava.awt.headless=true \
       "-Dzookeeper.log.dir=${ZK_DIR}" \
       -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
       -Dorg.slf4j.simpleLogger.showDateTime=true \

@@ -1,0 +1,6 @@
+//go:build race
+
+package crawl
+
+// raceEnabled: the race detector inflates allocations.
+const raceEnabled = true

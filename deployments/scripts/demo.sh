@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Baton's demo: the local stack, a three-instance cluster (2 runners + 1
+# backup), the demo site served from the project itself, and a crawl of it
+# with link following and field extraction.
+#
+# Usage: demo.sh up|down
+#
+# Environment (all optional):
+#   BATON_DEMO_PORT     port of the demo site      (default 8000)
+#   BATON_DEMO_KILL     "1": SIGKILL runner 2 mid-crawl to show the fail-over
+#   BATON_STACK_DIR     state/log dir              (default <repo>/.stack)
+#   BATON_ZK_PORT, BATON_TEMPORAL_PORT, BATON_UI_PORT as for stack.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+STACK_DIR="${BATON_STACK_DIR:-${ROOT}/.stack}"
+DEMO_DIR="${STACK_DIR}/demo"
+DATA_DIR="${DEMO_DIR}/data"
+BIN="${ROOT}/bin"
+SITE_PORT="${BATON_DEMO_PORT:-8000}"
+ZK="127.0.0.1:${BATON_ZK_PORT:-2181}"
+TEMPORAL="127.0.0.1:${BATON_TEMPORAL_PORT:-7233}"
+UI="http://127.0.0.1:${BATON_UI_PORT:-8233}"
+TIMEOUT=120
+
+log() { echo "demo: $*"; }
+die() { echo "demo: error: $*" >&2; exit 1; }
+
+baton() { "${BIN}/baton" --zk-hosts "${ZK}" --temporal-address "${TEMPORAL}" --ui-url "${UI}" --data-dir "${DATA_DIR}" "$@"; }
+
+start_bg() { # name pidfile logfile cmd...
+  local name=$1 pid=$2 logf=$3; shift 3
+  if [[ -f "${pid}" ]] && kill -0 "$(cat "${pid}")" 2>/dev/null; then
+    log "${name} already running (pid $(cat "${pid}"))"; return
+  fi
+  setsid "$@" >>"${logf}" 2>&1 < /dev/null &
+  echo $! > "${pid}"
+  log "started ${name} (pid $!, log ${logf})"
+}
+
+stop_pid() {
+  local pid=$1
+  [[ -f "${pid}" ]] || return 0
+  local p; p=$(cat "${pid}")
+  if kill -0 "${p}" 2>/dev/null; then
+    kill -TERM "${p}" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "${p}" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "${p}" 2>/dev/null || true
+  fi
+  rm -f "${pid}"
+}
+
+wait_for() { # description command...
+  local what=$1; shift
+  local deadline=$((SECONDS + TIMEOUT))
+  until "$@" >/dev/null 2>&1; do
+    (( SECONDS < deadline )) || die "timed out after ${TIMEOUT}s waiting for ${what}"
+    sleep 0.2
+  done
+}
+
+cluster_elected() { baton cluster | grep -q "sc-crawler_3 *backup-runner"; }
+site_up() { exec 3<>"/dev/tcp/127.0.0.1/${SITE_PORT}"; }
+
+up() {
+  mkdir -p "${DEMO_DIR}" "${DATA_DIR}"
+  make -C "${ROOT}" --no-print-directory build
+  make -C "${ROOT}" --no-print-directory stack-up
+  start_bg "demo site on :${SITE_PORT}" "${DEMO_DIR}/site.pid" "${DEMO_DIR}/site.log" \
+    "${BIN}/baton" demo-site --addr "127.0.0.1:${SITE_PORT}"
+  wait_for "the demo site" site_up
+  for i in 1 2 3; do
+    start_bg "worker sc-crawler_${i}" "${DEMO_DIR}/worker-${i}.pid" "${DEMO_DIR}/worker-${i}.log" \
+      "${BIN}/baton-worker" --name "sc-crawler_${i}" --runner 2 --backup 1 --zk-hosts "${ZK}" \
+      --temporal-address "${TEMPORAL}" --data-dir "${DATA_DIR}"
+  done
+  wait_for "the election (2 runners, 1 backup)" cluster_elected
+  baton cluster
+  local job; job="demo-$(date -u +%Y%m%d-%H%M%S)"
+  echo
+  log "crawling http://127.0.0.1:${SITE_PORT}/ as job ${job}"
+  if [[ "${BATON_DEMO_KILL:-}" == "1" ]]; then
+    ( sleep 3; log "SIGKILL runner sc-crawler_2 mid-crawl"; kill -KILL "$(cat "${DEMO_DIR}/worker-2.pid")" ) &
+  fi
+  baton crawl "http://127.0.0.1:${SITE_PORT}/" --id "${job}" --follow --depth 8 --max-pages 2000 \
+    --select heading=h1.title --select price=.price --timeout 5s --wait
+  echo
+  baton cluster
+  cat <<MSG
+
+demo: done.
+  results   ${DATA_DIR}/${job}/results.jsonl   (bin/baton results ${job} --data-dir ${DATA_DIR} --format csv)
+  Web UI    ${UI}/namespaces/default/workflows   (filter: BatonJob = '${job}', or BatonCluster = 'sc-crawler-cluster')
+  the job   ${UI}/namespaces/default/workflows/baton-job%2Fsc-crawler-cluster%2F${job}
+  logs      ${DEMO_DIR}/worker-*.log
+  stop it   make demo-down
+MSG
+}
+
+down() {
+  for i in 1 2 3; do stop_pid "${DEMO_DIR}/worker-${i}.pid"; done
+  stop_pid "${DEMO_DIR}/site.pid"
+  make -C "${ROOT}" --no-print-directory stack-down
+  log "stopped (data kept in ${DEMO_DIR})"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac

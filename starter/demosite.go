@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batoncrawl/baton/testsuite/demosite"
+)
+
+// demoSiteCmd serves the demo site from the project itself.
+func demoSiteCmd() *cobra.Command {
+	cfg := demosite.DefaultConfig()
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "demo-site",
+		Short: "Serve the demo site: interlinked product pages, broken links, a robots.txt-disallowed section, a slow page",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Pages < 1 {
+				return usage("--pages must be >= 1")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			fmt.Fprintf(cmd.OutOrStdout(), "demo site: %d pages on http://%s/ (robots.txt disallows /private/)\n", cfg.Pages, addr)
+			err := demosite.ListenAndServe(ctx, addr, cfg)
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:8000", "listen address (loopback)")
+	f.IntVar(&cfg.Pages, "pages", cfg.Pages, "number of product pages")
+	f.IntVar(&cfg.BrokenLinks, "broken-links", cfg.BrokenLinks, "number of broken links (404)")
+	f.DurationVar(&cfg.SlowPage, "slow-page", cfg.SlowPage, "delay of /slow.html")
+	f.DurationVar(&cfg.Latency, "latency", cfg.Latency, "delay of every response")
+	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the link graph")
+	return cmd
+}

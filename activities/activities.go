@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 
 	"github.com/batoncrawl/baton/activities/jobstore"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -29,7 +32,15 @@ type Activities struct {
 	MaxResultDetail int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Log is the worker's logger (with its instance); every line an
+	// activity logs adds the activity, the role and the job or Task.
 	Log *slog.Logger
+	// Metrics are Baton's Prometheus metrics; nil records nothing.
+	Metrics *telemetry.Metrics
+
+	// lastRole is the role this process's instance was last seen with: the
+	// role of log lines of activities that do not know it themselves.
+	lastRole atomic.Value // roles.Role
 }
 
 func (a *Activities) cluster(group string) *metadata.Cluster {
@@ -43,6 +54,39 @@ func (a *Activities) now() time.Time {
 	return time.Now()
 }
 
+// logAttrsKey is the context key of the log attributes an activity
+// collects as it learns them (logWith).
+type logAttrsKey struct{}
+
+type logAttrs struct {
+	role roles.Role
+	args []any
+}
+
+// logWith returns ctx whose log lines (a.log) carry role, unless empty,
+// and the key-value pairs args (the job, the Task).
+func logWith(ctx context.Context, role roles.Role, args ...any) context.Context {
+	cur, _ := ctx.Value(logAttrsKey{}).(logAttrs)
+	if role != "" {
+		cur.role = role
+	}
+	cur.args = append(slices.Clip(cur.args), args...)
+	return context.WithValue(ctx, logAttrsKey{}, cur)
+}
+
+// seen remembers the instance's role as read from its NodeState: the role
+// of the log lines of activities that do not know it themselves (job
+// activities, the start of Register).
+func (a *Activities) seen(role roles.Role) {
+	if role != "" {
+		a.lastRole.Store(role)
+	}
+}
+
+// log returns the logger of an activity: the worker's (which carries the
+// instance), the activity, its workflow and attempt, the instance's role as
+// known (ctx's, else the last one seen, else "unknown"), and the job and
+// Task attributes collected in ctx.
 func (a *Activities) log(ctx context.Context) *slog.Logger {
 	l := a.Log
 	if l == nil {
@@ -51,6 +95,18 @@ func (a *Activities) log(ctx context.Context) *slog.Logger {
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
 		l = l.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
+	}
+	la, _ := ctx.Value(logAttrsKey{}).(logAttrs)
+	role := la.role
+	if role == "" {
+		role, _ = a.lastRole.Load().(roles.Role)
+	}
+	if role == "" {
+		role = "unknown"
+	}
+	l = l.With("role", string(role))
+	if len(la.args) > 0 {
+		l = l.With(la.args...)
 	}
 	return l
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -46,7 +47,14 @@ func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer stri
 // already claimed by another instance are skipped.
 func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResult, error) {
 	m := in.Member
+	ctx = logWith(ctx, watcherRole(m))
 	c := a.cluster(m.Group)
+	watched := map[string]bool{} // peers whose heartbeat age this call exports
+	defer func() {
+		for p := range watched {
+			a.Metrics.ForgetPeer(p)
+		}
+	}()
 	det := roles.NewDetector(m.Timers)
 	var st watchState
 	if lastDetails(ctx, &st) && st.Counts != nil {
@@ -88,6 +96,8 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 		}
 		for _, p := range peers {
 			age, timeout := a.peerAge(ctx, c, p.name, m.Timers.UpdateTimeout)
+			a.Metrics.PeerAge(p.name, age)
+			watched[p.name] = true
 			v := det.Observe(p.name, age, timeout)
 			if v != roles.Dead {
 				continue
@@ -99,12 +109,19 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			if err == nil && pn.TakenOverBy != "" && pn.TakenOverBy != m.Name && !a.claimerDead(ctx, c, pn.TakenOverBy) {
 				continue
 			}
-			a.log(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", p.name, "role", p.role, "heartbeat_age", age)
+			a.log(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", p.name, "dead_role", p.role, "heartbeat_age", age)
+			a.Metrics.Detected(age)
 			return WatchResult{Dead: p.name, DeadRole: p.role, Position: pos, DetectedAfter: age}, nil
 		}
 		for name := range det.Counts {
 			if !slices.ContainsFunc(peers, func(p peer) bool { return p.name == name }) {
 				det.Forget(name)
+			}
+		}
+		for name := range watched {
+			if !slices.ContainsFunc(peers, func(p peer) bool { return p.name == name }) {
+				a.Metrics.ForgetPeer(name)
+				delete(watched, name)
 			}
 		}
 		heartbeat(ctx, watchState{Counts: det.Counts})
@@ -129,7 +146,14 @@ func (a *Activities) claimerDead(ctx context.Context, c *metadata.Cluster, claim
 // declared dead by the same detector the primary uses for runners. It is
 // woken by a watch on GroupState, with check_standby_id as a safety re-read.
 func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, error) {
+	ctx = logWith(ctx, roles.RoleBackup)
 	c := a.cluster(m.Group)
+	watched := "" // the primary whose heartbeat age this call exports
+	defer func() {
+		if watched != "" {
+			a.Metrics.ForgetPeer(watched)
+		}
+	}()
 	det := roles.NewDetector(m.Timers)
 	var st watchState
 	if lastDetails(ctx, &st) && st.Counts != nil {
@@ -175,10 +199,17 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			}
 			continue
 		}
+		if watched != "" && (watched != primary || next != m.Name) {
+			a.Metrics.ForgetPeer(watched)
+			watched = ""
+		}
 		if next == m.Name {
 			age, timeout := a.peerAge(ctx, c, primary, m.Timers.UpdateTimeout)
+			a.Metrics.PeerAge(primary, age)
+			watched = primary
 			if det.Observe(primary, age, timeout) == roles.Dead {
 				a.log(ctx).Warn("primary backup declared dead", "watcher", m.Name, "dead", primary, "heartbeat_age", age)
+				a.Metrics.Detected(age)
 				return WatchResult{Dead: primary, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: age}, nil
 			}
 		}
@@ -201,6 +232,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 // Claimed false.
 func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult, error) {
 	m := in.Member
+	ctx = logWith(ctx, watcherRole(m))
 	c := a.cluster(m.Group)
 	node, v, err := c.GetNode(ctx, in.Dead)
 	if err != nil && !isCorrupt(err) {
@@ -228,6 +260,11 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 			}
 			return DiscoverResult{}, fmt.Errorf("discover %s: claim: %w", in.Dead, err)
 		}
+		kind := telemetry.KindRunner
+		if in.DeadRole == roles.RoleBackup {
+			kind = telemetry.KindBackup
+		}
+		a.Metrics.Failover(kind)
 	}
 	if hb, _, err := c.GetHeartbeat(ctx, in.Dead); err == nil {
 		hb.HealthyState = roles.HeartAsystole
@@ -241,7 +278,7 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 		a.corrupt(ctx, err)
 	}
 	res.Task = t
-	a.log(ctx).Warn("discovered dead peer", "claimer", m.Name, "dead", in.Dead, "role", deadRole, "task_state", t.RunningStatus)
+	a.log(ctx).Warn("discovered dead peer", "claimer", m.Name, "dead", in.Dead, "dead_role", deadRole, "task_state", t.RunningStatus)
 	return res, nil
 }
 
@@ -253,6 +290,7 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 // the claimer's NodeState becomes runner. Idempotent.
 func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, error) {
 	m := in.Member
+	ctx = logWith(ctx, watcherRole(m))
 	c := a.cluster(m.Group)
 	dn, _, err := c.GetNode(ctx, in.Dead)
 	if err == nil && dn.TakenOverBy != m.Name {
@@ -307,8 +345,19 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 			return Position{}, fmt.Errorf("activate %s: write role: %w", m.Name, err)
 		}
 	}
-	a.log(ctx).Warn("activated", "crawler", m.Name, "dead", in.Dead, "role", node.Role, "standby_id", g.StandbyID)
+	a.seen(node.Role)
+	a.log(logWith(ctx, node.Role)).Warn("activated", "crawler", m.Name, "dead", in.Dead, "standby_id", g.StandbyID)
 	return position(node, g, m), nil
+}
+
+// watcherRole is the role of an instance watching its peers, or claiming a
+// dead one before it is activated: a runner in All-are-Runner mode, else
+// a backup runner.
+func watcherRole(m Member) roles.Role {
+	if m.AllAreRunners() {
+		return roles.RoleRunner
+	}
+	return roles.RoleBackup
 }
 
 // standbyAlive reports whether standby_id names a current backup.
@@ -328,6 +377,11 @@ func standbyAlive(g *roles.GroupState) bool {
 // fences the old holder. Idempotent.
 func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (HandOverResult, error) {
 	m := in.Member
+	role := watcherRole(m)
+	if in.DeadRole == roles.RoleRunner {
+		role = roles.RoleRunner // activated: the claimer took the dead runner's place
+	}
+	ctx = logWith(ctx, role)
 	c := a.cluster(m.Group)
 	dn, _, err := c.GetNode(ctx, in.Dead)
 	if err == nil && dn.TakenOverBy != m.Name {
@@ -342,6 +396,9 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	}
 	if err != nil {
 		return HandOverResult{}, err
+	}
+	if dead.Job != nil {
+		ctx = logWith(ctx, "", "job", dead.Job.ID, "batch", dead.Job.Batch)
 	}
 	if dead.Holder == m.Name && dead.HandedOverFrom == in.Dead || dead.Holder == m.Name && adopt {
 		// done before (a retry after a crash)

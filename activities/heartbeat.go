@@ -24,6 +24,11 @@ func (a *Activities) BeatHeart(ctx context.Context, m Member) error {
 	hb := roles.NewHeartbeat(a.now(), m.Timers)
 	for {
 		node, _, err := c.GetNode(ctx, m.Name)
+		lctx := ctx // this round's log context
+		if err == nil {
+			a.seen(node.Role)
+			lctx = logWith(ctx, node.Role)
+		}
 		switch {
 		case err == nil && node.Role.Dead():
 			// wait for the rejoin
@@ -37,7 +42,7 @@ func (a *Activities) BeatHeart(ctx context.Context, m Member) error {
 				hb.TaskState = t.RunningStatus
 			}
 			if _, err := c.Put(ctx, c.HeartbeatPath(m.Name), hb, metadata.AnyVersion); err != nil && !errors.Is(err, context.Canceled) {
-				a.log(ctx).Warn("heartbeat write failed", "crawler", m.Name, "err", err)
+				a.log(lctx).Warn("heartbeat write failed", "crawler", m.Name, "err", err)
 			}
 		case errors.Is(err, context.Canceled):
 		default:

@@ -177,6 +177,7 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, busy 
 // design of seed 003 gives work to the workers that said they are free.
 // Batch IDs come from Seq, so a retried call re-assigns the same batches.
 func (a *Activities) JobAssign(ctx context.Context, in JobAssignInput) (JobAssignResult, error) {
+	ctx = logWith(ctx, "", "job", in.Spec.ID)
 	js, err := a.jobs()
 	if err != nil {
 		return JobAssignResult{}, err
@@ -243,6 +244,7 @@ func cloneMap(m map[string]string) map[string]string {
 // within twice the detection bound is fenced (its Task marked terminate at
 // a higher epoch) and its unfinished URLs re-queued.
 func (a *Activities) JobAwait(ctx context.Context, spec JobSpec, inflight []BatchRef) (JobAwaitResult, error) {
+	ctx = logWith(ctx, "", "job", spec.ID)
 	js, err := a.jobs()
 	if err != nil {
 		return JobAwaitResult{}, err
@@ -297,7 +299,7 @@ func (a *Activities) JobAwait(ctx context.Context, spec JobSpec, inflight []Batc
 				if _, err := js.Requeue(spec.ID, rest); err != nil {
 					return res, err
 				}
-				a.log(ctx).Warn("batch re-queued: its runner died with nobody to take over", "job", spec.ID, "batch", b.Batch, "runner", holder, "urls", len(rest))
+				a.log(ctx).Warn("batch re-queued: its runner died with nobody to take over", "batch", b.Batch, "runner", holder, "urls", len(rest))
 				res.Requeued = append(res.Requeued, b)
 			}
 		}

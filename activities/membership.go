@@ -35,6 +35,7 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		node, exists = roles.NodeState{Group: m.Group, Role: roles.RoleInitial}, false
 	}
 	rejoin := exists && node.Role.Dead()
+	reclaim := false
 	if rejoin {
 		// Our old Task must have left before we reset it: the claimer moves
 		// it (Holder set to the new holder) during hand-over.
@@ -42,6 +43,16 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		if err == nil && t.Pending() && (t.Holder == "" || t.Holder == m.Name) {
 			return RegisterResult{}, temporal.NewApplicationError(
 				fmt.Sprintf("rejoin %s: its Task is waiting to be handed over by %s", m.Name, node.TakenOverBy), ErrTypeNotReady)
+		}
+		// In All-are-Runner mode the survivor runs the adopted Task in place,
+		// in our Task znode: resetting it now would lose the rest of it. If
+		// that survivor died too, nobody runs it any more: we take it back.
+		if err == nil && t.Pending() && m.AllAreRunners() {
+			if !a.claimerDead(ctx, c, t.Holder) {
+				return RegisterResult{}, temporal.NewApplicationError(
+					fmt.Sprintf("rejoin %s: its Task is still being run in place by %s", m.Name, t.Holder), ErrTypeNotReady)
+			}
+			reclaim = true
 		}
 	}
 	g, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
@@ -94,6 +105,10 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 			a.corrupt(ctx, err)
 		}
 		nt := roles.EmptyTask()
+		if reclaim && err == nil && t.Pending() {
+			nt = t.Clone() // the new epoch fences the dead adopter
+			nt.Holder, nt.HandedOverFrom = m.Name, t.Holder
+		}
 		nt.Epoch = t.Epoch + 1
 		if _, err := c.Put(ctx, c.TaskPath(m.Name), nt, metadata.AnyVersion); err != nil {
 			return res, fmt.Errorf("register %s: write Task: %w", m.Name, err)
@@ -108,7 +123,8 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 	if _, err := a.Store.Create(ctx, c.AlivePath(m.Name), []byte(m.Name), metadata.Ephemeral); err != nil && !errors.Is(err, metadata.ErrExists) {
 		return res, fmt.Errorf("register %s: alive znode: %w", m.Name, err)
 	}
-	a.log(ctx).Info("registered", "crawler", m.Name, "group", m.Group, "role", res.Role, "rejoined", res.Rejoined, "resumed", res.Resumed)
+	a.seen(res.Role)
+	a.log(logWith(ctx, res.Role)).Info("registered", "crawler", m.Name, "group", m.Group, "rejoined", res.Rejoined, "resumed", res.Resumed)
 	return res, nil
 }
 
@@ -145,6 +161,8 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 	if err != nil {
 		return "", a.corrupt(ctx, err)
 	}
+	a.seen(node.Role)
+	ctx = logWith(ctx, node.Role)
 	if node.Role != roles.RoleInitial {
 		return node.Role, nil
 	}
@@ -181,7 +199,8 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 	if _, err := c.Put(ctx, c.NodePath(m.Name), roles.NodeState{Group: m.Group, Role: role}, v); err != nil {
 		return "", fmt.Errorf("elect %s: write role: %w", m.Name, err)
 	}
-	a.log(ctx).Info("elected", "crawler", m.Name, "role", role)
+	a.seen(role)
+	a.log(logWith(ctx, role)).Info("elected", "crawler", m.Name)
 	return role, nil
 }
 
@@ -193,6 +212,8 @@ func (a *Activities) Position(ctx context.Context, m Member) (Position, error) {
 	if err != nil {
 		return Position{}, a.corrupt(ctx, err)
 	}
+	a.seen(node.Role)
+	ctx = logWith(ctx, node.Role)
 	g, _, err := c.GetGroup(ctx)
 	if err != nil {
 		return Position{}, a.corrupt(ctx, err)

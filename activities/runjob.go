@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobstore"
@@ -46,6 +47,7 @@ func (a *Activities) jobRequest(ctx context.Context, m Member, t roles.Task, req
 	if ctx.Err() != nil {
 		return d, ctx.Err()
 	}
+	a.Metrics.Page(page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
 	if len(page.Links) > 0 {
 		entries := make([]jobstore.Entry, 0, len(page.Links))
 		for _, l := range page.Links {

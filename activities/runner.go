@@ -16,6 +16,7 @@ import (
 // by ZooKeeper watches on its Task and NodeState (re-armed after each
 // event), with check_task as a safety re-read.
 func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, error) {
+	ctx = logWith(ctx, roles.RoleRunner, "crawler", m.Name)
 	c := a.cluster(m.Group)
 	for {
 		nd, _, nch, err := a.Store.GetW(ctx, c.NodePath(m.Name))
@@ -72,6 +73,7 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	if owner == "" {
 		owner = m.Name
 	}
+	ctx = logWith(ctx, roles.RoleRunner, "crawler", m.Name, "task_owner", owner)
 	c := a.cluster(m.Group)
 	start := a.now()
 	res := RunTaskResult{Owner: owner}
@@ -80,12 +82,17 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	if err != nil {
 		return res, a.corrupt(ctx, err)
 	}
+	a.seen(node.Role)
 	if node.Role != roles.RoleRunner {
 		return res, fenced("%s is %s, not runner: it does not run tasks", m.Name, node.Role)
 	}
 	t, tv, err := c.GetTask(ctx, owner)
 	if err != nil {
 		return res, a.corrupt(ctx, err)
+	}
+	ctx = logWith(ctx, "", "task", fmt.Sprintf("%s@%d", owner, t.Epoch), "epoch", t.Epoch)
+	if t.Job != nil {
+		ctx = logWith(ctx, "", "job", t.Job.ID, "batch", t.Job.Batch)
 	}
 	if t.Holder != "" && t.Holder != m.Name {
 		return res, fenced("task of %s is held by %s (epoch %d), not %s", owner, t.Holder, t.Epoch, m.Name)
@@ -134,8 +141,9 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 		}
 	}
 	res.Epoch = t.Epoch
+	defer a.Metrics.TaskStarted()()
 	defer keepAlive(ctx, m.Timers.UpdateTime)()
-	log := a.log(ctx).With("crawler", m.Name, "task_owner", owner, "epoch", t.Epoch)
+	log := a.log(ctx)
 	log.Info("running task", "from", t.NextIndex, "requests", len(t.RunningContent))
 	for t.NextIndex < len(t.RunningContent) {
 		req := t.RunningContent[t.NextIndex]
@@ -149,6 +157,7 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 		} else if err := req.Validate(); err != nil {
 			d = roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskError, URL: req.URL,
 				ErrorMsg: fmt.Sprintf("node %s task: running_content[%d]: %v", owner, t.NextIndex, err)}
+			a.Metrics.PageError()
 			log.Warn("invalid request recorded as failed", "task_id", req.TaskID, "err", d.ErrorMsg)
 		} else {
 			if a.Fetcher == nil {
@@ -158,6 +167,7 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
+			a.Metrics.Page(fr.StatusCode, fr.Err != nil || fr.StatusCode >= 400, fr.Bytes, fr.Duration)
 			d = roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskDone, StatusCode: fr.StatusCode, URL: req.URL,
 				Response: fr.Response, Bytes: fr.Bytes, DurationMS: fr.Duration.Milliseconds()}
 			if fr.Err != nil {

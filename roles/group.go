@@ -1,6 +1,9 @@
 package roles
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // GroupState is the shared state of one group of crawlers
 // (znode <root>/group/<group>/state). Field names are the reference's.
@@ -68,7 +71,9 @@ func (g GroupState) Validate() error {
 		}
 	}
 	if g.StandbyID != "" {
-		if _, err := ParseName("x_" + g.StandbyID); err != nil {
+		// standby_id is compared as a string with the decimal index of a
+		// crawler, so only that exact form can ever name a backup.
+		if n, err := strconv.Atoi(g.StandbyID); err != nil || n < 0 || strconv.Itoa(n) != g.StandbyID {
 			return fieldErr(o, "standby_id", "is %q, want a crawler index", g.StandbyID)
 		}
 	}

@@ -36,7 +36,11 @@ func decode(obj string, data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return fieldErr(obj, ute.Field, "has JSON type %s, want %s", ute.Value, ute.Type)
+			field := ute.Field
+			if field == "" { // the document itself has the wrong type (e.g. an array)
+				field = "(document)"
+			}
+			return fieldErr(obj, field, "has JSON type %s, want %s", ute.Value, ute.Type)
 		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) {

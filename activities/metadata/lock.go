@@ -26,11 +26,9 @@ func NewLock(s Store, dir string) *Lock { return &Lock{s: s, dir: dir} }
 
 // Acquire blocks until the lock is held or ctx ends.
 func (l *Lock) Acquire(ctx context.Context) error {
-	created, err := l.s.Create(ctx, l.dir+"/lock-", nil, EphemeralSequential)
-	if err != nil {
-		return fmt.Errorf("acquire lock %s: %w", l.dir, err)
+	if err := l.enqueue(ctx); err != nil {
+		return err
 	}
-	l.node = created[strings.LastIndex(created, "/")+1:]
 	for {
 		kids, err := l.s.Children(ctx, l.dir)
 		if err != nil {
@@ -38,12 +36,22 @@ func (l *Lock) Acquire(ctx context.Context) error {
 			return fmt.Errorf("acquire lock %s: %w", l.dir, err)
 		}
 		sort.Slice(kids, func(i, j int) bool { return seqOf(kids[i]) < seqOf(kids[j]) })
-		pred := ""
+		pred, queued := "", false
 		for _, k := range kids {
 			if k == l.node {
+				queued = true
 				break
 			}
 			pred = k
+		}
+		if !queued {
+			// Our znode vanished with an expired session: queue again
+			// rather than hold the lock without a znode.
+			l.node = ""
+			if err := l.enqueue(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		if pred == "" {
 			return nil
@@ -63,6 +71,16 @@ func (l *Lock) Acquire(ctx context.Context) error {
 			return fmt.Errorf("acquire lock %s: %w", l.dir, ctx.Err())
 		}
 	}
+}
+
+// enqueue creates the contender's ephemeral sequential znode.
+func (l *Lock) enqueue(ctx context.Context) error {
+	created, err := l.s.Create(ctx, l.dir+"/lock-", nil, EphemeralSequential)
+	if err != nil {
+		return fmt.Errorf("acquire lock %s: %w", l.dir, err)
+	}
+	l.node = created[strings.LastIndex(created, "/")+1:]
+	return nil
 }
 
 func seqOf(name string) string {

@@ -114,6 +114,9 @@ func (m *Memory) create(p string, data []byte, mode CreateMode, parents bool) (s
 			return "", err
 		}
 	}
+	if m.nodes[parent].ephemeral { // as ZooKeeper: NoChildrenForEphemerals
+		return "", fmt.Errorf("create %s: parent %s is ephemeral and cannot have children", p, parent)
+	}
 	if mode == EphemeralSequential {
 		m.seq[parent]++
 		p = fmt.Sprintf("%s%010d", p, m.seq[parent])
@@ -232,6 +235,17 @@ func (m *Memory) Multi(_ context.Context, ops ...Op) error {
 				vers[op.Path] = v + 1
 			}
 			if op.Kind == OpDelete {
+				// Children as they stand after the earlier ops of this Multi.
+				for _, k := range m.children(op.Path) {
+					if _, ok := ver(op.Path + "/" + k); ok {
+						return fmt.Errorf("multi delete %s: %w", op.Path, ErrNotEmpty)
+					}
+				}
+				for p2, v2 := range vers {
+					if v2 >= 0 && path.Dir(p2) == op.Path {
+						return fmt.Errorf("multi delete %s: %w", op.Path, ErrNotEmpty)
+					}
+				}
 				vers[op.Path] = -1
 			}
 		}

@@ -22,6 +22,20 @@ type ZooKeeperConfig struct {
 	SessionTimeout time.Duration
 	// Logger receives connection events; nil means slog.Default().
 	Logger *slog.Logger
+	// Auth is "user:password" for ZooKeeper's digest scheme, or "" for no
+	// authentication. When set, the store authenticates its session with
+	// it and creates every znode with a digest ACL granting all
+	// permissions to that user only (zk.DigestACL); clients without these
+	// credentials get zk.ErrNoAuth on reads and writes. It is a secret:
+	// it is never logged.
+	Auth string
+}
+
+// digestUser splits a digest "user:password" at its first colon (as
+// ZooKeeper's DigestAuthenticationProvider does).
+func digestUser(auth string) (user, password string, ok bool) {
+	user, password, ok = strings.Cut(auth, ":")
+	return user, password, ok && user != "" && password != ""
 }
 
 // DefaultZooKeeperConfig returns a config for a local standalone server.
@@ -41,6 +55,10 @@ func (c ZooKeeperConfig) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		return fmt.Errorf("zookeeper config: session_timeout: %v is under 1s", c.SessionTimeout)
+	}
+	if _, _, ok := digestUser(c.Auth); c.Auth != "" && !ok {
+		// The value is a secret: say what is wrong, never what it is.
+		return errors.New("zookeeper config: auth: want user:password with a non-empty user and password")
 	}
 	return nil
 }
@@ -72,17 +90,34 @@ func DialZooKeeper(ctx context.Context, cfg ZooKeeperConfig) (*ZooKeeper, error)
 	if err != nil {
 		return nil, fmt.Errorf("connect zookeeper %v: %w", cfg.Hosts, err)
 	}
-	z := &ZooKeeper{conn: conn, log: log, ephem: map[string][]byte{}, done: make(chan struct{}), acl: zk.WorldACL(zk.PermAll)}
+	acl := zk.WorldACL(zk.PermAll)
+	user, password, _ := digestUser(cfg.Auth)
+	if cfg.Auth != "" {
+		acl = zk.DigestACL(zk.PermAll, user, password)
+	}
+	z := &ZooKeeper{conn: conn, log: log, ephem: map[string][]byte{}, done: make(chan struct{}), acl: acl}
 	z.session.Store(1)
 	connected := make(chan struct{})
 	go z.loop(events, connected)
 	select {
 	case <-connected:
-		return z, nil
 	case <-ctx.Done():
-		conn.Close()
+		z.Close()
 		return nil, fmt.Errorf("connect zookeeper %v: %w", cfg.Hosts, ctx.Err())
 	}
+	if cfg.Auth != "" {
+		// The client remembers the credentials and re-sends them on every
+		// reconnect, also into a new session after an expiry, before any
+		// queued request (go-zookeeper's resendZkAuth): one AddAuth is
+		// enough, and the ephemerals re-created in a new session get the
+		// same ACL (TestZooKeeperACLSessionExpiry).
+		if err := conn.AddAuth("digest", []byte(cfg.Auth)); err != nil {
+			z.Close()
+			return nil, fmt.Errorf("connect zookeeper %v: digest authentication as %q: %w", cfg.Hosts, user, err)
+		}
+		log.Info("zookeeper digest authentication on; Baton's znodes get a digest ACL", "user", user)
+	}
+	return z, nil
 }
 
 func (z *ZooKeeper) loop(events <-chan zk.Event, connected chan struct{}) {
@@ -150,6 +185,8 @@ func mapErr(op, p string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, p, ErrNotEmpty)
 	case errors.Is(err, zk.ErrClosing):
 		return fmt.Errorf("%s %s: %w", op, p, ErrClosed)
+	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed):
+		return fmt.Errorf("zookeeper %s %s: %w (the znode's ACL refuses this client: check the ZooKeeper digest credentials)", op, p, err)
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired):
 		// Transient: the client reconnects; callers retry.
 		return fmt.Errorf("zookeeper %s %s: connection lost, retry: %w", op, p, err)
@@ -157,11 +194,29 @@ func mapErr(op, p string, err error) error {
 	return fmt.Errorf("zookeeper %s %s: %w", op, p, err)
 }
 
+// mapErr is mapErr for an operation of z: once z is closed, a failed
+// operation reports ErrClosed, not a transient connection loss to retry.
+func (z *ZooKeeper) mapErr(op, p string, err error) error {
+	if err != nil && z.isClosed() {
+		return fmt.Errorf("%s %s: %w", op, p, ErrClosed)
+	}
+	return mapErr(op, p, err)
+}
+
+func (z *ZooKeeper) isClosed() bool {
+	select {
+	case <-z.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Get implements Store.
 func (z *ZooKeeper) Get(_ context.Context, p string) ([]byte, int32, error) {
 	data, st, err := z.conn.Get(p)
 	if err != nil {
-		return nil, 0, mapErr("get", p, err)
+		return nil, 0, z.mapErr("get", p, err)
 	}
 	return data, st.Version, nil
 }
@@ -172,15 +227,15 @@ func (z *ZooKeeper) GetW(_ context.Context, p string) ([]byte, int32, <-chan str
 	if errors.Is(err, zk.ErrNoNode) {
 		ok, _, ev2, err2 := z.conn.ExistsW(p)
 		if err2 != nil {
-			return nil, 0, nil, mapErr("exists", p, err2)
+			return nil, 0, nil, z.mapErr("exists", p, err2)
 		}
 		if ok { // created in between: read again
 			return z.GetW(context.Background(), p)
 		}
-		return nil, 0, toSignal(ev2), mapErr("get", p, err)
+		return nil, 0, toSignal(ev2), z.mapErr("get", p, err)
 	}
 	if err != nil {
-		return nil, 0, nil, mapErr("get", p, err)
+		return nil, 0, nil, z.mapErr("get", p, err)
 	}
 	return data, st.Version, toSignal(ev), nil
 }
@@ -197,7 +252,7 @@ func toSignal(ev <-chan zk.Event) <-chan struct{} {
 // Children implements Store.
 func (z *ZooKeeper) Children(_ context.Context, p string) ([]string, error) {
 	c, _, err := z.conn.Children(p)
-	return c, mapErr("children", p, err)
+	return c, z.mapErr("children", p, err)
 }
 
 // Create implements Store.
@@ -217,7 +272,7 @@ func (z *ZooKeeper) Create(ctx context.Context, p string, data []byte, mode Crea
 		created, err = z.conn.Create(p, data, flags, z.acl)
 	}
 	if err != nil {
-		return "", mapErr("create", p, err)
+		return "", z.mapErr("create", p, err)
 	}
 	if mode == Ephemeral {
 		z.mu.Lock()
@@ -233,7 +288,7 @@ func (z *ZooKeeper) ensure(p string) error {
 		return nil
 	}
 	if ok, _, err := z.conn.Exists(p); err != nil {
-		return mapErr("exists", p, err)
+		return z.mapErr("exists", p, err)
 	} else if ok {
 		return nil
 	}
@@ -241,7 +296,7 @@ func (z *ZooKeeper) ensure(p string) error {
 		return err
 	}
 	if _, err := z.conn.Create(p, nil, 0, z.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return mapErr("create", p, err)
+		return z.mapErr("create", p, err)
 	}
 	return nil
 }
@@ -250,7 +305,7 @@ func (z *ZooKeeper) ensure(p string) error {
 func (z *ZooKeeper) Set(_ context.Context, p string, data []byte, v int32) (int32, error) {
 	st, err := z.conn.Set(p, data, v)
 	if err != nil {
-		return 0, mapErr("set", p, err)
+		return 0, z.mapErr("set", p, err)
 	}
 	z.mu.Lock()
 	if _, ok := z.ephem[p]; ok {
@@ -262,10 +317,14 @@ func (z *ZooKeeper) Set(_ context.Context, p string, data []byte, v int32) (int3
 
 // Delete implements Store.
 func (z *ZooKeeper) Delete(_ context.Context, p string, v int32) error {
-	z.mu.Lock()
-	delete(z.ephem, p)
-	z.mu.Unlock()
-	return mapErr("delete", p, z.conn.Delete(p, v))
+	err := z.conn.Delete(p, v)
+	if err == nil || errors.Is(err, zk.ErrNoNode) {
+		// Forget it only once it is gone: a refused delete leaves it ours.
+		z.mu.Lock()
+		delete(z.ephem, p)
+		z.mu.Unlock()
+	}
+	return z.mapErr("delete", p, err)
 }
 
 // Multi implements Store.
@@ -290,10 +349,10 @@ func (z *ZooKeeper) Multi(_ context.Context, ops ...Op) error {
 	for i, r := range res {
 		if i < len(ops) && (errors.Is(r.Error, zk.ErrNoNode) || errors.Is(r.Error, zk.ErrNodeExists) ||
 			errors.Is(r.Error, zk.ErrBadVersion) || errors.Is(r.Error, zk.ErrNotEmpty)) {
-			return mapErr("multi", ops[i].Path, r.Error)
+			return z.mapErr("multi", ops[i].Path, r.Error)
 		}
 	}
-	return mapErr("multi", "", err)
+	return z.mapErr("multi", "", err)
 }
 
 // Session implements Store.

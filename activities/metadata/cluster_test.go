@@ -1,0 +1,227 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/roles"
+)
+
+func TestClusterLayout(t *testing.T) {
+	c := NewCluster(NewMemory(), "", roles.DefaultGroup)
+	assert.Equal(t, "/smoothcrawler", c.Root)
+	assert.Equal(t, "/smoothcrawler/group/sc-crawler-cluster/state", c.GroupPath())
+	assert.Equal(t, "/smoothcrawler/group/sc-crawler-cluster/lock", c.LockPath())
+	assert.Equal(t, "/smoothcrawler/node/sc-crawler_1/state", c.NodePath("sc-crawler_1"))
+	assert.Equal(t, "/smoothcrawler/node/sc-crawler_1/task", c.TaskPath("sc-crawler_1"))
+	assert.Equal(t, "/smoothcrawler/node/sc-crawler_1/heartbeat", c.HeartbeatPath("sc-crawler_1"))
+	assert.Equal(t, "/smoothcrawler/node/sc-crawler_1/alive", c.AlivePath("sc-crawler_1"))
+	c = NewCluster(NewMemory(), "/baton/test", "g")
+	assert.Equal(t, "/baton/test/group/g/state", c.GroupPath())
+	assert.Equal(t, "/baton/test/node/g_2/task", c.TaskPath("g_2"))
+}
+
+// requireCorrupt asserts err is a *CorruptError for path whose field error
+// names obj.field, and that the message shows both.
+func requireCorrupt(t *testing.T, err error, path, obj, field string) {
+	t.Helper()
+	require.Error(t, err)
+	var ce *CorruptError
+	require.True(t, errors.As(err, &ce), "%v (%T) is not a *CorruptError", err, err)
+	assert.Equal(t, path, ce.Path)
+	var fe *roles.FieldError
+	require.True(t, errors.As(err, &fe), "%v does not wrap a *roles.FieldError", err)
+	assert.Equal(t, obj, fe.Object)
+	assert.Equal(t, field, fe.Field)
+	assert.ErrorIs(t, err, roles.ErrInvalid)
+	assert.NotErrorIs(t, err, ErrNotFound)
+	assert.Contains(t, err.Error(), path)
+	assert.Contains(t, err.Error(), obj+"."+field)
+}
+
+// testCluster checks typed access on any Store.
+func testCluster(t *testing.T, s Store) {
+	ctx := context.Background()
+	newCluster := func(t *testing.T) *Cluster { return NewCluster(s, freshPath(t), "g") }
+
+	t.Run("CorruptedZnodes", func(t *testing.T) {
+		c := newCluster(t)
+		const name = "g_1"
+		type getter func() error
+		getGroup := func() error { _, _, err := c.GetGroup(ctx); return err }
+		getNode := func() error { _, _, err := c.GetNode(ctx, name); return err }
+		getTask := func() error { _, _, err := c.GetTask(ctx, name); return err }
+		getHeartbeat := func() error { _, _, err := c.GetHeartbeat(ctx, name); return err }
+		tests := []struct {
+			name, path, doc, obj, field string
+			get                         getter
+		}{
+			{"group malformed", c.GroupPath(), `{"total_crawler":`, "GroupState", "(document)", getGroup},
+			{"group empty", c.GroupPath(), ``, "GroupState", "(document)", getGroup},
+			{"group wrong type", c.GroupPath(), `{"total_runner":"2"}`, "GroupState", "total_runner", getGroup},
+			{"group duplicate", c.GroupPath(), `{"current_runner":["g_1","g_1"]}`, "GroupState", "current_runner", getGroup},
+			{"group bad standby", c.GroupPath(), `{"standby_id":"g_3"}`, "GroupState", "standby_id", getGroup},
+			{"node malformed", c.NodePath(name), `{`, "NodeState", "(document)", getNode},
+			{"node unknown role", c.NodePath(name), `{"group":"g","role":"captain"}`, "NodeState", "role", getNode},
+			{"node role number", c.NodePath(name), `{"group":"g","role":2}`, "NodeState", "role", getNode},
+			{"node no group", c.NodePath(name), `{"role":"runner"}`, "NodeState", "group", getNode},
+			{"task malformed", c.TaskPath(name), `[{]`, "Task", "(document)", getTask},
+			{"task unknown status", c.TaskPath(name), `{"running_status":"busy"}`, "Task", "running_status", getTask},
+			{"task request url type", c.TaskPath(name), `{"running_content":[{"task_id":1,"url":1}],"running_status":"nothing"}`, "Task", "running_content.url", getTask},
+			{"task counters", c.TaskPath(name), `{"running_result":{"success_count":"x"},"running_status":"done"}`, "Task", "running_result.success_count", getTask},
+			{"heartbeat malformed", c.HeartbeatPath(name), `{"healthy_state":"Healthy"`, "Heartbeat", "(document)", getHeartbeat},
+			{"heartbeat time", c.HeartbeatPath(name), `{"heart_rhythm_time":"noon","update_timeout":"2s","update_time":"1s","heart_rhythm_timeout":"3","healthy_state":"Healthy"}`, "Heartbeat", "heart_rhythm_time", getHeartbeat},
+			{"heartbeat state", c.HeartbeatPath(name), string(Encode(withState(roles.NewHeartbeat(time.Now(), roles.DefaultTimers()), "Zombie"))), "Heartbeat", "healthy_state", getHeartbeat},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				_, err := c.Put(ctx, tt.path, struct{}{}, AnyVersion) // make sure it exists
+				require.NoError(t, err)
+				_, err = s.Set(ctx, tt.path, []byte(tt.doc), AnyVersion)
+				require.NoError(t, err)
+				requireCorrupt(t, tt.get(), tt.path, tt.obj, tt.field)
+			})
+		}
+	})
+
+	t.Run("MissingIsNotCorrupt", func(t *testing.T) {
+		c := newCluster(t)
+		_, _, err := c.GetGroup(ctx)
+		require.ErrorIs(t, err, ErrNotFound)
+		var ce *CorruptError
+		assert.False(t, errors.As(err, &ce))
+		_, _, err = c.GetNode(ctx, "g_1")
+		require.ErrorIs(t, err, ErrNotFound)
+		_, _, err = c.GetTask(ctx, "g_1")
+		require.ErrorIs(t, err, ErrNotFound)
+		_, _, err = c.GetHeartbeat(ctx, "g_1")
+		require.ErrorIs(t, err, ErrNotFound)
+	})
+
+	t.Run("PutAndGetRoundTrip", func(t *testing.T) {
+		c := newCluster(t)
+		v, err := c.Put(ctx, c.NodePath("g_1"), roles.NodeState{Group: "g", Role: roles.RoleRunner}, AnyVersion)
+		require.NoError(t, err)
+		assert.Equal(t, int32(0), v, "created")
+		n, v, err := c.GetNode(ctx, "g_1")
+		require.NoError(t, err)
+		assert.Equal(t, roles.NodeState{Group: "g", Role: roles.RoleRunner}, n)
+		assert.Equal(t, int32(0), v)
+		_, err = c.Put(ctx, c.NodePath("g_1"), roles.NodeState{Group: "g", Role: roles.RoleBackup}, 5)
+		require.ErrorIs(t, err, ErrBadVersion, "Put at a version is a compare-and-set")
+		v, err = c.Put(ctx, c.NodePath("g_1"), roles.NodeState{Group: "g", Role: roles.RoleBackup}, 0)
+		require.NoError(t, err)
+		assert.Equal(t, int32(1), v)
+		_, err = c.Put(ctx, c.NodePath("g_9"), roles.NodeState{Group: "g", Role: roles.RoleBackup}, 3)
+		require.ErrorIs(t, err, ErrNotFound, "Put at a version does not create")
+
+		tk := roles.EmptyTask()
+		tk.RunningContent = []roles.Request{{TaskID: 1, URL: "http://x/", Method: "GET"}}
+		tk.Epoch = 3
+		_, err = c.Put(ctx, c.TaskPath("g_1"), tk, AnyVersion)
+		require.NoError(t, err)
+		got, _, err := c.GetTask(ctx, "g_1")
+		require.NoError(t, err)
+		assert.Equal(t, tk, got)
+
+		hb := roles.NewHeartbeat(time.Date(2024, 1, 2, 3, 4, 5, 6000, time.UTC), roles.DefaultTimers())
+		_, err = c.Put(ctx, c.HeartbeatPath("g_1"), hb, AnyVersion)
+		require.NoError(t, err)
+		gotHB, _, err := c.GetHeartbeat(ctx, "g_1")
+		require.NoError(t, err)
+		assert.Equal(t, hb, gotHB)
+	})
+
+	t.Run("UpdateGroup", func(t *testing.T) {
+		c := newCluster(t)
+		g, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+			assert.Equal(t, roles.NewGroupState(0, 0), *g, "a missing GroupState starts empty")
+			g.TotalCrawler, g.TotalRunner, g.TotalBackup = 3, 2, 1
+			g.CurrentCrawler = roles.Add(g.CurrentCrawler, "g_1")
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"g_1"}, g.CurrentCrawler)
+		stored, v, err := c.GetGroup(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, g, stored)
+		assert.Equal(t, int32(0), v)
+
+		// ErrNoChange skips the write.
+		_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error { return ErrNoChange })
+		require.NoError(t, err)
+		_, v, err = c.GetGroup(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int32(0), v, "nothing written")
+
+		// An error from fn is returned and nothing is written.
+		boom := errors.New("boom")
+		_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error { g.TotalCrawler = 99; return boom })
+		require.ErrorIs(t, err, boom)
+
+		// An invalid result is refused with the field named.
+		_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+			g.CurrentRunner = append(g.CurrentRunner, "g_1", "g_1")
+			return nil
+		})
+		var fe *roles.FieldError
+		require.True(t, errors.As(err, &fe), "%v", err)
+		assert.Equal(t, "current_runner", fe.Field)
+		assert.Contains(t, err.Error(), c.GroupPath())
+		stored, v, err = c.GetGroup(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 3, stored.TotalCrawler)
+		assert.Empty(t, stored.CurrentRunner)
+		assert.Equal(t, int32(0), v)
+
+		// A concurrent writer that does not take the lock is not overwritten:
+		// UpdateGroup re-reads and applies fn again.
+		calls := 0
+		g, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+			calls++
+			if calls == 1 {
+				other := g.Clone()
+				other.FailCrawler = []string{"g_7"}
+				_, err := s.Set(ctx, c.GroupPath(), Encode(other), AnyVersion)
+				require.NoError(t, err)
+			}
+			g.CurrentCrawler = roles.Add(g.CurrentCrawler, "g_2")
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 2, calls, "retried after losing the compare-and-set")
+		assert.Equal(t, []string{"g_7"}, g.FailCrawler, "the other write survived")
+		assert.Equal(t, []string{"g_1", "g_2"}, g.CurrentCrawler)
+		assert.Empty(t, lockKids(t, s, c.LockPath()), "the lock was released")
+	})
+
+	t.Run("UpdateGroupOnCorruptGroup", func(t *testing.T) {
+		c := newCluster(t)
+		_, err := s.Create(ctx, c.GroupPath(), []byte(`{"total_crawler":"many"}`), Persistent)
+		require.NoError(t, err)
+		called := false
+		_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error { called = true; return nil })
+		requireCorrupt(t, err, c.GroupPath(), "GroupState", "total_crawler")
+		assert.False(t, called, "fn does not run on a corrupted GroupState")
+		data, _, err := s.Get(ctx, c.GroupPath())
+		require.NoError(t, err)
+		assert.Equal(t, `{"total_crawler":"many"}`, string(data), "the corrupted znode is left for an operator")
+	})
+}
+
+func withState(h roles.Heartbeat, s roles.HeartState) roles.Heartbeat {
+	h.HealthyState = s
+	return h
+}
+
+func TestMemoryCluster(t *testing.T) { testCluster(t, NewMemory()) }
+
+func TestEncodeIsJSON(t *testing.T) {
+	assert.JSONEq(t, `{"group":"g","role":"runner"}`, string(Encode(roles.NodeState{Group: "g", Role: roles.RoleRunner})))
+	assert.Panics(t, func() { Encode(make(chan int)) })
+}

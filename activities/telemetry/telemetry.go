@@ -1,0 +1,175 @@
+// Package telemetry holds Baton's own Prometheus metrics: pages fetched by
+// status class, bytes, fetch latency, fail-overs, dead-peer detection time,
+// peers' heartbeat age and Tasks in flight.
+//
+// A worker creates one Metrics on the registry it serves at /metrics and
+// hands it to the activities. Every method is safe on a nil *Metrics and
+// then does nothing, so unit tests and in-memory setups need no registry.
+package telemetry
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Page classes of baton_pages_total.
+const (
+	Class2xx   = "2xx"
+	Class3xx   = "3xx"
+	Class4xx   = "4xx"
+	Class5xx   = "5xx"
+	ClassError = "error" // no usable HTTP status: transport error, timeout, robots.txt, invalid request, body too large
+)
+
+// Fail-over kinds of baton_failovers_total: the role the dead peer had.
+const (
+	KindRunner = "runner"
+	KindBackup = "backup"
+)
+
+// Metrics is the set of Baton's collectors. The zero value is not usable:
+// use New, or a nil *Metrics for none.
+type Metrics struct {
+	pages     *prometheus.CounterVec
+	bytes     prometheus.Counter
+	fetch     prometheus.Histogram
+	failovers *prometheus.CounterVec
+	detection prometheus.Histogram
+	peerAge   *prometheus.GaugeVec
+	inFlight  prometheus.Gauge
+}
+
+// New creates Baton's collectors and registers them on reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_pages_total",
+			Help: "Pages fetched by Runners, by class: 2xx, 3xx, 4xx, 5xx, or error (no usable HTTP status).",
+		}, []string{"class"}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_page_bytes_total",
+			Help: "Bytes of the page bodies fetched by Runners.",
+		}),
+		fetch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "baton_fetch_duration_seconds",
+			Help:    "Time to fetch one page (for crawl jobs: politeness waits and retries included).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_failovers_total",
+			Help: "Dead peers claimed by this instance for a fail-over, by the role the dead peer had: runner or backup.",
+		}, []string{"kind"}),
+		detection: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "baton_detection_seconds",
+			Help:    "Heartbeat age of a peer when this instance declared it dead.",
+			Buckets: []float64{.1, .25, .5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60},
+		}),
+		peerAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "baton_peer_heartbeat_age_seconds",
+			Help: "Age of each watched peer's heartbeat at this instance's last check.",
+		}, []string{"peer"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "baton_tasks_in_flight",
+			Help: "Tasks this instance is running now.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.pages, m.bytes, m.fetch, m.failovers, m.detection, m.peerAge, m.inFlight} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	// Every class and kind is present from the start, so rates and ratios
+	// have series to work on before the first page or fail-over.
+	for _, c := range []string{Class2xx, Class3xx, Class4xx, Class5xx, ClassError} {
+		m.pages.WithLabelValues(c)
+	}
+	for _, k := range []string{KindRunner, KindBackup} {
+		m.failovers.WithLabelValues(k)
+	}
+	return m, nil
+}
+
+// Class is the class of a page: its HTTP status class, or "error" when it
+// failed without a 4xx or 5xx status (the failure is not the server's
+// answer) or has no status at all.
+func Class(status int, failed bool) string {
+	switch {
+	case status >= 500 && status < 600:
+		return Class5xx
+	case status >= 400 && status < 500:
+		return Class4xx
+	case failed:
+		return ClassError
+	case status >= 300 && status < 400:
+		return Class3xx
+	case status >= 200 && status < 300:
+		return Class2xx
+	default:
+		return ClassError
+	}
+}
+
+// Page records one fetched page: its HTTP status (0 if none), whether it
+// failed, its body size and how long the fetch took.
+func (m *Metrics) Page(status int, failed bool, bytes int64, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.pages.WithLabelValues(Class(status, failed)).Inc()
+	if bytes > 0 {
+		m.bytes.Add(float64(bytes))
+	}
+	m.fetch.Observe(d.Seconds())
+}
+
+// PageError records a request that failed before anything was fetched (an
+// invalid request): class error, no bytes, no fetch time.
+func (m *Metrics) PageError() {
+	if m == nil {
+		return
+	}
+	m.pages.WithLabelValues(ClassError).Inc()
+}
+
+// Failover records a dead peer claimed by this instance; kind is KindRunner
+// or KindBackup.
+func (m *Metrics) Failover(kind string) {
+	if m == nil {
+		return
+	}
+	m.failovers.WithLabelValues(kind).Inc()
+}
+
+// Detected records the heartbeat age of a peer declared dead.
+func (m *Metrics) Detected(age time.Duration) {
+	if m == nil {
+		return
+	}
+	m.detection.Observe(age.Seconds())
+}
+
+// PeerAge sets the heartbeat age of a watched peer.
+func (m *Metrics) PeerAge(peer string, age time.Duration) {
+	if m == nil {
+		return
+	}
+	m.peerAge.WithLabelValues(peer).Set(age.Seconds())
+}
+
+// ForgetPeer drops the heartbeat-age series of a peer no longer watched.
+func (m *Metrics) ForgetPeer(peer string) {
+	if m == nil {
+		return
+	}
+	m.peerAge.DeleteLabelValues(peer)
+}
+
+// TaskStarted counts a Task in flight until the returned done is called.
+func (m *Metrics) TaskStarted() (done func()) {
+	if m == nil {
+		return func() {}
+	}
+	m.inFlight.Inc()
+	return m.inFlight.Dec
+}

@@ -1,0 +1,131 @@
+package telemetry
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// scrape returns the registry's /metrics page in the text format.
+func scrape(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestScrapeHasEverySeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Page(200, false, 1000, 20*time.Millisecond)
+	m.Page(200, false, 500, 30*time.Millisecond)
+	m.Page(301, false, 0, time.Millisecond)
+	m.Page(404, true, 9, time.Millisecond)
+	m.Page(503, true, 5, time.Millisecond)
+	m.Page(0, true, 0, 15*time.Second)
+	m.PageError()
+	m.Failover(KindRunner)
+	m.Failover(KindRunner)
+	m.Failover(KindBackup)
+	m.Detected(1200 * time.Millisecond)
+	m.PeerAge("sc-crawler_1", 250*time.Millisecond)
+	m.PeerAge("sc-crawler_2", 3*time.Second)
+	m.ForgetPeer("sc-crawler_2")
+	done := m.TaskStarted()
+	m.TaskStarted()
+	done()
+
+	out := scrape(t, reg)
+	for _, want := range []string{
+		`baton_pages_total{class="2xx"} 2`,
+		`baton_pages_total{class="3xx"} 1`,
+		`baton_pages_total{class="4xx"} 1`,
+		`baton_pages_total{class="5xx"} 1`,
+		`baton_pages_total{class="error"} 2`,
+		`baton_page_bytes_total 1514`,
+		`baton_fetch_duration_seconds_count 6`,
+		`baton_fetch_duration_seconds_bucket{le="0.025"} 4`,
+		`baton_failovers_total{kind="runner"} 2`,
+		`baton_failovers_total{kind="backup"} 1`,
+		`baton_detection_seconds_count 1`,
+		`baton_detection_seconds_sum 1.2`,
+		`baton_peer_heartbeat_age_seconds{peer="sc-crawler_1"} 0.25`,
+		`baton_tasks_in_flight 1`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if strings.Contains(out, `peer="sc-crawler_2"`) {
+		t.Error("a forgotten peer is still exported")
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", out)
+	}
+}
+
+func TestSeriesExistBeforeFirstObservation(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg); err != nil {
+		t.Fatal(err)
+	}
+	out := scrape(t, reg)
+	for _, want := range []string{`baton_pages_total{class="error"} 0`, `baton_failovers_total{kind="backup"} 0`, `baton_tasks_in_flight 0`} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRegisterTwiceFails(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(reg); err == nil {
+		t.Fatal("second New on the same registry succeeded")
+	}
+}
+
+func TestNilMetricsIsNoOp(t *testing.T) {
+	var m *Metrics
+	m.Page(200, false, 1, time.Second)
+	m.PageError()
+	m.Failover(KindRunner)
+	m.Detected(time.Second)
+	m.PeerAge("p", time.Second)
+	m.ForgetPeer("p")
+	m.TaskStarted()()
+}
+
+func TestClass(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		failed bool
+		want   string
+	}{
+		{200, false, "2xx"}, {204, false, "2xx"}, {302, false, "3xx"}, {404, true, "4xx"}, {404, false, "4xx"},
+		{500, true, "5xx"}, {0, true, "error"}, {0, false, "error"}, {200, true, "error"}, {101, false, "error"}, {700, false, "error"},
+	} {
+		if got := Class(c.status, c.failed); got != c.want {
+			t.Errorf("Class(%d, %v) = %q, want %q", c.status, c.failed, got, c.want)
+		}
+	}
+}

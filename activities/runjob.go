@@ -57,6 +57,11 @@ func (a *Activities) jobRequest(ctx context.Context, m Member, t roles.Task, req
 			return d, err
 		}
 	}
+	if page.Disallowed {
+		// Not fetched, so not a page of the results; the Task keeps the reason.
+		d.State, d.ErrorMsg = roles.TaskTerminate, page.Error
+		return d, nil
+	}
 	rec := PageRecord{Page: page, Job: t.Job.ID, Batch: t.Job.Batch, Runner: m.Name, Epoch: t.Epoch}
 	if rec.URL == "" {
 		rec.URL = req.URL

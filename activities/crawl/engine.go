@@ -48,6 +48,9 @@ type Page struct {
 	// robots.txt", "body exceeds 10485760 bytes", "stopped after 10
 	// redirects", "timeout after 15s", "HTTP 404", ...
 	Error string `json:"error,omitempty"`
+	// Disallowed is set when robots.txt forbids the page: it was not
+	// fetched, and a crawl job does not record it.
+	Disallowed bool `json:"disallowed,omitempty"`
 }
 
 // OK reports whether the page was fetched without error.
@@ -137,7 +140,7 @@ func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		}
 		ok, crawlDelay := rules.allowed(robotsPath(b.url), agent)
 		if !ok {
-			page.Error = errRobots{status: rules.status}.Error()
+			page.Error, page.Disallowed = errRobots{status: rules.status}.Error(), true
 			return page
 		}
 		delay = max(delay, crawlDelay)

@@ -406,7 +406,7 @@ func TestRobots(t *testing.T) {
 	}
 	wg.Wait()
 	for _, p := range pages {
-		if p.Error != "disallowed by robots.txt" || p.Attempts != 0 || p.StatusCode != 0 {
+		if p.Error != "disallowed by robots.txt" || !p.Disallowed || p.Attempts != 0 || p.StatusCode != 0 {
 			t.Errorf("private page: %+v", p)
 		}
 	}

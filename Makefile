@@ -34,7 +34,7 @@ STACK_ENV := BATON_STACK_DIR="$(STACK_DIR)" BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)"
 # Environment for integration tests (they start their own servers on free ports).
 TEST_ENV := BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)" BATON_ZK_HOME="$(ZK_HOME)"
 
-.PHONY: help build deps stack-up stack-down stack-status demo demo-down test test-unit bench vet clean distclean
+.PHONY: help build deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench vet clean distclean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make <target> [VAR=value]\n\nTargets:\n"} \
@@ -44,9 +44,10 @@ build: ## Build bin/baton-worker (./worker) and bin/baton (./starter).
 	$(GO) build -o $(BIN_DIR)/baton-worker ./worker
 	$(GO) build -o $(BIN_DIR)/baton ./starter
 
-deps: ## Install ZooKeeper (apt, if missing) and the Temporal CLI into .stack/bin (if missing).
+deps: ## Install ZooKeeper and Chromium (apt, if missing) and the Temporal CLI into .stack/bin (if missing).
 	BATON_ZK_HOME="$(ZK_HOME)" bash $(SCRIPTS)/install-zookeeper.sh
 	BATON_STACK_DIR="$(STACK_DIR)" bash $(SCRIPTS)/install-temporal.sh
+	bash $(SCRIPTS)/install-chromium.sh
 
 stack-up: deps ## Start the local stack (ZooKeeper :2181, Temporal :7233, UI :8233) and wait until healthy.
 	$(STACK_ENV) bash $(SCRIPTS)/stack.sh up
@@ -56,6 +57,12 @@ stack-down: ## Stop the local stack.
 
 stack-status: ## Show whether the local stack is running and healthy.
 	$(STACK_ENV) bash $(SCRIPTS)/stack.sh status
+
+ensemble-up: deps ## Start a 3-node ZooKeeper ensemble on loopback (clients 2181-2183; BATON_ENSEMBLE_PORT moves it).
+	BATON_STACK_DIR="$(STACK_DIR)" BATON_ZK_HOME="$(ZK_HOME)" bash $(SCRIPTS)/ensemble.sh up
+
+ensemble-down: ## Stop the ZooKeeper ensemble.
+	BATON_STACK_DIR="$(STACK_DIR)" BATON_ZK_HOME="$(ZK_HOME)" bash $(SCRIPTS)/ensemble.sh down
 
 demo: deps ## Run the demo: local stack, 3 workers, the demo site, a crawl of it (DEMO_KILL=1 kills a runner mid-crawl).
 	$(STACK_ENV) BATON_DEMO_KILL="$(DEMO_KILL)" bash $(SCRIPTS)/demo.sh up

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,8 @@ type Activities struct {
 	Log *slog.Logger
 	// Metrics are Baton's Prometheus metrics; nil records nothing.
 	Metrics *telemetry.Metrics
+
+	specs sync.Map // job ID → JobSpec (read once per worker)
 
 	// lastRole is the role this process's instance was last seen with: the
 	// role of log lines of activities that do not know it themselves.

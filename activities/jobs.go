@@ -190,9 +190,15 @@ func (a *Activities) JobAssign(ctx context.Context, in JobAssignInput) (JobAssig
 	opts, _ := json.Marshal(in.Spec.Options)
 	var res JobAssignResult
 	seq := in.Seq
+	// While the frontier is short (the start of a crawl), share it among
+	// the idle Runners instead of giving it all to the first one.
+	size := in.Spec.BatchSize
+	if st, err := js.Stats(in.Spec.ID); err == nil && len(idle) > 0 {
+		size = min(size, max(1, (st.Queued+len(idle)-1)/len(idle)))
+	}
 	for _, r := range idle {
 		batch := fmt.Sprintf("%s-b%06d", in.Spec.ID, seq)
-		entries, err := js.TakeBatch(in.Spec.ID, batch, in.Spec.BatchSize)
+		entries, err := js.TakeBatch(in.Spec.ID, batch, size)
 		if err != nil {
 			return res, err
 		}

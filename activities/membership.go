@@ -34,6 +34,11 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		a.corrupt(ctx, err)
 		node, exists = roles.NodeState{Group: m.Group, Role: roles.RoleInitial}, false
 	}
+	if exists && node.Group != "" && node.Group != m.Group {
+		err := fmt.Errorf("register %s: %s already belongs to group %q, not %q: crawler names are unique under a ZooKeeper root (choose other names or another --zk-root)",
+			m.Name, c.NodePath(m.Name), node.Group, m.Group)
+		return RegisterResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCorrupt, err)
+	}
 	rejoin := exists && node.Role.Dead()
 	reclaim := false
 	if rejoin {
@@ -124,7 +129,7 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		return res, fmt.Errorf("register %s: alive znode: %w", m.Name, err)
 	}
 	a.seen(res.Role)
-	a.log(logWith(ctx, res.Role)).Info("registered", "crawler", m.Name, "group", m.Group, "rejoined", res.Rejoined, "resumed", res.Resumed)
+	a.log(logWith(ctx, res.Role)).Info("registered", "crawler", m.Name, "rejoined", res.Rejoined, "resumed", res.Resumed)
 	return res, nil
 }
 

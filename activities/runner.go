@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/activity"
 	"strconv"
 	"time"
 
@@ -68,7 +69,63 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 // holder), is fenced: its write is refused and the activity fails with
 // ErrTypeFenced, so a stale holder never records a result. The result of a
 // request is recorded exactly once (keyed by task_id and epoch).
+//
+// A Runner's own crawl-job Task is usually followed within milliseconds by
+// the job's next batch, so after one RunTask lingers (watching its Task
+// znode, up to linger) and runs the next Task in the same activity, which
+// saves the Temporal round trips of a new WaitTask and RunTask.
 func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResult, error) {
+	total, err := a.runTask(ctx, in)
+	if err != nil || (in.Owner != "" && in.Owner != in.Member.Name) || !total.Job {
+		return total, err
+	}
+	for k := 1; k < maxTasksPerRun; k++ {
+		if !a.awaitOwnTask(ctx, in.Member, linger) {
+			break
+		}
+		r, err := a.runTask(ctx, in)
+		total.Tasks++
+		total.Ran += r.Ran
+		total.Epoch, total.Status, total.Result, total.Duration = r.Epoch, r.Status, r.Result, total.Duration+r.Duration
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// linger is how long RunTask waits for a crawl job's next batch.
+const (
+	linger         = time.Second
+	maxTasksPerRun = 1000
+)
+
+// awaitOwnTask waits up to d for the member's own Task to become pending
+// (a ZooKeeper watch), and reports whether it did.
+func (a *Activities) awaitOwnTask(ctx context.Context, m Member, d time.Duration) bool {
+	c := a.cluster(m.Group)
+	deadline := time.Now().Add(d)
+	for {
+		data, _, ch, err := a.Store.GetW(ctx, c.TaskPath(m.Name))
+		if err != nil {
+			return false
+		}
+		if t, err := roles.DecodeTask(data); err == nil && t.Pending() && (t.Holder == "" || t.Holder == m.Name) {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		heartbeat(ctx)
+		if err := wait(ctx, ch, left); err != nil {
+			return false
+		}
+	}
+}
+
+// runTask runs one Task (see RunTask).
+func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResult, error) {
 	m, owner := in.Member, in.Owner
 	if owner == "" {
 		owner = m.Name
@@ -76,7 +133,7 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	ctx = logWith(ctx, roles.RoleRunner, "crawler", m.Name, "task_owner", owner)
 	c := a.cluster(m.Group)
 	start := a.now()
-	res := RunTaskResult{Owner: owner}
+	res := RunTaskResult{Owner: owner, Tasks: 1}
 
 	node, nv, err := c.GetNode(ctx, m.Name)
 	if err != nil {
@@ -97,6 +154,7 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	if t.Holder != "" && t.Holder != m.Name {
 		return res, fenced("task of %s is held by %s (epoch %d), not %s", owner, t.Holder, t.Epoch, m.Name)
 	}
+	res.Job = t.Job != nil
 	session := a.Store.Session()
 	write := func(next roles.Task) error {
 		if s := a.Store.Session(); s != session {
@@ -145,53 +203,109 @@ func (a *Activities) RunTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	defer keepAlive(ctx, m.Timers.UpdateTime)()
 	log := a.log(ctx)
 	log.Info("running task", "from", t.NextIndex, "requests", len(t.RunningContent))
+	unwritten, lastWrite := 0, time.Now()
+	// A Task started before (by us in an earlier attempt, or by a holder
+	// that died) may have pages recorded beyond next_index.
+	resumed := t.NextIndex > 0 || t.HandedOverFrom != "" || (activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1)
+	// Two stages: request i+1 is fetched while the result of request i is
+	// recorded, so the bookkeeping is off the critical path; the Runner
+	// still fetches one request at a time.
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	fetchAt := func(i int) <-chan fetched {
+		ch := make(chan fetched, 1)
+		go func() { ch <- a.fetchRequest(fctx, m, owner, t, i, resumed) }()
+		return ch
+	}
+	pending := fetchAt(t.NextIndex)
 	for t.NextIndex < len(t.RunningContent) {
 		req := t.RunningContent[t.NextIndex]
 		heartbeat(ctx, t.NextIndex)
-		var d roles.ResultDetail
-		if t.Job != nil && req.Validate() == nil {
-			var err error
-			if d, err = a.jobRequest(ctx, m, t, req); err != nil {
+		f := <-pending
+		if f.err != nil {
+			return res, f.err
+		}
+		if t.NextIndex+1 < len(t.RunningContent) {
+			pending = fetchAt(t.NextIndex + 1)
+		}
+		d := f.d
+		if f.commit != nil {
+			if err := f.commit(); err != nil {
 				return res, err
-			}
-		} else if err := req.Validate(); err != nil {
-			d = roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskError, URL: req.URL,
-				ErrorMsg: fmt.Sprintf("node %s task: running_content[%d]: %v", owner, t.NextIndex, err)}
-			a.Metrics.PageError()
-			log.Warn("invalid request recorded as failed", "task_id", req.TaskID, "err", d.ErrorMsg)
-		} else {
-			if a.Fetcher == nil {
-				return res, errors.New("run task: no fetcher configured")
-			}
-			fr := a.Fetcher.Fetch(ctx, req, t)
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
-			a.Metrics.Page(fr.StatusCode, fr.Err != nil || fr.StatusCode >= 400, fr.Bytes, fr.Duration)
-			d = roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskDone, StatusCode: fr.StatusCode, URL: req.URL,
-				Response: fr.Response, Bytes: fr.Bytes, DurationMS: fr.Duration.Milliseconds()}
-			if fr.Err != nil {
-				d.State, d.ErrorMsg = roles.TaskError, fr.Err.Error()
-			} else if fr.StatusCode >= 400 {
-				d.State = roles.TaskError
-				d.ErrorMsg = fmt.Sprintf("HTTP %d", fr.StatusCode)
 			}
 		}
 		next, ok := t.Record(d, a.MaxResultDetail)
 		if !ok {
 			return res, fmt.Errorf("run task: result of task_id %d is not the next one", req.TaskID)
 		}
-		if err := write(next); err != nil {
-			return res, err
-		}
 		t = next
-		res.Ran++
+		unwritten++
+		// A plain Task is written after every request: that write is what
+		// records the result exactly once. A crawl job's pages are recorded
+		// once by the result store, so its Task (a progress summary) is
+		// written every few pages and at the end.
+		if t.Job == nil || unwritten >= jobWriteEvery || time.Since(lastWrite) >= jobWriteInterval || !t.Pending() {
+			if err := write(t); err != nil {
+				return res, err
+			}
+			res.Ran += unwritten
+			unwritten, lastWrite = 0, time.Now()
+		}
 	}
 	res.Status, res.Result = t.RunningStatus, t.RunningResult
 	res.Duration = a.now().Sub(start)
 	log.Info("task finished", "status", t.RunningStatus, "success", t.RunningResult.SuccessCount, "fail", t.RunningResult.FailCount)
 	return res, nil
 }
+
+// fetched is the outcome of fetching one request: its result detail, and
+// for a crawl-job page what still has to be recorded.
+type fetched struct {
+	d      roles.ResultDetail
+	commit func() error
+	err    error
+}
+
+// fetchRequest runs request i of t: through the crawl engine for a crawl
+// job (recording deferred to commit), else through the plain Fetcher. An
+// invalid request becomes a failed result that names the node and index.
+func (a *Activities) fetchRequest(ctx context.Context, m Member, owner string, t roles.Task, i int, resumed bool) fetched {
+	req := t.RunningContent[i]
+	if err := req.Validate(); err != nil {
+		d := roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskError, URL: req.URL,
+			ErrorMsg: fmt.Sprintf("node %s task: running_content[%d]: %v", owner, i, err)}
+		a.Metrics.PageError()
+		a.log(ctx).Warn("invalid request recorded as failed", "task_id", req.TaskID, "err", d.ErrorMsg)
+		return fetched{d: d}
+	}
+	if t.Job != nil {
+		d, commit, err := a.jobRequest(ctx, m, t, req, resumed)
+		return fetched{d: d, commit: commit, err: err}
+	}
+	if a.Fetcher == nil {
+		return fetched{err: errors.New("run task: no fetcher configured")}
+	}
+	fr := a.Fetcher.Fetch(ctx, req, t)
+	if ctx.Err() != nil {
+		return fetched{err: ctx.Err()}
+	}
+	a.Metrics.Page(fr.StatusCode, fr.Err != nil || fr.StatusCode >= 400, fr.Bytes, fr.Duration)
+	d := roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskDone, StatusCode: fr.StatusCode, URL: req.URL,
+		Response: fr.Response, Bytes: fr.Bytes, DurationMS: fr.Duration.Milliseconds()}
+	if fr.Err != nil {
+		d.State, d.ErrorMsg = roles.TaskError, fr.Err.Error()
+	} else if fr.StatusCode >= 400 {
+		d.State = roles.TaskError
+		d.ErrorMsg = fmt.Sprintf("HTTP %d", fr.StatusCode)
+	}
+	return fetched{d: d}
+}
+
+// How often a crawl job's Task znode is written while it runs.
+const (
+	jobWriteEvery    = 8
+	jobWriteInterval = 250 * time.Millisecond
+)
 
 // keepAlive records an activity heartbeat every interval until the returned
 // stop is called, so a slow request does not look like a dead worker.

@@ -64,6 +64,8 @@ type RunTaskResult struct {
 	Status   roles.TaskState     `json:"running_status"`
 	Fenced   bool                `json:"fenced"`
 	Duration time.Duration       `json:"duration"`
+	Tasks    int                 `json:"tasks"` // Tasks run by this call (a crawl job's batches follow each other)
+	Job      bool                `json:"job"`   // the Task belonged to a crawl job
 }
 
 // WatchInput configures a heartbeat watch.

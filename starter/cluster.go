@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -19,6 +21,11 @@ func (g *globals) dial(ctx context.Context) (*metadata.Cluster, func(), error) {
 	cfg := metadata.DefaultZooKeeperConfig()
 	cfg.Hosts = strings.Split(g.zkHosts, ",")
 	cfg.Logger = quietLogger()
+	auth, err := g.zkAuth.Auth()
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	cfg.Auth = auth
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s, err := metadata.DialZooKeeper(ctx, cfg)
@@ -29,19 +36,36 @@ func (g *globals) dial(ctx context.Context) (*metadata.Cluster, func(), error) {
 }
 
 func clusterCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var (
+		watch    bool
+		interval time.Duration
+	)
+	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Show the group's instances: role, health, heartbeat age, task state and progress",
-		Args:  cobra.NoArgs,
+		Example: `  baton cluster
+  baton cluster --watch --interval 500ms`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return usage("--interval: %v, must be > 0", interval)
+			}
 			c, closeFn, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			return printCluster(cmd.Context(), os.Stdout, c, time.Now())
+			if !watch {
+				return printCluster(cmd.Context(), os.Stdout, c, time.Now())
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return watchCluster(ctx, os.Stdout, c, interval, isTerminal(os.Stdout), realClock{})
 		},
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh the table every --interval until Ctrl-C")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh interval of --watch")
+	return cmd
 }
 
 // printCluster writes the GroupState summary and one row per instance.

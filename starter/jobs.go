@@ -29,6 +29,7 @@ import (
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobstore"
 	"github.com/batoncrawl/baton/roles"
+	"github.com/batoncrawl/baton/worker/security"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -48,6 +49,7 @@ func (e exitError) Unwrap() error { return e.err }
 
 type temporalFlags struct {
 	address, namespace, uiURL, dataDir string
+	sec                                security.Temporal
 }
 
 func (t *temporalFlags) add(cmd *cobra.Command) {
@@ -56,13 +58,18 @@ func (t *temporalFlags) add(cmd *cobra.Command) {
 	f.StringVar(&t.namespace, "temporal-namespace", "default", "Temporal namespace")
 	f.StringVar(&t.uiURL, "ui-url", "http://127.0.0.1:8233", "Temporal Web UI base URL, for the links printed")
 	f.StringVar(&t.dataDir, "data-dir", "baton-data", "the workers' data directory (job frontiers and results)")
+	t.sec.AddFlags(f)
 }
 
 func (t *temporalFlags) dial(ctx context.Context) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: t.address, Namespace: t.namespace,
-		Logger: tlog.NewStructuredLogger(quietLogger())})
+	opts := client.Options{HostPort: t.address, Namespace: t.namespace,
+		Logger: tlog.NewStructuredLogger(quietLogger())}
+	if err := t.sec.Apply(&opts); err != nil {
+		return nil, usageError{err}
+	}
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w (is the stack up? 'make stack-up')", t.address, err)
 	}
@@ -94,15 +101,15 @@ func parsePairs(flag string, pairs []string) (map[string]string, error) {
 // crawlCmd submits a job to the cluster, never to a named node.
 func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	var (
-		id, profile                  string
-		selects, domains, cookies    []string
-		authz                        []string
-		follow, ignoreRobots, wait   bool
-		denyPrivate                  bool
-		depth, maxPages, batch       int
-		parallelism, retries         int
-		delay, timeout               time.Duration
-		maxBody                      int64
+		id, profile                string
+		selects, domains, cookies  []string
+		authz                      []string
+		follow, ignoreRobots, wait bool
+		denyPrivate                bool
+		depth, maxPages, batch     int
+		parallelism, retries       int
+		delay, timeout             time.Duration
+		maxBody                    int64
 	)
 	def := crawl.DefaultOptions()
 	cmd := &cobra.Command{
@@ -162,7 +169,8 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrCluster.ValueSet(g.group),
 					workflows.AttrJob.ValueSet(id), workflows.AttrRole.ValueSet("job")),
-				Memo: map[string]any{"seeds": strings.Join(args, " "), "follow": follow, "depth": depth, "max_pages": maxPages},
+				Memo: map[string]any{"seeds": args, "follow": follow, "depth": depth, "max_pages": maxPages,
+					"selectors": fields},
 			}, workflows.CrawlJob, workflows.JobInput{Spec: spec})
 			if err != nil {
 				var exists *serviceerror.WorkflowExecutionAlreadyStarted

@@ -14,6 +14,7 @@ import (
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/worker/flagenv"
+	"github.com/batoncrawl/baton/worker/security"
 )
 
 // usageError is bad input: exit code 2.
@@ -23,6 +24,7 @@ func usage(format string, args ...any) error { return usageError{fmt.Errorf(form
 
 type globals struct {
 	zkHosts, zkRoot, group string
+	zkAuth                 security.ZooKeeper
 }
 
 func main() {
@@ -32,8 +34,16 @@ func main() {
 func execute(args []string) int {
 	g := &globals{zkHosts: "127.0.0.1:2181", zkRoot: metadata.DefaultRoot, group: roles.DefaultGroup}
 	root := &cobra.Command{
-		Use:           "baton",
-		Short:         "Baton: a crawler cluster that never loses a page",
+		Use:   "baton",
+		Short: "Baton: a crawler cluster that never loses a page",
+		Long: `baton shows a Baton cluster, assigns Tasks and runs crawl jobs on it.
+
+Every flag can also be set with an environment variable, shown with it.
+Secrets are read from files or the environment, never from the command
+line: ZooKeeper digest credentials user:password from --zk-auth-file or
+$BATON_ZK_AUTH, a Temporal API key from --temporal-api-key-file or
+$BATON_TEMPORAL_API_KEY, and the mTLS private key from
+--temporal-tls-key-file.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,6 +57,7 @@ func execute(args []string) int {
 	pf.StringVar(&g.zkHosts, "zk-hosts", g.zkHosts, "ZooKeeper hosts, comma-separated host:port")
 	pf.StringVar(&g.zkRoot, "zk-root", g.zkRoot, "root znode of Baton's metadata")
 	pf.StringVar(&g.group, "group", g.group, "cluster group name")
+	g.zkAuth.AddFlags(pf)
 	tf := &temporalFlags{}
 	tf.add(root)
 	flagenv.Document(root.PersistentFlags(), "BATON")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,8 +21,12 @@ import (
 // ZooKeeper and Temporal dev server, with typed access to its metadata for
 // assertions. Methods must be called from the test goroutine.
 type Cluster struct {
-	T        testing.TB
-	ZK       *ZooKeeper
+	T testing.TB
+	// ZK is the standalone server NewCluster started; nil when the cluster
+	// uses an Ensemble or other servers (WithEnsemble, WithZooKeeperHosts).
+	ZK *ZooKeeper
+	// Ensemble is the ensemble given with WithEnsemble, if any.
+	Ensemble *Ensemble
 	Temporal *Temporal
 	Worker   string // baton-worker binary
 	Starter  string // baton binary
@@ -32,6 +38,13 @@ type Cluster struct {
 	Args    []string
 	DataDir string
 	Meta    *metadata.Cluster
+
+	zkHosts string // set by WithEnsemble/WithZooKeeperHosts, or ZK.Addr()
+	// ZKAuth is the ZooKeeper digest credentials user:password the
+	// cluster runs with (WithZooKeeperAuth), "" for none; give it to
+	// starter processes as BATON_ZK_AUTH.
+	ZKAuth       string
+	temporalOpts []TemporalOption
 
 	mu      sync.Mutex
 	workers map[string]*Process
@@ -48,15 +61,42 @@ func WithWorkerArgs(args ...string) ClusterOption {
 // FastTimers is the worker flag for the fast timer profile.
 var FastTimers = WithWorkerArgs("--timers", "fast")
 
-// NewCluster starts ZooKeeper and Temporal (unless given) and prepares a
-// group of runner+backup instances named sc-crawler_1... It starts no
-// worker: call Start.
+// WithZooKeeperHosts makes the cluster use already running ZooKeeper
+// servers (comma-separated host:port, the form of --zk-hosts) instead of
+// starting a standalone one; Cluster.ZK stays nil.
+func WithZooKeeperHosts(hosts string) ClusterOption {
+	return func(c *Cluster) { c.zkHosts = hosts }
+}
+
+// WithEnsemble makes the cluster use a ZooKeeper ensemble started by
+// StartEnsemble: workers get --zk-hosts e.Hosts(). Cluster.ZK stays nil.
+func WithEnsemble(e *Ensemble) ClusterOption {
+	return func(c *Cluster) {
+		c.Ensemble = e
+		c.zkHosts = e.Hosts()
+	}
+}
+
+// WithWebUI starts the cluster's Temporal dev server with its Web UI (see
+// Temporal.UIAddress).
+func WithWebUI() ClusterOption {
+	return func(c *Cluster) { c.temporalOpts = append(c.temporalOpts, WithTemporalUI()) }
+}
+
+// WithZooKeeperAuth runs the cluster with ZooKeeper digest credentials
+// user:password: the workers read them from a file (--zk-auth-file), the
+// harness's store (Meta) authenticates with them, and Baton's znodes get an
+// ACL for that user only.
+func WithZooKeeperAuth(auth string) ClusterOption {
+	return func(c *Cluster) { c.ZKAuth = auth }
+}
+
+// NewCluster starts ZooKeeper (unless WithEnsemble or WithZooKeeperHosts
+// is given) and Temporal, and prepares a group of runner+backup instances
+// named sc-crawler_1... It starts no worker: call Start.
 func NewCluster(t testing.TB, runner, backup int, opts ...ClusterOption) *Cluster {
 	t.Helper()
-	zk := StartZooKeeper(t)
-	tmp := StartTemporal(t)
-	w, s := BuildBinaries(t)
-	c := &Cluster{T: t, ZK: zk, Temporal: tmp, Worker: w, Starter: s, Runner: runner, Backup: backup,
+	c := &Cluster{T: t, Runner: runner, Backup: backup,
 		Group: "g" + sanitize(strings.ToLower(t.Name())), Root: "/baton-test", DataDir: t.TempDir(),
 		workers: map[string]*Process{}}
 	if len(c.Group) > 60 {
@@ -65,10 +105,24 @@ func NewCluster(t testing.TB, runner, backup int, opts ...ClusterOption) *Cluste
 	for _, o := range opts {
 		o(c)
 	}
+	if c.zkHosts == "" {
+		c.ZK = StartZooKeeper(t)
+		c.zkHosts = c.ZK.Addr()
+	}
+	c.Temporal = StartTemporal(t, c.temporalOpts...)
+	c.Worker, c.Starter = BuildBinaries(t)
+	if c.ZKAuth != "" {
+		f := filepath.Join(t.TempDir(), "zk-auth")
+		if err := os.WriteFile(f, []byte(c.ZKAuth+"\n"), 0o600); err != nil {
+			t.Fatalf("write %s: %v", f, err)
+		}
+		c.Args = append(c.Args, "--zk-auth-file", f)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cfg := metadata.DefaultZooKeeperConfig()
-	cfg.Hosts = []string{zk.Addr()}
+	cfg.Hosts = strings.Split(c.zkHosts, ",")
+	cfg.Auth = c.ZKAuth
 	store, err := metadata.DialZooKeeper(ctx, cfg)
 	if err != nil {
 		t.Fatalf("dial zookeeper: %v", err)
@@ -78,13 +132,17 @@ func NewCluster(t testing.TB, runner, backup int, opts ...ClusterOption) *Cluste
 	return c
 }
 
+// ZKHosts returns the ZooKeeper servers the cluster uses, comma-separated
+// (the workers' --zk-hosts).
+func (c *Cluster) ZKHosts() string { return c.zkHosts }
+
 // Name returns the name of instance i.
 func Name(i int) string { return fmt.Sprintf("sc-crawler_%d", i) }
 
 // WorkerArgs returns the flags of instance name.
 func (c *Cluster) WorkerArgs(name string) []string {
 	return append([]string{"--name", name, "--group", c.Group, "--runner", fmt.Sprint(c.Runner),
-		"--backup", fmt.Sprint(c.Backup), "--zk-hosts", c.ZK.Addr(), "--zk-root", c.Root,
+		"--backup", fmt.Sprint(c.Backup), "--zk-hosts", c.zkHosts, "--zk-root", c.Root,
 		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir, "--log-level", "info"}, c.Args...)
 }
 

@@ -19,6 +19,10 @@
 //		w.Kill()
 //	}
 //
+// StartEnsemble starts a ZooKeeper ensemble (quorum mode) instead of a
+// standalone server, with Kill, Restart and Leader for fault injection; give
+// it to a cluster with NewCluster(t, runner, backup, WithEnsemble(e)).
+//
 // Everything started by the harness is stopped through t.Cleanup, and child
 // processes die with the test binary (Linux parent-death signal).
 //

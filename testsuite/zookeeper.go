@@ -31,9 +31,10 @@ const (
 	zkMainClass = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 )
 
-// ZooKeeper is a standalone ZooKeeper server started by StartZooKeeper. It
-// listens on 127.0.0.1 on a port that stays the same across Restart, and
-// keeps its data directory for the lifetime of the test.
+// ZooKeeper is a standalone ZooKeeper server started by StartZooKeeper, or
+// one member of an Ensemble. It listens on 127.0.0.1 on a port that stays the
+// same across Restart, and keeps its data directory for the lifetime of the
+// test.
 //
 // The server accepts session timeouts between 1s and 60s (tickTime 500ms),
 // so tests can use short sessions to make ephemeral znodes of killed
@@ -41,11 +42,17 @@ const (
 // are enabled.
 type ZooKeeper struct {
 	t         testing.TB
+	label     string // names the server in messages and process names
 	port      int
 	dir       string
 	confPath  string
 	java      string
 	classpath string
+	// quorum holds the ensemble settings of a member of an Ensemble
+	// (server.N lines, limits); empty for a standalone server.
+	quorum []string
+	// ready checks that the server at addr serves clients.
+	ready func(addr string) error
 
 	mu     sync.Mutex
 	proc   *Process // current (possibly exited) server process
@@ -63,18 +70,11 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 	if err != nil {
 		missingDependency(t, "ZooKeeper", err)
 	}
-	zk := &ZooKeeper{t: t, dir: t.TempDir(), java: java}
-	confDir := filepath.Join(zk.dir, "conf")
-	dataDir := filepath.Join(zk.dir, "data")
-	for _, d := range []string{confDir, dataDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatalf("testsuite: zookeeper: create %s: %v", d, err)
-		}
+	zk, err := newZooKeeperServer(t, "zookeeper", t.TempDir(), java, classpath)
+	if err != nil {
+		t.Fatalf("testsuite: zookeeper: %v", err)
 	}
-	// The conf dir goes first on the classpath so a logging config placed
-	// there would be picked up.
-	zk.classpath = confDir + string(os.PathListSeparator) + classpath
-	zk.confPath = filepath.Join(confDir, "zoo.cfg")
+	zk.ready = zkServing
 	t.Cleanup(zk.cleanup)
 
 	var lastErr error
@@ -82,7 +82,7 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 		if zk.port, err = freePort(); err != nil {
 			t.Fatalf("testsuite: zookeeper: %v", err)
 		}
-		if err := zk.writeConfig(dataDir); err != nil {
+		if err := zk.writeConfig(); err != nil {
 			t.Fatalf("testsuite: zookeeper: %v", err)
 		}
 		lastErr = zk.launch()
@@ -96,6 +96,24 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 	}
 	t.Fatalf("testsuite: zookeeper: %v (server output is logged below)", lastErr)
 	return nil
+}
+
+// newZooKeeperServer prepares (without starting) a server whose config,
+// data and log live under dir. The caller sets port, quorum and ready, and
+// registers zk.cleanup.
+func newZooKeeperServer(t testing.TB, label, dir, java, classpath string) (*ZooKeeper, error) {
+	zk := &ZooKeeper{t: t, label: label, dir: dir, java: java}
+	confDir := filepath.Join(zk.dir, "conf")
+	for _, d := range []string{confDir, zk.DataDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	// The conf dir goes first on the classpath so a logging config placed
+	// there would be picked up.
+	zk.classpath = confDir + string(os.PathListSeparator) + classpath
+	zk.confPath = filepath.Join(confDir, "zoo.cfg")
+	return zk, nil
 }
 
 // zooKeeperInstall locates java and the ZooKeeper server classpath (without
@@ -148,21 +166,28 @@ func findJava() (string, error) {
 	return java, nil
 }
 
-func (zk *ZooKeeper) writeConfig(dataDir string) error {
-	cfg := strings.Join([]string{
+// writeConfig writes zoo.cfg for the current port: a standalone server, or
+// an ensemble member when zk.quorum is set.
+func (zk *ZooKeeper) writeConfig() error {
+	lines := []string{
 		"tickTime=500",
 		"minSessionTimeout=1000",
 		"maxSessionTimeout=60000",
-		"standaloneEnabled=true",
 		"reconfigEnabled=false",
 		"clientPortAddress=127.0.0.1",
 		"clientPort=" + strconv.Itoa(zk.port),
-		"dataDir=" + dataDir,
+		"dataDir=" + zk.DataDir(),
 		"maxClientCnxns=0",
 		"admin.enableServer=false",
 		"4lw.commands.whitelist=ruok,stat,srvr,mntr",
-		"",
-	}, "\n")
+	}
+	if len(zk.quorum) == 0 {
+		lines = append(lines, "standaloneEnabled=true")
+	} else {
+		lines = append(lines, "standaloneEnabled=false")
+		lines = append(lines, zk.quorum...)
+	}
+	cfg := strings.Join(append(lines, ""), "\n")
 	if err := os.WriteFile(zk.confPath, []byte(cfg), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", zk.confPath, err)
 	}
@@ -172,10 +197,21 @@ func (zk *ZooKeeper) writeConfig(dataDir string) error {
 // launch starts a server process with the current config and waits until
 // it is ready. On failure the process is killed.
 func (zk *ZooKeeper) launch() error {
+	proc, err := zk.start()
+	if err != nil {
+		return err
+	}
+	return zk.awaitReady(proc, zkReadyTimeout)
+}
+
+// start starts a server process with the current config without waiting
+// for it to serve.
+func (zk *ZooKeeper) start() (*Process, error) {
 	zk.mu.Lock()
+	defer zk.mu.Unlock()
 	zk.starts++
 	spec := ProcessSpec{
-		Name: fmt.Sprintf("zookeeper-%d", zk.starts),
+		Name: fmt.Sprintf("%s-%d", zk.label, zk.starts),
 		Path: zk.java,
 		Args: []string{
 			"-Xms32m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -189,18 +225,21 @@ func (zk *ZooKeeper) launch() error {
 		LogPath: filepath.Join(zk.dir, "zookeeper.log"), // appended across restarts
 	}
 	proc, err := startProcess(zk.t, spec)
-	if err == nil {
-		zk.proc = proc
-	}
-	zk.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("start: %w", err)
+		return nil, fmt.Errorf("start: %w", err)
 	}
-	err = poll(zkReadyTimeout, pollInterval, func() (bool, error) {
+	zk.proc = proc
+	return proc, nil
+}
+
+// awaitReady polls zk.ready until it passes, the process exits or timeout
+// passes. On failure the process is killed.
+func (zk *ZooKeeper) awaitReady(proc *Process, timeout time.Duration) error {
+	err := poll(timeout, pollInterval, func() (bool, error) {
 		if proc.Exited() {
 			return false, errPermanent{fmt.Errorf("server exited during startup: %w", proc.Wait(0))}
 		}
-		if err := zkServing(zk.Addr()); err != nil {
+		if err := zk.ready(zk.Addr()); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -294,7 +333,7 @@ func (zk *ZooKeeper) Process() *Process {
 func (zk *ZooKeeper) Stop() {
 	if p := zk.Process(); p != nil {
 		if err := p.stop(zkStopGrace); err != nil {
-			zk.t.Errorf("testsuite: zookeeper: stop: %v", err)
+			zk.t.Errorf("testsuite: %s: stop: %v", zk.label, err)
 		}
 	}
 }
@@ -304,7 +343,7 @@ func (zk *ZooKeeper) Stop() {
 func (zk *ZooKeeper) Kill() {
 	if p := zk.Process(); p != nil {
 		if err := p.kill(); err != nil {
-			zk.t.Errorf("testsuite: zookeeper: %v", err)
+			zk.t.Errorf("testsuite: %s: %v", zk.label, err)
 		}
 	}
 }
@@ -316,7 +355,7 @@ func (zk *ZooKeeper) Restart(t testing.TB) {
 	t.Helper()
 	zk.Stop()
 	if err := zk.launch(); err != nil {
-		t.Fatalf("testsuite: zookeeper: restart: %v (server output is logged below)", err)
+		t.Fatalf("testsuite: %s: restart: %v (server output is logged below)", zk.label, err)
 	}
 }
 
@@ -326,10 +365,10 @@ func (zk *ZooKeeper) cleanup() {
 		return
 	}
 	if err := p.kill(); err != nil {
-		zk.t.Errorf("testsuite: zookeeper: cleanup: %v", err)
+		zk.t.Errorf("testsuite: %s: cleanup: %v", zk.label, err)
 	}
 	if zk.t.Failed() {
-		zk.t.Logf("testsuite: zookeeper %s output, full log at %s:\n%s",
-			zk.Addr(), p.LogPath(), p.LogTail(logTailBytes))
+		zk.t.Logf("testsuite: %s %s output, full log at %s:\n%s",
+			zk.label, zk.Addr(), p.LogPath(), p.LogTail(logTailBytes))
 	}
 }

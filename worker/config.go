@@ -11,6 +11,7 @@ import (
 	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
+	"github.com/batoncrawl/baton/worker/security"
 )
 
 // Config is everything a worker needs; every field has a flag and an
@@ -30,6 +31,11 @@ type Config struct {
 	LogLevel         string
 	MaxResultDetail  int
 	DataDir          string
+	MetricsAddr      string // host:port of /metrics; "" turns metrics off
+	// ZKAuth and TemporalSecurity name where secrets are (files, or the
+	// environment): never the secrets themselves.
+	ZKAuth           security.ZooKeeper
+	TemporalSecurity security.Temporal
 }
 
 // DefaultConfig returns the reference's defaults on a local stack.
@@ -39,6 +45,7 @@ func DefaultConfig() Config {
 		Timers: roles.DefaultTimers(), ZKHosts: "127.0.0.1:2181", ZKRoot: metadata.DefaultRoot,
 		ZKSessionTimeout: 10 * time.Second, TemporalAddress: "127.0.0.1:7233", Namespace: "default",
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
+		MetricsAddr: defaultMetricsAddr,
 	}
 }
 
@@ -62,8 +69,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ZKSessionTimeout, "zk-session-timeout", c.ZKSessionTimeout, "ZooKeeper session timeout")
 	fs.StringVar(&c.TemporalAddress, "temporal-address", c.TemporalAddress, "Temporal frontend host:port")
 	fs.StringVar(&c.Namespace, "temporal-namespace", c.Namespace, "Temporal namespace")
+	c.ZKAuth.AddFlags(fs)
+	c.TemporalSecurity.AddFlags(fs)
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://<host:port>/metrics (empty: off)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of crawl jobs' frontiers and results (shared by the group's workers)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")
 }
@@ -128,6 +138,14 @@ func (c Config) Validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log-format: %q (want text or json)", c.LogFormat)
+	}
+	// Secrets' files and variables are read now: a bad one fails before
+	// any connection is tried.
+	if err := c.ZKAuth.Check(); err != nil {
+		return err
+	}
+	if err := c.TemporalSecurity.Check(); err != nil {
+		return err
 	}
 	return nil
 }

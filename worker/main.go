@@ -43,7 +43,13 @@ its role (Runner, Primary or Secondary Backup Runner) as durable Temporal
 workflows on its own task queue. Restarted with the same --name it resumes;
 declared dead meanwhile, it rejoins as a backup.
 
-Every flag can also be set with an environment variable, shown with it.`,
+Every flag can also be set with an environment variable, shown with it.
+
+Secrets are read from files or the environment, never from the command
+line: ZooKeeper digest credentials user:password from --zk-auth-file or
+$BATON_ZK_AUTH, a Temporal API key from --temporal-api-key-file or
+$BATON_TEMPORAL_API_KEY, and the mTLS private key from
+--temporal-tls-key-file.`,
 		Example: `  baton-worker --name sc-crawler_1 --runner 2 --backup 1
   BATON_NAME=sc-crawler_2 BATON_TIMERS=fast baton-worker`,
 		SilenceUsage: true,
@@ -83,19 +89,34 @@ func newLogger(cfg Config) *slog.Logger {
 func run(ctx context.Context, cfg Config) error {
 	log := newLogger(cfg)
 	slog.SetDefault(log)
+	metrics, err := startMetrics(cfg.MetricsAddr, log)
+	if err != nil {
+		return err
+	}
+	defer metrics.Close()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	zc := cfg.ZooKeeper()
 	zc.Logger = log
+	auth, err := cfg.ZKAuth.Auth()
+	if err != nil {
+		return err
+	}
+	zc.Auth = auth
 	store, err := metadata.DialZooKeeper(dctx, zc)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	tc, err := client.DialContext(dctx, client.Options{
+	topts := client.Options{
 		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
-		Logger: tlog.NewStructuredLogger(log.With("component", "temporal")),
-	})
+		Logger:         tlog.NewStructuredLogger(log.With("component", "temporal")),
+		MetricsHandler: metrics.Temporal,
+	}
+	if err := cfg.TemporalSecurity.Apply(&topts); err != nil {
+		return err
+	}
+	tc, err := client.DialContext(dctx, topts)
 	if err != nil {
 		return fmt.Errorf("connect temporal %s: %w", cfg.TemporalAddress, err)
 	}
@@ -110,7 +131,8 @@ func run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot, Fetcher: activities.NewHTTPFetcher(),
-		Pages: crawl.NewEngine(), Jobs: jobs, MaxResultDetail: cfg.MaxResultDetail, Log: log}
+		Pages: crawl.NewEngine(), Jobs: jobs, MaxResultDetail: cfg.MaxResultDetail, Log: log,
+		Metrics: metrics.Baton}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
 		opts := worker.Options{WorkerStopTimeout: 3 * time.Second}
@@ -134,6 +156,7 @@ func run(ctx context.Context, cfg Config) error {
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrCluster.ValueSet(cfg.Group), workflows.AttrCrawler.ValueSet(cfg.Name),
 			workflows.AttrRole.ValueSet("lifecycle")),
+		Memo: workflows.InstanceMemo(cfg.Group, cfg.Name, "lifecycle"),
 	}, workflows.Lifecycle, workflows.LifecycleInput{Member: m})
 	if err != nil {
 		return fmt.Errorf("start lifecycle workflow: %w", err)

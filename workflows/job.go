@@ -130,9 +130,11 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 			switch {
 			case st.State == JobCanceling:
 				st.State, st.FinishedAt = JobCanceled, workflow.Now(ctx)
+				upsertProgressMemo(ctx, st)
 				return progress(), nil
 			case st.State == JobRunning && st.Stats.Queued == 0:
 				st.State, st.FinishedAt = JobCompleted, workflow.Now(ctx)
+				upsertProgressMemo(ctx, st)
 				return progress(), nil
 			}
 		}
@@ -184,7 +186,33 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		if loops >= jobLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			drain()
 			st.Runs++
+			upsertProgressMemo(ctx, st) // the next run starts with this memo
 			return progress(), workflow.NewContinueAsNewError(ctx, CrawlJob, JobInput{Spec: spec, State: st})
 		}
+	}
+}
+
+// progressMemoVersion guards the memo upsert added to CrawlJob: a job
+// started before it replays without it.
+const progressMemoVersion = "progress-memo"
+
+// JobProgressMemo is the part of a job's memo that counts its progress
+// (the rest, set at submission, describes the job: seeds, follow, depth,
+// max_pages, selectors).
+func JobProgressMemo(st JobState) map[string]any {
+	return map[string]any{
+		"state": st.State, "pages_done": st.Stats.Recorded, "pages_failed": st.Stats.Failed,
+		"pages_seen": st.Stats.Seen, "queued": st.Stats.Queued, "batches": st.Batches, "requeued": st.Requeued,
+	}
+}
+
+// upsertProgressMemo writes the job's counters into its memo, so the Web
+// UI shows them in the workflow's Memo tab.
+func upsertProgressMemo(ctx workflow.Context, st JobState) {
+	if workflow.GetVersion(ctx, progressMemoVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	if err := workflow.UpsertMemo(ctx, JobProgressMemo(st)); err != nil {
+		workflow.GetLogger(ctx).Warn("could not update the job's memo", "error", err)
 	}
 }

@@ -111,6 +111,7 @@ func runChild(ctx workflow.Context, m activities.Member, role string, wf any) (R
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			AttrCluster.ValueSet(m.Group), AttrCrawler.ValueSet(m.Name), AttrRole.ValueSet(role)),
+		Memo: InstanceMemo(m.Group, m.Name, role),
 	})
 	var res RoleResult
 	err := workflow.ExecuteChildWorkflow(cctx, wf, m).Get(ctx, &res)
@@ -126,6 +127,7 @@ func startHeartbeat(ctx workflow.Context, m activities.Member) error {
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			AttrCluster.ValueSet(m.Group), AttrCrawler.ValueSet(m.Name), AttrRole.ValueSet("heartbeat")),
+		Memo: InstanceMemo(m.Group, m.Name, "heartbeat"),
 	})
 	f := workflow.ExecuteChildWorkflow(cctx, Heartbeat, m)
 	err := f.GetChildWorkflowExecution().Get(ctx, nil)

@@ -34,6 +34,12 @@ func TaskQueue(group, name string) string { return fmt.Sprintf("baton.%s.%s", gr
 // LifecycleID is the readable workflow ID of an instance's life cycle.
 func LifecycleID(group, name string) string { return fmt.Sprintf("baton/%s/%s", group, name) }
 
+// InstanceMemo is the memo of an instance's workflows (its Lifecycle and
+// role workflows), shown by the Web UI with the workflow.
+func InstanceMemo(group, name, role string) map[string]any {
+	return map[string]any{"cluster": group, "crawler": name, "role": role}
+}
+
 // childID names a role workflow of an instance.
 func childID(group, name, role string) string {
 	return fmt.Sprintf("baton/%s/%s/%s", group, name, role)

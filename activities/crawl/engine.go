@@ -159,7 +159,7 @@ func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			break
 		}
 		page.Attempts = attempt
-		res = e.attempt(ctx, b, opts, guard, wantLinks, release)
+		res = e.attempt(ctx, b, opts, guard, depth > 0, wantLinks, release)
 		release()
 		if !res.transient || attempt > opts.Retries {
 			break
@@ -211,8 +211,9 @@ type attemptResult struct {
 
 // attempt makes one request with a Colly collector of its own (its own
 // cookie jar, so that cookies set by one site never reach another task),
-// over the Engine's shared transport.
-func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, wantLinks bool, release func()) (r attemptResult) {
+// over the Engine's shared transport. A followed link (not a seed) may not
+// redirect out of the allowed domains.
+func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, followed, wantLinks bool, release func()) (r attemptResult) {
 	r.retryAfter = -1
 	actx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -247,6 +248,9 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, wantLi
 		}
 		if len(via) > o.MaxRedirects {
 			return &redirectError{max: o.MaxRedirects, last: req.URL.String()}
+		}
+		if followed && !domainAllowed(req.URL.Scheme, req.URL.Host, o.AllowedDomains) {
+			return &offDomainRedirectError{to: req.URL.String()}
 		}
 		return nil
 	})
@@ -352,6 +356,7 @@ func classify(ctx, actx context.Context, o Options, err error) (error, bool) {
 	var (
 		tooLarge *bodyTooLargeError
 		redirect *redirectError
+		offsite  *offDomainRedirectError
 		private  *privateAddrError
 		dnsErr   *net.DNSError
 		certErr  *tls.CertificateVerificationError
@@ -363,6 +368,8 @@ func classify(ctx, actx context.Context, o Options, err error) (error, bool) {
 		return tooLarge, false
 	case errors.As(err, &redirect):
 		return redirect, false
+	case errors.As(err, &offsite):
+		return offsite, false
 	case errors.As(err, &private):
 		return private, false
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
@@ -387,6 +394,14 @@ func classify(ctx, actx context.Context, o Options, err error) (error, bool) {
 		return fmt.Errorf("connection error: %v", err), true
 	}
 	return err, false
+}
+
+// offDomainRedirectError stops a followed link redirecting out of the
+// allowed domains (links are filtered by domain; their redirects too).
+type offDomainRedirectError struct{ to string }
+
+func (e *offDomainRedirectError) Error() string {
+	return fmt.Sprintf("redirect to %s leaves the allowed domains", e.to)
 }
 
 type redirectError struct {

@@ -47,10 +47,11 @@ type Options struct {
 	// MaxDepth: links found at depth >= MaxDepth are not returned for
 	// following (0 = seeds only).
 	MaxDepth int `json:"max_depth"`
-	// AllowedDomains are the hosts links may stay within: an entry matches
-	// its exact host and its subdomains; an entry with a port ("host:8080")
-	// matches that host and port only. Empty = no restriction at the engine
-	// level (the job fills it with the seeds' domains).
+	// AllowedDomains are the hosts links (and the redirects of followed
+	// links) may stay within: an entry matches its exact host and its
+	// subdomains; an entry with a port ("host:8080") matches that host and
+	// port only. Empty = no restriction at the engine level (the job fills
+	// it with the seeds' domains).
 	AllowedDomains []string `json:"allowed_domains,omitempty"`
 	// IgnoreRobots: by default robots.txt is obeyed, Crawl-delay included.
 	IgnoreRobots bool `json:"ignore_robots"`

@@ -431,6 +431,38 @@ func (s *Store) Record(id, url string, page any) (bool, error) {
 	return wrote, err
 }
 
+// RecordWithLinks is Record and Enqueue under one lock: it records page
+// (unless url was recorded before) and queues its links.
+func (s *Store) RecordWithLinks(id, url string, page any, links []Entry, maxPages int) (wrote bool, added int, err error) {
+	err = s.with(id, false, func(dir string, c *jobCache) error {
+		var err error
+		if added, err = s.enqueue(dir, c, links, maxPages, false); err != nil {
+			return err
+		}
+		if c.recorded[url] {
+			return nil
+		}
+		b, err := json.Marshal(page)
+		if err != nil {
+			return err
+		}
+		if err := appendFile(filepath.Join(dir, "results.jsonl"), append(b, '\n')); err != nil {
+			return err
+		}
+		c.resultsOff += int64(len(b) + 1)
+		c.recorded[url] = true
+		var p struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &p) == nil && p.Error != "" {
+			c.failed++
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, added, err
+}
+
 // Recorded reports whether a page for url is in the results.
 func (s *Store) Recorded(id, url string) (bool, error) {
 	var ok bool

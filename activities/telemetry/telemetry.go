@@ -124,7 +124,8 @@ func (m *Metrics) Page(status int, failed bool, bytes int64, d time.Duration) {
 }
 
 // PageError records a request that failed before anything was fetched (an
-// invalid request): class error, no bytes, no fetch time.
+// invalid request, a page robots.txt disallows): class error, no bytes, no
+// fetch time.
 func (m *Metrics) PageError() {
 	if m == nil {
 		return

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/batoncrawl/baton/worker/flagenv"
+)
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return string(b)
+}
+
+func TestMetricsServesTemporalAndBatonSeries(t *testing.T) {
+	m, err := startMetrics("127.0.0.1:0", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Temporal == nil || m.Baton == nil {
+		t.Fatal("metrics on, but no handler or no Baton metrics")
+	}
+	m.Temporal.WithTags(map[string]string{"namespace": "default"}).Counter("temporal_request").Inc(1)
+	m.Baton.Page(200, false, 10, time.Millisecond)
+
+	url := "http://" + m.Addr + "/metrics"
+	deadline := time.Now().Add(10 * time.Second)
+	var out string
+	for time.Now().Before(deadline) {
+		out = get(t, url)
+		// tally reports to Prometheus every second.
+		if strings.Contains(out, `temporal_request_total{namespace="default"} 1`) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{`temporal_request_total{namespace="default"} 1`, `baton_pages_total{class="2xx"} 1`, "go_goroutines ", "process_cpu_seconds_total "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", out)
+	}
+}
+
+func TestMetricsOff(t *testing.T) {
+	m, err := startMetrics("", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Temporal != nil || m.Baton != nil || m.Addr != "" {
+		t.Fatalf("metrics off, but got %+v", m)
+	}
+}
+
+func TestMetricsAddressTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if m, err := startMetrics(ln.Addr().String(), quietLog()); err == nil {
+		m.Close()
+		t.Fatal("an explicit address that is taken must fail the start")
+	}
+}
+
+func TestMetricsAddrFlag(t *testing.T) {
+	if got := DefaultConfig().MetricsAddr; got != "127.0.0.1:9090" {
+		t.Fatalf("default --metrics-addr %q", got)
+	}
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", nil, "127.0.0.1:9090"},
+		{"0.0.0.0:9100", nil, "0.0.0.0:9100"},
+		{"0.0.0.0:9100", []string{"--metrics-addr", "127.0.0.1:9200"}, "127.0.0.1:9200"},
+		{"", []string{"--metrics-addr", ""}, ""},
+	} {
+		if c.env != "" {
+			t.Setenv("BATON_METRICS_ADDR", c.env)
+		}
+		cfg := DefaultConfig()
+		fs := pflag.NewFlagSet("w", pflag.ContinueOnError)
+		cfg.AddFlags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := flagenv.Bind(fs, "BATON"); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MetricsAddr != c.want {
+			t.Errorf("env %q args %q: metrics addr %q, want %q", c.env, c.args, cfg.MetricsAddr, c.want)
+		}
+	}
+	t.Setenv("BATON_METRICS_ADDR", "")
+	cfg := DefaultConfig()
+	fs := pflag.NewFlagSet("w", pflag.ContinueOnError)
+	cfg.AddFlags(fs)
+	if err := flagenv.Bind(fs, "BATON"); err != nil || cfg.MetricsAddr != "" {
+		t.Fatalf("BATON_METRICS_ADDR= (empty) gives %q, %v; want metrics off", cfg.MetricsAddr, err)
+	}
+}

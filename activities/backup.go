@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/activity"
 	"slices"
 	"time"
 
@@ -22,20 +23,59 @@ type watchState struct {
 // heartbeat that is missing, corrupted or says Apparent Death (a clean
 // shutdown) counts as timed out: it proves nothing about liveness, and a
 // live instance overwrites it within update_time.
-func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer string, def time.Duration) (time.Duration, time.Duration) {
+//
+// A read that fails for another reason (the watcher's own connection to
+// ZooKeeper is down) returns ok false: it says nothing about the peer.
+func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer string, def time.Duration) (age, timeout time.Duration, ok bool) {
 	hb, _, err := c.GetHeartbeat(ctx, peer)
 	if err != nil {
 		if isCorrupt(err) {
 			a.corrupt(ctx, err)
+			return def, def, true
 		}
-		return def, def
+		return def, def, errors.Is(err, metadata.ErrNotFound)
 	}
-	timeout, _ := hb.Timeout()
+	timeout, _ = hb.Timeout()
 	if hb.HealthyState == roles.HeartApparentDeath || hb.HealthyState == roles.HeartAsystole {
-		return timeout, timeout
+		return timeout, timeout, true
 	}
-	age, _ := hb.Age(a.now())
-	return age, timeout
+	age, _ = hb.Age(a.now())
+	return age, timeout, true
+}
+
+// grace is the detector's blindness after the watcher's own trouble: when
+// the watcher could not read ZooKeeper (its connection was down, or its
+// activity is a retry), nobody could write heartbeats either, so late
+// heartbeats are not counted until every peer has had update_timeout to
+// write again. This keeps a ZooKeeper leader election from killing live
+// runners.
+type grace struct {
+	until time.Time
+	d     time.Duration
+}
+
+func newGrace(ctx context.Context, a *Activities, d time.Duration) *grace {
+	g := &grace{d: d}
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+		g.until = a.now().Add(d)
+	}
+	return g
+}
+
+// trouble starts a grace period.
+func (g *grace) trouble(now time.Time) { g.until = now.Add(g.d) }
+
+// blind reports whether a late heartbeat must not be counted now; it reads
+// the clock only during or after a grace period.
+func (g *grace) blind(now func() time.Time) bool {
+	if g.until.IsZero() {
+		return false
+	}
+	if now().Before(g.until) {
+		return true
+	}
+	g.until = time.Time{}
+	return false
 }
 
 // WatchRunners is the Primary Backup's monitor (and, in All-are-Runner
@@ -60,6 +100,7 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 	if lastDetails(ctx, &st) && st.Counts != nil {
 		det.Counts = st.Counts
 	}
+	gr := newGrace(ctx, a, m.Timers.UpdateTimeout)
 	tick := time.NewTicker(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
@@ -95,9 +136,16 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			}
 		}
 		for _, p := range peers {
-			age, timeout := a.peerAge(ctx, c, p.name, m.Timers.UpdateTimeout)
+			age, timeout, ok := a.peerAge(ctx, c, p.name, m.Timers.UpdateTimeout)
+			if !ok {
+				gr.trouble(a.now())
+				continue
+			}
 			a.Metrics.PeerAge(p.name, age)
 			watched[p.name] = true
+			if age >= timeout && gr.blind(a.now) {
+				continue
+			}
 			v := det.Observe(p.name, age, timeout)
 			if v != roles.Dead {
 				continue
@@ -159,6 +207,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 	if lastDetails(ctx, &st) && st.Counts != nil {
 		det.Counts = st.Counts
 	}
+	gr := newGrace(ctx, a, m.Timers.UpdateTimeout)
 	for {
 		node, _, err := c.GetNode(ctx, m.Name)
 		if err != nil {
@@ -204,10 +253,13 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			watched = ""
 		}
 		if next == m.Name {
-			age, timeout := a.peerAge(ctx, c, primary, m.Timers.UpdateTimeout)
+			age, timeout, ok := a.peerAge(ctx, c, primary, m.Timers.UpdateTimeout)
+			if !ok {
+				gr.trouble(a.now())
+			}
 			a.Metrics.PeerAge(primary, age)
 			watched = primary
-			if det.Observe(primary, age, timeout) == roles.Dead {
+			if ok && !(age >= timeout && gr.blind(a.now)) && det.Observe(primary, age, timeout) == roles.Dead {
 				a.log(ctx).Warn("primary backup declared dead", "watcher", m.Name, "dead", primary, "heartbeat_age", age)
 				a.Metrics.Detected(age)
 				return WatchResult{Dead: primary, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: age}, nil

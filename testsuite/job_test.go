@@ -145,7 +145,6 @@ func TestCrawlJobSurvivesRunnerKill(t *testing.T) {
 	assert.Contains(t, out, "e2e")
 }
 
-
 // A Runner dies when no backup is left to take over: the job re-queues the
 // unfinished part of its batch, and still records every page once.
 func TestCrawlJobRequeuesWhenNoBackup(t *testing.T) {

@@ -461,6 +461,10 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 			if also, err = a.adoptHeldBy(ctx, c, in.Dead, m.Name); err != nil {
 				return HandOverResult{}, err
 			}
+		} else if own, _, err := c.GetTask(ctx, m.Name); err == nil && own.HandedOverFrom == in.Dead && own.Epoch == dead.Epoch {
+			return HandOverResult{Owner: m.Name, Pending: own.Pending(), Status: own.RunningStatus}, nil
+		} else {
+			owner = in.Dead // taken over in place: our own Task was busy
 		}
 		return HandOverResult{Owner: owner, Pending: dead.Pending(), Status: dead.RunningStatus, Also: also}, nil
 	}
@@ -475,6 +479,9 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	}
 	moved := dead.Clone()
 	moved.Holder, moved.Epoch, moved.HandedOverFrom = m.Name, next.Epoch, in.Dead
+	// The copy left behind is marked terminate: it continues elsewhere, and
+	// nothing may run it again from here.
+	moved.RunningStatus = roles.TaskTerminate
 	if adopt {
 		if err := c.Store.Multi(ctx, metadata.SetOp(c.TaskPath(in.Dead), metadata.Encode(next), dv)); err != nil {
 			return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
@@ -488,7 +495,14 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		return HandOverResult{}, err
 	}
 	if own.Pending() {
-		return HandOverResult{}, fmt.Errorf("hand over %s to %s: own Task still has work", in.Dead, m.Name)
+		// Work reached our own Task first (it was assigned between Activate
+		// and now): take the dead Task over in place instead, as in
+		// All-are-Runner mode; the caller runs it from the dead one's znode.
+		if err := c.Store.Multi(ctx, metadata.SetOp(c.TaskPath(in.Dead), metadata.Encode(next), dv)); err != nil {
+			return HandOverResult{}, fmt.Errorf("hand over %s to %s in place: %w", in.Dead, m.Name, err)
+		}
+		a.log(ctx).Warn("task adopted in place (own Task busy)", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch)
+		return HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus}, nil
 	}
 	next.Epoch = max(next.Epoch, own.Epoch+1)
 	moved.Epoch = next.Epoch

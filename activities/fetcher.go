@@ -3,15 +3,13 @@ package activities
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -55,55 +53,11 @@ func NewHTTPFetcher() *HTTPFetcher {
 	}
 }
 
-// BuildRequest turns a Task request into an *http.Request.
+// BuildRequest turns a Task request into an *http.Request: method, URL,
+// query parameters, headers, body, and the Task's cookies and
+// authorization (see crawl.NewHTTPRequest).
 func BuildRequest(ctx context.Context, r roles.Request, t roles.Task) (*http.Request, error) {
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	u, _ := url.Parse(r.URL)
-	if len(r.Parameters) > 0 {
-		q := u.Query()
-		for k, v := range r.Parameters {
-			q.Set(k, v)
-		}
-		u.RawQuery = q.Encode()
-	}
-	var body io.Reader
-	if len(r.Body) > 0 && string(r.Body) != "null" {
-		var s string
-		if json.Unmarshal(r.Body, &s) == nil {
-			body = strings.NewReader(s)
-		} else {
-			body = bytes.NewReader(r.Body)
-		}
-	}
-	method := strings.ToUpper(r.Method)
-	if method == "" {
-		method = http.MethodGet
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return nil, fmt.Errorf("build request %s: %w", r.URL, err)
-	}
-	for k, v := range r.Header {
-		req.Header.Set(k, v)
-	}
-	for k, v := range t.Cookie {
-		req.AddCookie(&http.Cookie{Name: k, Value: v})
-	}
-	for k, v := range t.Authorization {
-		if strings.EqualFold(k, "Authorization") {
-			req.Header.Set("Authorization", v)
-		} else if strings.EqualFold(k, "basic") || strings.EqualFold(k, "bearer") {
-			req.Header.Set("Authorization", k+" "+v)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	if body != nil && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, nil
+	return crawl.NewHTTPRequest(ctx, r, crawl.AuthOf(t))
 }
 
 // Fetch implements Fetcher.

@@ -139,9 +139,22 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, busy 
 	}
 	runners := slices.Clone(g.CurrentRunner)
 	roles.SortNames(runners)
+	// A runner in the middle of a fail-over (it claimed a dead peer whose
+	// Task it has not taken yet) is not idle: its Task is about to be the
+	// dead peer's.
+	takingOver := map[string]bool{}
+	for _, d := range g.FailCrawler {
+		dn, _, err := c.GetNode(ctx, d)
+		if err != nil || dn.TakenOverBy == "" {
+			continue
+		}
+		if dt, _, err := c.GetTask(ctx, d); err == nil && dt.Pending() && dt.Holder != dn.TakenOverBy {
+			takingOver[dn.TakenOverBy] = true
+		}
+	}
 	var idle []string
 	for _, r := range runners {
-		if slices.ContainsFunc(busy, func(b BatchRef) bool { return b.Runner == r }) {
+		if takingOver[r] || slices.ContainsFunc(busy, func(b BatchRef) bool { return b.Runner == r }) {
 			continue
 		}
 		n, _, err := c.GetNode(ctx, r)

@@ -25,12 +25,18 @@ func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error
 		if w.Changed {
 			return RoleResult{Reason: ReasonChanged, Role: w.Position.Role, TookOver: took}, nil
 		}
-		_, claimed, err := failOver(sctx, m, w, false)
+		h, claimed, err := failOver(sctx, m, w, false)
 		if err != nil {
 			return RoleResult{}, err
 		}
 		if claimed {
 			took = append(took, w.Dead)
+		}
+		if claimed && h.Pending && h.Owner != "" && h.Owner != m.Name {
+			// Taken over in place (our own Task was busy): run it here.
+			if err := runInPlace(ctx, m, h.Owner); err != nil {
+				return RoleResult{}, err
+			}
 		}
 		if claimed && w.DeadRole == roles.RoleRunner {
 			return RoleResult{Reason: ReasonActivated, Role: roles.RoleRunner, TookOver: took}, nil
@@ -70,4 +76,18 @@ func SecondaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, err
 		}
 	}
 	return RoleResult{}, workflow.NewContinueAsNewError(ctx, SecondaryBackup, m)
+}
+
+// runInPlace runs a Task taken over in the dead owner's znode. The version
+// check keeps histories recorded before this step replayable.
+func runInPlace(ctx workflow.Context, m activities.Member, owner string) error {
+	if workflow.GetVersion(ctx, "run-in-place", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	lctx := withLong(ctx, m)
+	err := workflow.ExecuteActivity(lctx, a.RunTask, activities.RunTaskInput{Member: m, Owner: owner}).Get(ctx, nil)
+	if activities.IsFenced(err) {
+		return nil // another holder took it; our own role is re-read by the life cycle
+	}
+	return err
 }

@@ -1,7 +1,11 @@
 package crawl
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -28,8 +32,7 @@ type built struct {
 	header http.Header
 }
 
-// buildRequest follows the conventions of activities.BuildRequest (kept
-// compact here to avoid an import cycle): parameters are set in the query;
+// buildRequest is the conventions of a Task request: parameters are set in the query;
 // a body that is a JSON string is sent as is, any other JSON as JSON, with
 // Content-Type application/json unless the header sets one; cookies are
 // added as a Cookie header; an authorization entry "Authorization" is the
@@ -81,4 +84,24 @@ func buildRequest(r roles.Request, auth Auth) (*built, error) {
 		b.header.Set("Content-Type", "application/json")
 	}
 	return b, nil
+}
+
+// NewHTTPRequest builds the *http.Request of a Task request with the
+// Task's cookies and authorization: the one place where Baton turns a
+// request of running_content into HTTP.
+func NewHTTPRequest(ctx context.Context, r roles.Request, auth Auth) (*http.Request, error) {
+	b, err := buildRequest(r, auth)
+	if err != nil {
+		return nil, err
+	}
+	var body io.Reader
+	if b.body != nil {
+		body = bytes.NewReader(b.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, b.method, b.url.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("build request %s: %w", r.URL, err)
+	}
+	req.Header = b.header
+	return req, nil
 }

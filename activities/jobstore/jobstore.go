@@ -405,29 +405,7 @@ func (s *Store) Batch(id, batch string) ([]Entry, error) {
 // reports whether it wrote. This is what makes every page appear once,
 // whatever retries and hand-overs happened.
 func (s *Store) Record(id, url string, page any) (bool, error) {
-	wrote := false
-	err := s.with(id, false, func(dir string, c *jobCache) error {
-		if c.recorded[url] {
-			return nil
-		}
-		b, err := json.Marshal(page)
-		if err != nil {
-			return err
-		}
-		if err := appendFile(filepath.Join(dir, "results.jsonl"), append(b, '\n')); err != nil {
-			return err
-		}
-		c.resultsOff += int64(len(b) + 1)
-		c.recorded[url] = true
-		var p struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &p) == nil && p.Error != "" {
-			c.failed++
-		}
-		wrote = true
-		return nil
-	})
+	wrote, _, err := s.RecordWithLinks(id, url, page, nil, 0)
 	return wrote, err
 }
 

@@ -240,6 +240,10 @@ temporal_up() {
     for sa in "${SEARCH_ATTRIBUTES[@]}"; do
       args+=(--search-attribute "${sa}")
     done
+    # One partition per task queue: on a single dev server, the default four
+    # partitions add ~40 ms of forwarding to every task dispatch.
+    args+=(--dynamic-config-value matching.numTaskqueueReadPartitions=1
+           --dynamic-config-value matching.numTaskqueueWritePartitions=1)
     log "temporal: starting on ${HOST}:${TEMPORAL_PORT}, UI http://${HOST}:${UI_PORT} (log ${TEMPORAL_LOG})"
     spawn "${TEMPORAL_PID}" "${TEMPORAL_PORT} ${UI_PORT}" "${TEMPORAL_LOG}" "${bin}" "${args[@]}"
   fi

@@ -59,7 +59,13 @@ wait_for() { # description command...
   done
 }
 
-cluster_elected() { baton cluster | grep -q "sc-crawler_3 *backup-runner"; }
+# elected: two runners and one backup, whoever they are (a re-run of the demo
+# finds the roles the previous run left).
+cluster_elected() {
+  local out; out=$(baton cluster) || return 1
+  [[ $(grep -cE '^sc-crawler_[0-9]+ +runner ' <<<"${out}") -eq 2 && \
+     $(grep -cE '^sc-crawler_[0-9]+ +backup-runner ' <<<"${out}") -eq 1 ]]
+}
 site_up() { exec 3<>"/dev/tcp/127.0.0.1/${SITE_PORT}"; }
 
 up() {
@@ -67,7 +73,7 @@ up() {
   make -C "${ROOT}" --no-print-directory build
   make -C "${ROOT}" --no-print-directory stack-up
   start_bg "demo site on :${SITE_PORT}" "${DEMO_DIR}/site.pid" "${DEMO_DIR}/site.log" \
-    "${BIN}/baton" demo-site --addr "127.0.0.1:${SITE_PORT}"
+    "${BIN}/baton" demo-site --addr "127.0.0.1:${SITE_PORT}" --latency 30ms
   wait_for "the demo site" site_up
   for i in 1 2 3; do
     start_bg "worker sc-crawler_${i}" "${DEMO_DIR}/worker-${i}.pid" "${DEMO_DIR}/worker-${i}.log" \
@@ -80,7 +86,17 @@ up() {
   echo
   log "crawling http://127.0.0.1:${SITE_PORT}/ as job ${job}"
   if [[ "${BATON_DEMO_KILL:-}" == "1" ]]; then
-    ( sleep 3; log "SIGKILL runner sc-crawler_2 mid-crawl"; kill -KILL "$(cat "${DEMO_DIR}/worker-2.pid")" ) &
+    # Kill runner 2 once a third of the site is crawled.
+    ( results="${DATA_DIR}/${job}/results.jsonl"
+      deadline=$((SECONDS + TIMEOUT))
+      until [[ -f "${results}" ]] && (( $(wc -l < "${results}") >= 100 )); do
+        (( SECONDS < deadline )) || exit 0
+        sleep 0.1
+      done
+      victim=$(baton cluster | awk '$2 == "runner" && $5 == "processing" {print $1; exit}')
+      [[ -n "${victim}" ]] || victim=$(baton cluster | awk '$2 == "runner" {print $1; exit}')
+      echo; log "SIGKILL runner ${victim} mid-crawl; the backup takes over its batch"
+      kill -KILL "$(cat "${DEMO_DIR}/worker-${victim##*_}.pid")" ) &
   fi
   baton crawl "http://127.0.0.1:${SITE_PORT}/" --id "${job}" --follow --depth 8 --max-pages 2000 \
     --select heading=h1.title --select price=.price --timeout 5s --wait

@@ -1,0 +1,185 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobstore"
+)
+
+func jobSpec() activities.JobSpec {
+	return activities.JobSpec{ID: "j1", Group: testGroup, Seeds: []string{"http://127.0.0.1:1/"},
+		Options: crawl.DefaultOptions(), BatchSize: 10, Timers: testTimers()}
+}
+
+// fakeJob is a frontier the mocked job activities share: queued URLs,
+// batches in flight, and the order things happened in.
+type fakeJob struct {
+	queued, recorded, seq int
+	assigns, awaits       int
+}
+
+func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(CrawlJob)
+	env.RegisterActivity(a.JobStart)
+	env.RegisterActivity(a.JobAssign)
+	env.RegisterActivity(a.JobAwait)
+	env.OnActivity(a.JobStart, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.JobSpec) (jobstore.Stats, error) {
+			return jobstore.Stats{Seen: fj.queued, Queued: fj.queued}, nil
+		})
+	env.OnActivity(a.JobAssign, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.JobAssignInput) (activities.JobAssignResult, error) {
+			fj.assigns++
+			var res activities.JobAssignResult
+			busy := map[string]bool{}
+			for _, b := range in.InFlight {
+				busy[b.Runner] = true
+			}
+			for _, r := range []string{crawler(1), crawler(2)} {
+				if busy[r] || fj.queued == 0 {
+					continue
+				}
+				n := min(fj.queued, in.Spec.BatchSize)
+				fj.queued -= n
+				res.Assigned = append(res.Assigned, activities.BatchRef{Batch: "b" + string(rune('0'+in.Seq+len(res.Assigned))), Runner: r, Size: n})
+			}
+			res.Stats = jobstore.Stats{Queued: fj.queued, Recorded: fj.recorded}
+			return res, nil
+		})
+	env.OnActivity(a.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, _ activities.JobSpec, inflight []activities.BatchRef) (activities.JobAwaitResult, error) {
+			fj.awaits++
+			if awaitDelay > 0 {
+				select {
+				case <-time.After(awaitDelay):
+				case <-ctx.Done():
+					return activities.JobAwaitResult{}, ctx.Err()
+				}
+			}
+			var res activities.JobAwaitResult
+			if len(inflight) > 0 {
+				b := inflight[0]
+				res.Done = []activities.BatchRef{b}
+				fj.recorded += b.Size
+				// Each finished batch found as many new links as it had
+				// pages, until 50 pages were queued in all.
+				if fj.recorded+fj.queued < 50 {
+					fj.queued += b.Size
+				}
+			}
+			res.Stats = jobstore.Stats{Queued: fj.queued, Recorded: fj.recorded}
+			return res, nil
+		})
+	return env
+}
+
+func TestCrawlJobCompletesWhenFrontierEmptyAndNothingInFlight(t *testing.T) {
+	fj := &fakeJob{queued: 15}
+	env := newJobEnv(t, fj, 0)
+	env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var p JobProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	assert.Equal(t, JobCompleted, p.State)
+	assert.Equal(t, 0, fj.queued)
+	assert.Equal(t, fj.recorded, p.Stats.Recorded)
+	assert.GreaterOrEqual(t, p.Stats.Recorded, 45, "links found were crawled too")
+	assert.Empty(t, p.InFlight)
+	assert.Equal(t, p.Seq, p.Batches, "every batch handed out finished")
+}
+
+func TestCrawlJobPauseResumeCancel(t *testing.T) {
+	t.Run("pause stops assignment, resume continues", func(t *testing.T) {
+		fj := &fakeJob{queued: 40}
+		env := newJobEnv(t, fj, time.Second)
+		var assignsWhilePaused int
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPause, nil) }, 500*time.Millisecond)
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(QueryProgress)
+			require.NoError(t, err)
+			var p JobProgress
+			require.NoError(t, v.Get(&p))
+			assert.Equal(t, JobPaused, p.State)
+			assignsWhilePaused = fj.assigns
+		}, 10*time.Second)
+		env.RegisterDelayedCallback(func() {
+			assert.Equal(t, assignsWhilePaused, fj.assigns, "no batch handed out while paused")
+			env.SignalWorkflow(SignalResume, nil)
+		}, time.Hour)
+		env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+		require.NoError(t, env.GetWorkflowError())
+		var p JobProgress
+		require.NoError(t, env.GetWorkflowResult(&p))
+		assert.Equal(t, JobCompleted, p.State)
+		assert.Zero(t, fj.queued)
+	})
+	t.Run("cancel lets batches in flight finish and starts nothing new", func(t *testing.T) {
+		fj := &fakeJob{queued: 40}
+		env := newJobEnv(t, fj, time.Second)
+		var assignsAtCancel int
+		env.RegisterDelayedCallback(func() {
+			assignsAtCancel = fj.assigns
+			env.SignalWorkflow(SignalCancel, nil)
+		}, 1500*time.Millisecond)
+		env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+		require.NoError(t, env.GetWorkflowError())
+		var p JobProgress
+		require.NoError(t, env.GetWorkflowResult(&p))
+		assert.Equal(t, JobCanceled, p.State)
+		assert.Empty(t, p.InFlight, "it waited for the batches in flight")
+		assert.Equal(t, assignsAtCancel, fj.assigns)
+		assert.Positive(t, fj.queued, "the rest of the frontier was not crawled")
+	})
+}
+
+func TestCrawlJobContinuesAsNewWithItsState(t *testing.T) {
+	fj := &fakeJob{queued: 1 << 20}
+	env := newJobEnv(t, fj, 0)
+	env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+	require.True(t, env.IsWorkflowCompleted())
+	err := env.GetWorkflowError()
+	require.Error(t, err)
+	assert.True(t, workflow.IsContinueAsNewError(err), "%v", err)
+	assert.LessOrEqual(t, fj.awaits, jobLoopsPerRun+1, "the run is bounded")
+}
+
+func TestCrawlJobRequeuedBatchesLeaveFlight(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(CrawlJob)
+	env.RegisterActivity(a.JobStart)
+	env.RegisterActivity(a.JobAssign)
+	env.RegisterActivity(a.JobAwait)
+	env.OnActivity(a.JobStart, mock.Anything, mock.Anything).Return(jobstore.Stats{Queued: 5}, nil)
+	assigned := false
+	env.OnActivity(a.JobAssign, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.JobAssignInput) (activities.JobAssignResult, error) {
+			if assigned {
+				return activities.JobAssignResult{Stats: jobstore.Stats{Queued: 0, Recorded: 5}}, nil
+			}
+			assigned = true
+			return activities.JobAssignResult{Assigned: []activities.BatchRef{{Batch: "b0", Runner: crawler(2), Size: 5}}}, nil
+		})
+	env.OnActivity(a.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
+		activities.JobAwaitResult{Requeued: []activities.BatchRef{{Batch: "b0", Runner: crawler(2)}}, Stats: jobstore.Stats{Queued: 0, Recorded: 5}}, nil)
+	env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+	require.NoError(t, env.GetWorkflowError())
+	var p JobProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	assert.Equal(t, JobCompleted, p.State)
+	assert.Equal(t, 1, p.Requeued)
+	assert.Equal(t, 0, p.Batches)
+}

@@ -20,26 +20,9 @@ if have_chromium; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "chromium: not found and apt-get is not available;" >&2
-  echo "chromium: install Chromium manually (or set BATON_CHROMIUM to its binary)." >&2
-  exit 1
-fi
-
-SUDO=()
-if [[ "$(id -u)" -ne 0 ]]; then
-  if command -v sudo >/dev/null 2>&1; then
-    SUDO=(sudo)
-  else
-    echo "chromium: need root (or sudo) to install packages with apt-get" >&2
-    exit 1
-  fi
-fi
-
-echo "chromium: installing Debian package 'chromium' with apt-get"
-export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" apt-get update
-"${SUDO[@]}" apt-get install -y --no-install-recommends chromium
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+apt_install chromium chromium
 
 if ! have_chromium; then
   echo "chromium: installation finished but chromium is still missing" >&2

@@ -20,26 +20,9 @@ if [[ -x "${ZK_HOME}/bin/zkServer.sh" ]] && have_java; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "zookeeper: ${ZK_HOME}/bin/zkServer.sh or java missing and apt-get is not available;" >&2
-  echo "zookeeper: install ZooKeeper 3.8 and a Java runtime manually (or set BATON_ZK_HOME)." >&2
-  exit 1
-fi
-
-SUDO=()
-if [[ "$(id -u)" -ne 0 ]]; then
-  if command -v sudo >/dev/null 2>&1; then
-    SUDO=(sudo)
-  else
-    echo "zookeeper: need root (or sudo) to install packages with apt-get" >&2
-    exit 1
-  fi
-fi
-
-echo "zookeeper: installing Debian package 'zookeeper' with apt-get"
-export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" apt-get update
-"${SUDO[@]}" apt-get install -y --no-install-recommends zookeeper
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+apt_install zookeeper zookeeper
 
 if [[ ! -x "${ZK_HOME}/bin/zkServer.sh" ]] || ! have_java; then
   echo "zookeeper: installation finished but ${ZK_HOME}/bin/zkServer.sh or java is still missing" >&2

@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,4 +183,23 @@ func TestKilledRunnerRejoinsAsBackup(t *testing.T) {
 	c.WaitTaskProgress(taskTimeout, 1, 2)
 	c.Kill(1)
 	testsuite.AssertExactlyOnce(t, c.WaitTaskDone(taskTimeout, 2), 20)
+}
+
+// SIGTERM stops a worker cleanly: it exits 0, its last heartbeat says
+// Apparent Death, and the backup takes its Task over as for a crash.
+func TestSIGTERMShutsDownCleanly(t *testing.T) {
+	c := testsuite.NewCluster(t, 2, 1, testsuite.FastTimers)
+	site := testsuite.NewSite(t, 30*time.Millisecond)
+	c.StartAll()
+	c.WaitElected(electTimeout)
+	const n = 30
+	c.Assign(2, site.URLs("p", n))
+	c.WaitTaskProgress(taskTimeout, 2, 3)
+	p := c.Process(2)
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Wait(30*time.Second), p.Logs())
+	assert.Equal(t, 0, p.ExitCode(), p.Logs())
+	assert.Contains(t, p.Logs(), "shutting down")
+	testsuite.AssertExactlyOnce(t, c.WaitTaskDone(taskTimeout, 3), n)
+	c.WaitRoles(10*time.Second, map[int]roles.Role{2: roles.RoleDeadRunner, 3: roles.RoleRunner})
 }

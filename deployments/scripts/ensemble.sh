@@ -19,6 +19,8 @@
 #   BATON_ZK_HOME           ZooKeeper install dir              (default /usr/share/zookeeper)
 #   BATON_STACK_TIMEOUT     seconds to wait for a quorum       (default 120)
 set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 STACK_DIR="${BATON_STACK_DIR:-${ROOT}/.stack}"
@@ -41,32 +43,7 @@ server_dir() { echo "${DIR}/zk$1"; }
 pid_file() { echo "$(server_dir "$1")/zookeeper.pid"; }
 log_file() { echo "$(server_dir "$1")/zookeeper.log"; }
 
-java_bin() {
-  if [[ -n "${JAVA_HOME:-}" && -x "${JAVA_HOME}/bin/java" ]]; then
-    echo "${JAVA_HOME}/bin/java"
-  elif command -v java >/dev/null 2>&1; then
-    command -v java
-  else
-    return 1
-  fi
-}
 
-# zk_classpath CONF_DIR: the server classpath (the Debian layout, or an
-# upstream tarball's $ZK_HOME/lib/*.jar), as in stack.sh and the test harness.
-zk_classpath() {
-  local cp="$1"
-  if compgen -G "${ZK_HOME}/lib/*.jar" >/dev/null; then
-    cp="${cp}:${ZK_HOME}/lib/*"
-  elif [[ -f /usr/share/java/zookeeper.jar ]]; then
-    cp="${cp}:/usr/share/java/zookeeper.jar"
-    if [[ -f /usr/share/java/slf4j-simple.jar ]]; then
-      cp="${cp}:/usr/share/java/slf4j-simple.jar"
-    fi
-  else
-    return 1
-  fi
-  echo "${cp}"
-}
 
 # running PID: true if PID is a live process (not a zombie waiting to be
 # reaped).

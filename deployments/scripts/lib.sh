@@ -22,3 +22,31 @@ apt_install() {
   "${sudo[@]}" apt-get update
   "${sudo[@]}" apt-get install -y --no-install-recommends "$@"
 }
+
+# java_bin: the Java runtime ZooKeeper runs on.
+java_bin() {
+  if [[ -n "${JAVA_HOME:-}" && -x "${JAVA_HOME}/bin/java" ]]; then
+    echo "${JAVA_HOME}/bin/java"
+  elif command -v java >/dev/null 2>&1; then
+    command -v java
+  else
+    return 1
+  fi
+}
+
+# zk_classpath CONF_DIR: the server classpath (the Debian layout, or an
+# upstream tarball's $ZK_HOME/lib/*.jar), as the test harness does.
+zk_classpath() {
+  local cp="$1"
+  if compgen -G "${ZK_HOME}/lib/*.jar" >/dev/null; then
+    cp="${cp}:${ZK_HOME}/lib/*"
+  elif [[ -f /usr/share/java/zookeeper.jar ]]; then
+    cp="${cp}:/usr/share/java/zookeeper.jar"
+    if [[ -f /usr/share/java/slf4j-simple.jar ]]; then
+      cp="${cp}:/usr/share/java/slf4j-simple.jar"
+    fi
+  else
+    return 1
+  fi
+  echo "${cp}"
+}

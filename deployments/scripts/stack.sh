@@ -13,6 +13,8 @@
 #   BATON_TEMPORAL_BIN      temporal CLI binary             (default .stack/bin/temporal, then PATH)
 #   BATON_STACK_TIMEOUT     seconds to wait for readiness   (default 120)
 set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 STACK_DIR="${BATON_STACK_DIR:-${ROOT}/.stack}"
@@ -54,35 +56,7 @@ temporal_bin() {
   fi
 }
 
-java_bin() {
-  if [[ -n "${JAVA_HOME:-}" && -x "${JAVA_HOME}/bin/java" ]]; then
-    echo "${JAVA_HOME}/bin/java"
-  elif command -v java >/dev/null 2>&1; then
-    command -v java
-  else
-    return 1
-  fi
-}
 
-# zk_classpath prints the ZooKeeper server classpath: the Debian layout
-# (/usr/share/java/zookeeper.jar, whose manifest lists its dependencies) or an
-# upstream tarball layout ($ZK_HOME/lib/*.jar).
-zk_classpath() {
-  local cp="${ZK_CONF_DIR}"
-  if compgen -G "${ZK_HOME}/lib/*.jar" >/dev/null; then
-    cp="${cp}:${ZK_HOME}/lib/*"
-  elif [[ -f /usr/share/java/zookeeper.jar ]]; then
-    cp="${cp}:/usr/share/java/zookeeper.jar"
-    # Debian ships no SLF4J binding on the server classpath; without one the
-    # server logs nothing.
-    if [[ -f /usr/share/java/slf4j-simple.jar ]]; then
-      cp="${cp}:/usr/share/java/slf4j-simple.jar"
-    fi
-  else
-    return 1
-  fi
-  echo "${cp}"
-}
 
 # pid_alive FILE: true if FILE names a running process.
 pid_alive() {
@@ -194,7 +168,7 @@ zk_up() {
   else
     local java cp
     java="$(java_bin)" || die "java not found; run 'make deps'"
-    cp="$(zk_classpath)" || die "ZooKeeper not found under ${ZK_HOME} or /usr/share/java; run 'make deps'"
+    cp="$(zk_classpath "${ZK_CONF_DIR}")" || die "ZooKeeper not found under ${ZK_HOME} or /usr/share/java; run 'make deps'"
     if port_open "${ZK_PORT}"; then
       die "zookeeper: ${HOST}:${ZK_PORT} is already in use (set BATON_ZK_PORT)"
     fi

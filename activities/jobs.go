@@ -196,18 +196,21 @@ func (a *Activities) JobAssign(ctx context.Context, in JobAssignInput) (JobAssig
 		return JobAssignResult{}, err
 	}
 	c := a.cluster(in.Spec.Group)
-	idle, _, err := a.idleRunners(ctx, c, in.InFlight, in.Seq)
+	idle, g, err := a.idleRunners(ctx, c, in.InFlight, in.Seq)
 	if err != nil {
 		return JobAssignResult{}, a.corrupt(ctx, err)
 	}
 	opts, _ := json.Marshal(in.Spec.Options)
 	var res JobAssignResult
 	seq := in.Seq
-	// While the frontier is short (the start of a crawl), share it among
-	// the idle Runners instead of giving it all to the first one.
+	// While the frontier is short (the start and the end of a crawl), share
+	// it among all the Runners instead of giving it to the first idle ones,
+	// so that no Runner is left with a long batch while the others idle.
 	size := in.Spec.BatchSize
-	if st, err := js.Stats(in.Spec.ID); err == nil && len(idle) > 0 {
-		size = min(size, max(1, (st.Queued+len(idle)-1)/len(idle)))
+	if st, err := js.Stats(in.Spec.ID); err == nil {
+		if n := max(len(idle), len(g.CurrentRunner)); n > 0 {
+			size = min(size, max(1, (st.Queued+n-1)/n))
+		}
 	}
 	for _, r := range idle {
 		batch := fmt.Sprintf("%s-b%06d", in.Spec.ID, seq)
@@ -233,6 +236,9 @@ func (a *Activities) JobAssign(ctx context.Context, in JobAssignInput) (JobAssig
 			}
 			t.Epoch = cur.Epoch + 1
 			t.Job = &roles.JobRef{ID: in.Spec.ID, Batch: batch, Options: opts}
+			// Given to r and marked processing at once: the Runner starts
+			// fetching without a write of its own.
+			t.Holder, t.RunningStatus, t.InProgressingID = r, roles.TaskProcessing, "0"
 			if _, err := c.Store.Set(ctx, c.TaskPath(r), metadata.Encode(t), v); err != nil {
 				if errors.Is(err, metadata.ErrBadVersion) {
 					continue

@@ -105,6 +105,9 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 	defer tick.Stop()
 	for {
 		node, _, err := c.GetNode(ctx, m.Name)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
+		}
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
@@ -210,6 +213,9 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 	gr := newGrace(ctx, a, m.Timers.UpdateTimeout)
 	for {
 		node, _, err := c.GetNode(ctx, m.Name)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
+		}
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}

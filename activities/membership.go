@@ -214,6 +214,12 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 func (a *Activities) Position(ctx context.Context, m Member) (Position, error) {
 	c := a.cluster(m.Group)
 	node, _, err := c.GetNode(ctx, m.Name)
+	if errors.Is(err, metadata.ErrNotFound) {
+		// The metadata is gone (ZooKeeper's data was wiped, or the root
+		// changed) while Temporal kept the workflow: register again.
+		a.log(ctx).Warn("this instance's NodeState is missing; it registers again", "znode", c.NodePath(m.Name))
+		return Position{Missing: true}, nil
+	}
 	if err != nil {
 		return Position{}, a.corrupt(ctx, err)
 	}

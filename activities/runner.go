@@ -21,6 +21,9 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 	c := a.cluster(m.Group)
 	for {
 		nd, _, nch, err := a.Store.GetW(ctx, c.NodePath(m.Name))
+		if errors.Is(err, metadata.ErrNotFound) {
+			return WaitTaskResult{Fenced: true}, nil // no longer a member: the life cycle registers again
+		}
 		if err != nil {
 			return WaitTaskResult{}, err
 		}
@@ -136,6 +139,9 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	res := RunTaskResult{Owner: owner, Tasks: 1}
 
 	node, nv, err := c.GetNode(ctx, m.Name)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return res, fenced("%s has no NodeState: it is not a member any more", m.Name)
+	}
 	if err != nil {
 		return res, a.corrupt(ctx, err)
 	}

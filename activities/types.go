@@ -40,6 +40,9 @@ type Position struct {
 	Role      roles.Role `json:"role"`
 	Standby   bool       `json:"standby"`    // its index is standby_id
 	AllRunner bool       `json:"all_runner"` // the group has no backups
+	// Missing is set when the instance's NodeState does not exist (the
+	// metadata was wiped): the life cycle registers it again.
+	Missing bool `json:"missing,omitempty"`
 }
 
 // WaitTaskResult is why a Runner stopped waiting.

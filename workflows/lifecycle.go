@@ -54,6 +54,7 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	}
 	failures := 0
 	for i := 0; i < maxLoops/4; i++ {
+		pos = activities.Position{} // decode afresh: omitted fields must not keep old values
 		if err := workflow.ExecuteActivity(sctx, a.Position, m).Get(ctx, &pos); err != nil {
 			return err
 		}
@@ -61,6 +62,9 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 		var res RoleResult
 		var err error
 		switch {
+		case pos.Missing:
+			var reg activities.RegisterResult
+			err = workflow.ExecuteActivity(sctx, a.Register, m).Get(ctx, &reg)
 		case pos.Role == roles.RoleInitial:
 			lctx := withLong(ctx, m)
 			if err = workflow.ExecuteActivity(lctx, a.WaitMembers, m).Get(ctx, nil); err == nil {

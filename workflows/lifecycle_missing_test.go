@@ -1,0 +1,50 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Wiped metadata: Position says Missing once, the life cycle registers
+// again once, and the next Position (which omits the flag) is not taken
+// for Missing again.
+func TestLifecycleRegistersAgainWhenMetadataMissing(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	Register(env)
+	env.RegisterActivity(&activities.Activities{})
+	m := activities.Member{Group: testGroup, Name: crawler(1), Runner: 1, Backup: 0, Timers: testTimers()}
+	env.OnWorkflow(Heartbeat, mock.Anything, mock.Anything).Return(nil)
+	registers, positions := 0, 0
+	env.OnActivity(a.Register, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.Member) (activities.RegisterResult, error) {
+			registers++
+			return activities.RegisterResult{Role: roles.RoleInitial}, nil
+		})
+	env.OnActivity(a.Position, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.Member) (activities.Position, error) {
+			positions++
+			switch positions {
+			case 1:
+				return activities.Position{Missing: true}, nil
+			case 2:
+				return activities.Position{Role: roles.RoleInitial}, nil
+			}
+			return activities.Position{}, temporal.NewNonRetryableApplicationError("stop here", "test", nil)
+		})
+	env.OnActivity(a.WaitMembers, mock.Anything, mock.Anything).Return(roles.GroupState{}, nil)
+	env.OnActivity(a.Elect, mock.Anything, mock.Anything).Return(roles.RoleRunner, nil)
+	env.ExecuteWorkflow(Lifecycle, LifecycleInput{Member: m})
+	require.Error(t, env.GetWorkflowError())
+	assert.Equal(t, 3, positions)
+	assert.Equal(t, 2, registers, "one registration at start, one after the metadata went missing")
+}

@@ -135,7 +135,9 @@ func run(ctx context.Context, cfg Config) error {
 		Metrics: metrics.Baton}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
-		opts := worker.Options{WorkerStopTimeout: 3 * time.Second}
+		// A restarted instance gets its workflow tasks back quickly: after a
+		// crash, the sticky queue of the dead process is given up after 2 s.
+		opts := worker.Options{WorkerStopTimeout: 3 * time.Second, StickyScheduleToStartTimeout: 2 * time.Second}
 		if fi := newFaultInterceptor(log); fi != nil {
 			opts.Interceptors = append(opts.Interceptors, fi)
 		}

@@ -149,7 +149,9 @@ func TestCrawlJobSurvivesRunnerKill(t *testing.T) {
 // unfinished part of its batch, and still records every page once.
 func TestCrawlJobRequeuesWhenNoBackup(t *testing.T) {
 	c := testsuite.NewCluster(t, 2, 1, testsuite.FastTimers)
-	site := demosite.New(demosite.Config{Pages: 60, Seed: 3, BrokenLinks: 1, Latency: 20 * time.Millisecond})
+	// 80 ms a page, so that a batch with 6 pages left cannot finish in the
+	// moment between the check below and the kill.
+	site := demosite.New(demosite.Config{Pages: 60, Seed: 3, BrokenLinks: 1, Latency: 80 * time.Millisecond})
 	srv := httptest.NewServer(site)
 	t.Cleanup(srv.Close)
 	c.StartAll()
@@ -158,9 +160,11 @@ func TestCrawlJobRequeuesWhenNoBackup(t *testing.T) {
 
 	p := startCrawl(c, "orphan", srv.URL+"/", "--follow", "--depth", "100", "--max-pages", "0", "--batch-size", "10", "--timers", "fast")
 	results := filepath.Join(c.DataDir, "orphan", "results.jsonl")
-	testsuite.Eventually(t, taskTimeout, "runner 2 to be crawling", func() (bool, error) {
+	// A crawl job's Task is written every few pages, so its next_index may
+	// lag by a few pages: wait for a batch with plenty left.
+	testsuite.Eventually(t, taskTimeout, "runner 2 to be well inside a batch", func() (bool, error) {
 		tk := c.Task(2)
-		return tk.Job != nil && tk.NextIndex >= 2 && tk.Pending(), nil
+		return tk.Job != nil && tk.Pending() && len(tk.RunningContent)-tk.NextIndex >= 6, nil
 	})
 	c.Kill(2)
 	require.NoError(t, p.Wait(3*time.Minute), p.Logs())

@@ -82,8 +82,8 @@ bench: deps ## Run benchmarks (BENCH=regexp, BENCH_FLAGS=...).
 vet: ## Run go vet.
 	$(GO) vet $(PKGS)
 
-clean: stack-down ## Stop the stack; remove bin/ and the stack's data and logs (keeps .stack/bin).
-	rm -rf "$(BIN_DIR)" "$(STACK_DIR)/zookeeper" "$(STACK_DIR)/temporal"
+clean: demo-down ensemble-down ## Stop the demo, the stack and the ensemble; remove bin/ and their data and logs (keeps .stack/bin).
+	rm -rf "$(BIN_DIR)" "$(STACK_DIR)/zookeeper" "$(STACK_DIR)/temporal" "$(STACK_DIR)/demo" "$(STACK_DIR)/ensemble"
 
 distclean: clean ## Like clean, and also remove .stack/ (including the installed temporal CLI).
 	rm -rf "$(STACK_DIR)"

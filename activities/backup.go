@@ -234,17 +234,13 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 		// The primary is watched by the next backup in line only.
 		backups := slices.Clone(g.CurrentBackup)
 		roles.SortNames(backups)
-		var primary, next string
-		for _, b := range backups {
-			if fmt.Sprint(roles.IndexOf(b)) == g.StandbyID {
-				primary = b
-			} else if next == "" && primary != "" {
-				next = b
-			}
+		primary, next := g.Standby(), ""
+		if i := slices.Index(backups, primary); i >= 0 && i+1 < len(backups) {
+			next = backups[i+1]
 		}
 		if primary == "" { // no standby: the smallest backup takes it
 			if _, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
-				if g.StandbyID != "" && slices.ContainsFunc(g.CurrentBackup, func(b string) bool { return fmt.Sprint(roles.IndexOf(b)) == g.StandbyID }) {
+				if g.Standby() != "" {
 					return metadata.ErrNoChange
 				}
 				g.StandbyID = g.NextStandby()
@@ -382,7 +378,7 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 		if in.DeadRole == roles.RoleRunner && slices.Contains(g.CurrentRunner, m.Name) {
 			becomeRunner = true
 		}
-		if s := g.NextStandby(); s != g.StandbyID && !standbyAlive(g) {
+		if s := g.NextStandby(); s != g.StandbyID && g.Standby() == "" {
 			g.StandbyID, changed = s, true
 		}
 		if !changed {
@@ -416,13 +412,6 @@ func watcherRole(m Member) roles.Role {
 		return roles.RoleRunner
 	}
 	return roles.RoleBackup
-}
-
-// standbyAlive reports whether standby_id names a current backup.
-func standbyAlive(g *roles.GroupState) bool {
-	return g.StandbyID != "" && slices.ContainsFunc(g.CurrentBackup, func(b string) bool {
-		return fmt.Sprint(roles.IndexOf(b)) == g.StandbyID
-	})
 }
 
 // HandOver is the last fail-over step. With backups (adopt false) it copies

@@ -94,3 +94,25 @@ func (f *HTTPFetcher) Fetch(ctx context.Context, r roles.Request, t roles.Task) 
 	res.Response = string(ex)
 	return res
 }
+
+// EngineFetcher runs a Task's requests through the crawl engine (Colly), so
+// that directly assigned Tasks get what crawl jobs get: robots.txt,
+// per-domain limits, retries with backoff and the body, time and redirect
+// bounds. It is the worker's Fetcher; HTTPFetcher is the plain alternative.
+type EngineFetcher struct {
+	Engine  *crawl.Engine
+	Options crawl.Options
+}
+
+// Fetch implements Fetcher.
+func (f EngineFetcher) Fetch(ctx context.Context, r roles.Request, t roles.Task) FetchResult {
+	p := f.Engine.Fetch(ctx, r, crawl.AuthOf(t), 0, f.Options)
+	res := FetchResult{StatusCode: p.StatusCode, FinalURL: p.FinalURL, Bytes: p.Bytes,
+		Duration: time.Duration(p.DurationMS) * time.Millisecond, Response: p.Title}
+	// An HTTP error status is the runner's to judge; any other error is the
+	// fetch's own (refused, timed out, too large, disallowed).
+	if p.Error != "" && p.Error != fmt.Sprintf("HTTP %d", p.StatusCode) {
+		res.Err = errors.New(p.Error)
+	}
+	return res
+}

@@ -132,10 +132,16 @@ func (a *Activities) JobStart(ctx context.Context, spec JobSpec) (jobstore.Stats
 // idleRunners lists the group's runners that are alive (fresh heartbeat)
 // and have no pending Task, in order of availability: those without a Task
 // in flight for a while come first (rotated by seq to spread the load).
-func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, busy []BatchRef, seq int) ([]string, roles.GroupState, error) {
-	g, _, err := c.GetGroup(ctx)
-	if err != nil {
-		return nil, g, err
+//
+// g is the GroupState the caller read; tasks holds the Tasks it read
+// already (nil or partial: the others are read here).
+func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, g roles.GroupState, tasks map[string]roles.Task, busy []BatchRef, seq int) []string {
+	task := func(name string) (roles.Task, error) {
+		if t, ok := tasks[name]; ok {
+			return t, nil
+		}
+		t, _, err := c.GetTask(ctx, name)
+		return t, err
 	}
 	runners := slices.Clone(g.CurrentRunner)
 	roles.SortNames(runners)
@@ -148,7 +154,7 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, busy 
 		if err != nil || dn.TakenOverBy == "" {
 			continue
 		}
-		if dt, _, err := c.GetTask(ctx, d); err == nil && dt.Pending() && dt.Holder != dn.TakenOverBy {
+		if dt, err := task(d); err == nil && dt.Pending() && dt.Holder != dn.TakenOverBy {
 			takingOver[dn.TakenOverBy] = true
 		}
 	}
@@ -169,7 +175,7 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, busy 
 		if age, err := hb.Age(a.now()); err != nil || age >= timeout || hb.HealthyState == roles.HeartApparentDeath {
 			continue
 		}
-		t, _, err := c.GetTask(ctx, r)
+		t, err := task(r)
 		if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 			continue
 		}
@@ -182,7 +188,7 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, busy 
 		k := seq % len(idle)
 		idle = append(idle[k:], idle[:k]...)
 	}
-	return idle, g, nil
+	return idle
 }
 
 // JobAssign hands a batch of the frontier to each idle Runner by writing it
@@ -196,10 +202,11 @@ func (a *Activities) JobAssign(ctx context.Context, in JobAssignInput) (JobAssig
 		return JobAssignResult{}, err
 	}
 	c := a.cluster(in.Spec.Group)
-	idle, g, err := a.idleRunners(ctx, c, in.InFlight, in.Seq)
+	g, _, err := c.GetGroup(ctx)
 	if err != nil {
 		return JobAssignResult{}, a.corrupt(ctx, err)
 	}
+	idle := a.idleRunners(ctx, c, g, nil, in.InFlight, in.Seq)
 	opts, _ := json.Marshal(in.Spec.Options)
 	var res JobAssignResult
 	seq := in.Seq
@@ -333,7 +340,7 @@ func (a *Activities) JobAwait(ctx context.Context, spec JobSpec, inflight []Batc
 			return res, err
 		}
 		if res.Stats.Queued > 0 {
-			idle, _, _ := a.idleRunners(ctx, c, inflight, 0)
+			idle := a.idleRunners(ctx, c, g, tasks, inflight, 0)
 			res.Idle = len(idle) > 0
 		}
 		if len(res.Done) > 0 || len(res.Requeued) > 0 || res.Idle || a.now().After(deadline) || len(inflight) == 0 && res.Stats.Queued == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -178,22 +179,21 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 		if len(members) > g.TotalCrawler && g.TotalCrawler > 0 {
 			members = members[:g.TotalCrawler]
 		}
-		res := roles.ResultOf(a.election(), members, g.TotalRunner, m.Name)
-		if res == roles.Winner {
+		results := a.election().Elect(members, g.TotalRunner)
+		role = roles.RoleBackup
+		if i := slices.Index(members, m.Name); i >= 0 && results[i] == roles.Winner {
 			role = roles.RoleRunner
+		}
+		if role == roles.RoleRunner {
 			g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
 		} else {
-			role = roles.RoleBackup
 			g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
 		}
-		// standby_id is the smallest backup index among all elected losers,
-		// including those that have not written themselves yet.
-		for _, n := range members {
-			if roles.ResultOf(a.election(), members, g.TotalRunner, n) == roles.Loser {
-				if s := g.StandbyID; s == "" || roles.IndexOf("x_"+s) > roles.IndexOf(n) {
-					g.StandbyID = fmt.Sprint(roles.IndexOf(n))
-				}
-				break
+		// standby_id is the smallest index among all elected losers, also
+		// those that have not written themselves yet (members is sorted).
+		if i := slices.Index(results, roles.Loser); i >= 0 {
+			if cur, err := strconv.Atoi(g.StandbyID); err != nil || cur > roles.IndexOf(members[i]) {
+				g.StandbyID = strconv.Itoa(roles.IndexOf(members[i]))
 			}
 		}
 		return nil
@@ -235,7 +235,7 @@ func (a *Activities) Position(ctx context.Context, m Member) (Position, error) {
 func position(node roles.NodeState, g roles.GroupState, m Member) Position {
 	return Position{
 		Role:      node.Role,
-		Standby:   node.Role == roles.RoleBackup && g.StandbyID == fmt.Sprint(m.Index()),
+		Standby:   node.Role == roles.RoleBackup && g.IsStandby(m.Name),
 		AllRunner: g.AllAreRunners(),
 	}
 }

@@ -28,13 +28,11 @@ func TestRunnerTakingOverIsNotIdle(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Activate(ctx, in)
 	require.NoError(t, err)
-	idle, _, err := a.idleRunners(ctx, f.c(), nil, 0)
-	require.NoError(t, err)
+	idle := a.idleRunners(ctx, f.c(), f.group(), nil, nil, 0)
 	assert.Equal(t, []string{name(1)}, idle, "3 is a runner now, but busy taking over 2's Task")
 	_, err = a.HandOver(ctx, in, false)
 	require.NoError(t, err)
-	idle, _, err = a.idleRunners(ctx, f.c(), nil, 0)
-	require.NoError(t, err)
+	idle = a.idleRunners(ctx, f.c(), f.group(), nil, nil, 0)
 	assert.Equal(t, []string{name(1)}, idle, "3 runs the handed-over Task")
 }
 

@@ -109,6 +109,22 @@ func Remove(list []string, name string) []string {
 	return slices.DeleteFunc(slices.Clone(list), func(s string) bool { return s == name })
 }
 
+// IsStandby reports whether name's index is standby_id.
+func (g GroupState) IsStandby(name string) bool {
+	return g.StandbyID != "" && g.StandbyID == itoa(IndexOf(name))
+}
+
+// Standby returns the current backup whose index is standby_id, or "" when
+// standby_id names no current backup.
+func (g GroupState) Standby() string {
+	for _, b := range g.CurrentBackup {
+		if g.IsStandby(b) {
+			return b
+		}
+	}
+	return ""
+}
+
 // NextStandby returns the index (as a string) of the smallest backup in
 // current_backup, or "" when there is none.
 func (g GroupState) NextStandby() string {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -84,16 +85,7 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 func isFlagError(err error) bool {
 	s := err.Error()
 	for _, p := range []string{"unknown flag", "unknown command", "unknown shorthand", "invalid argument", "flag needs an argument", "accepts ", "requires at least"} {
-		if len(s) >= len(p) && contains(s, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
+		if strings.Contains(s, p) {
 			return true
 		}
 	}

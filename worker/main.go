@@ -130,8 +130,10 @@ func run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot, Fetcher: activities.NewHTTPFetcher(),
-		Pages: crawl.NewEngine(), Jobs: jobs, MaxResultDetail: cfg.MaxResultDetail, Log: log,
+	engine := crawl.NewEngine()
+	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot,
+		Fetcher: activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
+		Pages:   engine, Jobs: jobs, MaxResultDetail: cfg.MaxResultDetail, Log: log,
 		Metrics: metrics.Baton}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {

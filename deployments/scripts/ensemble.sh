@@ -45,23 +45,8 @@ log_file() { echo "$(server_dir "$1")/zookeeper.log"; }
 
 
 
-# running PID: true if PID is a live process (not a zombie waiting to be
-# reaped).
-running() {
-  kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]
-}
 
-# pid_alive FILE: true if FILE names a running process.
-pid_alive() {
-  local pid
-  [[ -f "$1" ]] || return 1
-  pid="$(cat "$1")"
-  [[ -n "${pid}" ]] && running "${pid}"
-}
 
-port_open() {
-  timeout 3 bash -c "exec 3<>/dev/tcp/${HOST}/$1" 2>/dev/null
-}
 
 # zk_4lw PORT CMD: a four-letter-word command's reply.
 zk_4lw() {

@@ -50,3 +50,21 @@ zk_classpath() {
   fi
   echo "${cp}"
 }
+
+# running PID: true if PID is a live process (not a zombie waiting to be
+# reaped).
+running() {
+  kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]
+}
+
+# pid_alive FILE: true if FILE names a running process.
+pid_alive() {
+  local pid
+  [[ -f "$1" ]] || return 1
+  pid="$(cat "$1")"
+  [[ -n "${pid}" ]] && running "${pid}"
+}
+
+port_open() { # PORT on ${HOST}
+  timeout 3 bash -c "exec 3<>/dev/tcp/${HOST}/$1" 2>/dev/null
+}

@@ -58,18 +58,7 @@ temporal_bin() {
 
 
 
-# pid_alive FILE: true if FILE names a running process.
-pid_alive() {
-  local pid
-  [[ -f "$1" ]] || return 1
-  pid="$(cat "$1")"
-  [[ -n "${pid}" ]] && kill -0 "${pid}" 2>/dev/null
-}
 
-# port_open PORT: true if something accepts TCP connections on HOST:PORT.
-port_open() {
-  timeout 3 bash -c "exec 3<>/dev/tcp/${HOST}/$1" 2>/dev/null
-}
 
 # zk_4lw CMD: sends a ZooKeeper four-letter-word command and prints the reply.
 zk_4lw() {

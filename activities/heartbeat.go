@@ -17,13 +17,25 @@ import (
 // While the member is marked dead it writes nothing, so the Asystole mark
 // of the backup that discovered it stays until it rejoins. It is meant to
 // run for the life of the worker as a heartbeating activity.
+//
+// Its NodeState and Task are read only when they change (ZooKeeper
+// watches), so a beat costs one write.
 func (a *Activities) BeatHeart(ctx context.Context, m Member) error {
 	c := a.cluster(m.Group)
 	tick := time.NewTicker(m.Timers.UpdateTime)
 	defer tick.Stop()
 	hb := roles.NewHeartbeat(a.now(), m.Timers)
+	var nodeZ, taskZ watchedZnode
+	lastBeat := func() {
+		hb.HealthyState = roles.HeartApparentDeath
+		hb.HeartRhythmTime = a.now().UTC().Format(roles.TimeFormat)
+		wctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = c.Put(wctx, c.HeartbeatPath(m.Name), hb, metadata.AnyVersion)
+		cancel()
+	}
 	for {
-		node, _, err := c.GetNode(ctx, m.Name)
+		nd, err := nodeZ.get(ctx, a.Store, c.NodePath(m.Name))
+		node, err := decodeWith(nd, err, c.NodePath(m.Name), roles.DecodeNodeState)
 		lctx := ctx // this round's log context
 		if err == nil {
 			a.seen(node.Role)
@@ -38,7 +50,8 @@ func (a *Activities) BeatHeart(ctx context.Context, m Member) error {
 			}
 			hb.HeartRhythmTime = a.now().UTC().Format(roles.TimeFormat)
 			hb.HealthyState = roles.HeartHealthy
-			if t, _, err := c.GetTask(ctx, m.Name); err == nil {
+			td, err := taskZ.get(ctx, a.Store, c.TaskPath(m.Name))
+			if t, err := decodeWith(td, err, c.TaskPath(m.Name), roles.DecodeTask); err == nil {
 				hb.TaskState = t.RunningStatus
 			}
 			if _, err := c.Put(ctx, c.HeartbeatPath(m.Name), hb, metadata.AnyVersion); err != nil && !errors.Is(err, context.Canceled) {
@@ -55,18 +68,51 @@ func (a *Activities) BeatHeart(ctx context.Context, m Member) error {
 		}
 		select {
 		case <-stopping:
-			hb.HealthyState = roles.HeartApparentDeath
-			hb.HeartRhythmTime = a.now().UTC().Format(roles.TimeFormat)
-			_, _ = c.Put(context.Background(), c.HeartbeatPath(m.Name), hb, metadata.AnyVersion)
+			lastBeat()
 			return errors.New("worker stopping")
 		case <-ctx.Done():
-			hb.HealthyState = roles.HeartApparentDeath
-			hb.HeartRhythmTime = a.now().UTC().Format(roles.TimeFormat)
-			wctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = c.Put(wctx, c.HeartbeatPath(m.Name), hb, metadata.AnyVersion)
-			cancel()
+			lastBeat()
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// watchedZnode caches a znode's content until its one-shot watch fires (a
+// change, a deletion, or a session event), so a loop reads it only when it
+// changed. It is used by one goroutine.
+type watchedZnode struct {
+	changed <-chan struct{}
+	data    []byte
+	err     error
+}
+
+// get returns the znode's content, reading it again only after a change.
+func (w *watchedZnode) get(ctx context.Context, s metadata.Store, path string) ([]byte, error) {
+	if w.changed != nil {
+		select {
+		case <-w.changed:
+		default:
+			return w.data, w.err
+		}
+	}
+	w.data, _, w.changed, w.err = s.GetW(ctx, path)
+	if w.err != nil && !errors.Is(w.err, metadata.ErrNotFound) {
+		w.changed = nil // a failed read is retried at the next call
+	}
+	return w.data, w.err
+}
+
+// decodeWith decodes data read from path, turning a decoding error into a
+// CorruptError that names the znode.
+func decodeWith[T any](data []byte, err error, path string, dec func([]byte) (T, error)) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	v, err := dec(data)
+	if err != nil {
+		return v, &metadata.CorruptError{Path: path, Err: err}
+	}
+	return v, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -80,10 +81,17 @@ func TestBeatHeartWritesNothingWhileMarkedDead(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
-	reads := f.spy.count(f.spy.gets, f.c().NodePath(name(1)))
+	nodePath := f.c().NodePath(name(1))
+	watches := f.spy.count(f.spy.watch, nodePath)
 	done := goRun(func() (struct{}, error) { return struct{}{}, f.acts(nil).BeatHeart(ctx, f.member(1)) })
-	// Several rounds of BeatHeart read the NodeState; none writes.
-	f.spy.waitCount(t, f.spy.gets, f.c().NodePath(name(1)), reads+3, "BeatHeart rounds")
+	// Several rounds of BeatHeart read the NodeState (it reads it again when
+	// it changes: the test rewrites it, still dead); none writes.
+	for k := 1; k <= 3; k++ {
+		f.spy.waitCount(t, f.spy.watch, nodePath, watches+k, "BeatHeart rounds")
+		_, err := f.c().Put(bg, nodePath, f.node(1), metadata.AnyVersion)
+		require.NoError(t, err)
+	}
+	f.spy.waitCount(t, f.spy.watch, nodePath, watches+4, "BeatHeart rounds")
 	assert.Equal(t, before, f.heartbeat(1), "the Asystole mark stays")
 	cancel()
 	_, err = await(t, done, "BeatHeart")

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/batoncrawl/baton/activities/jobstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
@@ -24,10 +22,9 @@ type Activities struct {
 	Store   metadata.Store
 	Root    string // ZooKeeper root; "" means metadata.DefaultRoot
 	Fetcher Fetcher
-	// Pages fetches the pages of crawl jobs (a *crawl.Engine).
-	Pages PageFetcher
-	// Jobs stores crawl jobs' frontiers and results.
-	Jobs     *jobstore.Store
+	// Batches runs the batches of crawl jobs on the job store (a
+	// *jobs.BatchRunner); nil when the worker has no store.
+	Batches  BatchRunner
 	Election roles.Election
 	// MaxResultDetail caps Task.result_detail (0 means unbounded).
 	MaxResultDetail int
@@ -38,8 +35,6 @@ type Activities struct {
 	Log *slog.Logger
 	// Metrics are Baton's Prometheus metrics; nil records nothing.
 	Metrics *telemetry.Metrics
-
-	specs sync.Map // job ID → JobSpec (read once per worker)
 
 	// lastRole is the role this process's instance was last seen with: the
 	// role of log lines of activities that do not know it themselves.

@@ -478,6 +478,9 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	// nothing may run it again from here.
 	moved.RunningStatus = roles.TaskTerminate
 	if adopt {
+		if err := a.claimBatch(ctx, next, m.Name); err != nil {
+			return HandOverResult{}, err
+		}
 		if err := c.Store.Multi(ctx, metadata.SetOp(c.TaskPath(in.Dead), metadata.Encode(next), dv)); err != nil {
 			return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
 		}
@@ -493,6 +496,9 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		// Work reached our own Task first (it was assigned between Activate
 		// and now): take the dead Task over in place instead, as in
 		// All-are-Runner mode; the caller runs it from the dead one's znode.
+		if err := a.claimBatch(ctx, next, m.Name); err != nil {
+			return HandOverResult{}, err
+		}
 		if err := c.Store.Multi(ctx, metadata.SetOp(c.TaskPath(in.Dead), metadata.Encode(next), dv)); err != nil {
 			return HandOverResult{}, fmt.Errorf("hand over %s to %s in place: %w", in.Dead, m.Name, err)
 		}
@@ -507,6 +513,10 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		_, ov, _ = c.Store.Get(ctx, c.TaskPath(m.Name))
 	}
 	ops = append(ops, metadata.SetOp(c.TaskPath(m.Name), metadata.Encode(next), ov))
+	// The store first: from now on it refuses the dead holder's writes.
+	if err := a.claimBatch(ctx, next, m.Name); err != nil {
+		return HandOverResult{}, err
+	}
 	if err := c.Store.Multi(ctx, ops...); err != nil {
 		return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
 	}
@@ -541,6 +551,9 @@ func (a *Activities) adoptHeldBy(ctx context.Context, c *metadata.Cluster, dead,
 		}
 		next := t.Clone()
 		next.Holder, next.Epoch, next.HandedOverFrom = self, t.Epoch+1, dead
+		if err := a.claimBatch(ctx, next, self); err != nil {
+			return nil, err
+		}
 		if _, err := c.Store.Set(ctx, c.TaskPath(n), metadata.Encode(next), v); err != nil {
 			if errors.Is(err, metadata.ErrBadVersion) {
 				continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.temporal.io/sdk/activity"
 	"strconv"
 	"time"
 
@@ -194,6 +193,9 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 		res.Epoch, res.Status, res.Result = t.Epoch, t.RunningStatus, t.RunningResult
 		return res, nil
 	}
+	if t.Job != nil {
+		return a.runBatch(ctx, m, owner, t, write, res, start)
+	}
 	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
 		t = t.Clone()
 		t.RunningStatus, t.Holder = roles.TaskProcessing, m.Name
@@ -209,18 +211,16 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	defer keepAlive(ctx, m.Timers.UpdateTime)()
 	log := a.log(ctx)
 	log.Info("running task", "from", t.NextIndex, "requests", len(t.RunningContent))
-	unwritten, lastWrite := 0, time.Now()
-	// A Task started before (by us in an earlier attempt, or by a holder
-	// that died) may have pages recorded beyond next_index.
-	resumed := t.NextIndex > 0 || t.HandedOverFrom != "" || (activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1)
 	// Two stages: request i+1 is fetched while the result of request i is
-	// recorded, so the bookkeeping is off the critical path; the Runner
-	// still fetches one request at a time.
+	// recorded, so the bookkeeping is off the critical path. A plain Task
+	// keeps the reference's order: its results are recorded one by one,
+	// each in the write that advances next_index (exactly once per task_id
+	// and epoch).
 	fctx, stopFetch := context.WithCancel(ctx)
 	defer stopFetch()
 	fetchAt := func(i int) <-chan fetched {
 		ch := make(chan fetched, 1)
-		go func() { ch <- a.fetchRequest(fctx, m, owner, t, i, resumed) }()
+		go func() { ch <- a.fetchRequest(fctx, owner, t, i) }()
 		return ch
 	}
 	pending := fetchAt(t.NextIndex)
@@ -234,29 +234,15 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 		if t.NextIndex+1 < len(t.RunningContent) {
 			pending = fetchAt(t.NextIndex + 1)
 		}
-		d := f.d
-		if f.commit != nil {
-			if err := f.commit(); err != nil {
-				return res, err
-			}
-		}
-		next, ok := t.Record(d, a.MaxResultDetail)
+		next, ok := t.Record(f.d, a.MaxResultDetail)
 		if !ok {
 			return res, fmt.Errorf("run task: result of task_id %d is not the next one", req.TaskID)
 		}
 		t = next
-		unwritten++
-		// A plain Task is written after every request: that write is what
-		// records the result exactly once. A crawl job's pages are recorded
-		// once by the result store, so its Task (a progress summary) is
-		// written every few pages and at the end.
-		if t.Job == nil || unwritten >= jobWriteEvery || time.Since(lastWrite) >= jobWriteInterval || !t.Pending() {
-			if err := write(t); err != nil {
-				return res, err
-			}
-			res.Ran += unwritten
-			unwritten, lastWrite = 0, time.Now()
+		if err := write(t); err != nil {
+			return res, err
 		}
+		res.Ran++
 	}
 	res.Status, res.Result = t.RunningStatus, t.RunningResult
 	res.Duration = a.now().Sub(start)
@@ -264,18 +250,15 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	return res, nil
 }
 
-// fetched is the outcome of fetching one request: its result detail, and
-// for a crawl-job page what still has to be recorded.
+// fetched is the outcome of fetching one request of a plain Task.
 type fetched struct {
-	d      roles.ResultDetail
-	commit func() error
-	err    error
+	d   roles.ResultDetail
+	err error
 }
 
-// fetchRequest runs request i of t: through the crawl engine for a crawl
-// job (recording deferred to commit), else through the plain Fetcher. An
+// fetchRequest runs request i of a plain Task through the Fetcher. An
 // invalid request becomes a failed result that names the node and index.
-func (a *Activities) fetchRequest(ctx context.Context, m Member, owner string, t roles.Task, i int, resumed bool) fetched {
+func (a *Activities) fetchRequest(ctx context.Context, owner string, t roles.Task, i int) fetched {
 	req := t.RunningContent[i]
 	if err := req.Validate(); err != nil {
 		d := roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskError, URL: req.URL,
@@ -283,10 +266,6 @@ func (a *Activities) fetchRequest(ctx context.Context, m Member, owner string, t
 		a.Metrics.PageError()
 		a.log(ctx).Warn("invalid request recorded as failed", "task_id", req.TaskID, "err", d.ErrorMsg)
 		return fetched{d: d}
-	}
-	if t.Job != nil {
-		d, commit, err := a.jobRequest(ctx, m, t, req, resumed)
-		return fetched{d: d, commit: commit, err: err}
 	}
 	if a.Fetcher == nil {
 		return fetched{err: errors.New("run task: no fetcher configured")}
@@ -307,12 +286,6 @@ func (a *Activities) fetchRequest(ctx context.Context, m Member, owner string, t
 	return fetched{d: d}
 }
 
-// How often a crawl job's Task znode is written while it runs.
-const (
-	jobWriteEvery    = 8
-	jobWriteInterval = 250 * time.Millisecond
-)
-
 // keepAlive records an activity heartbeat every interval until the returned
 // stop is called, so a slow request does not look like a dead worker.
 func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
@@ -332,4 +305,52 @@ func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// runBatch runs a crawl job's Task: its Task znode names a batch of the
+// job store, whose URLs the BatchRunner crawls concurrently and records
+// once each, fenced by the Task's epoch in the store. The znode is written
+// only when the batch ends (done, with its counters, or terminate with the
+// reason it could not run): a crawl job costs ZooKeeper a write on
+// assignment and one at the end of each batch, not one per page.
+func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t roles.Task, write func(roles.Task) error, res RunTaskResult, start time.Time) (RunTaskResult, error) {
+	if a.Batches == nil {
+		return res, errors.New("run job task: this worker has no job store")
+	}
+	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
+		t = t.Clone()
+		t.RunningStatus, t.Holder = roles.TaskProcessing, m.Name
+		if err := write(t); err != nil {
+			return res, err
+		}
+	}
+	res.Epoch = t.Epoch
+	defer a.Metrics.TaskStarted()()
+	defer keepAlive(ctx, m.Timers.UpdateTime)()
+	log := a.log(ctx)
+	log.Info("running task", "batch_size", t.Job.Size)
+	out, err := a.Batches.RunBatch(ctx, BatchRun{Job: t.Job.ID, Batch: t.Job.Batch, Runner: m.Name, Epoch: t.Epoch, Log: log})
+	if err != nil {
+		return res, fmt.Errorf("run job %s batch %s: %w", t.Job.ID, t.Job.Batch, err)
+	}
+	if out.Fenced {
+		return res, fenced("task of %s (job %s batch %s) at epoch %d: %s", owner, t.Job.ID, t.Job.Batch, t.Epoch, out.Reason)
+	}
+	next := t.Clone()
+	next.RunningResult = roles.RunningResult{SuccessCount: out.Success, FailCount: out.Fail}
+	next.RunningStatus = roles.TaskDone
+	if out.Failed != "" {
+		// Not error: a hand-over would run it again, and it cannot run.
+		next.RunningStatus = roles.TaskTerminate
+		next.ResultDetail = append(next.ResultDetail, roles.ResultDetail{State: roles.TaskError, ErrorMsg: out.Failed, Epoch: t.Epoch})
+		log.Error("batch cannot run", "err", out.Failed)
+	}
+	if err := write(next); err != nil {
+		return res, err
+	}
+	res.Ran = out.Ran
+	res.Status, res.Result = next.RunningStatus, next.RunningResult
+	res.Duration = a.now().Sub(start)
+	log.Info("task finished", "status", next.RunningStatus, "success", out.Success, "fail", out.Fail, "ran", out.Ran)
+	return res, nil
 }

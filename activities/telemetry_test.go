@@ -16,8 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batoncrawl/baton/activities/crawl"
-	"github.com/batoncrawl/baton/activities/jobstore"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -233,46 +231,18 @@ func jsonLogs(a *Activities, i int) *syncBuffer {
 	return buf
 }
 
-// pageFetcher answers every crawl-job page with a 200, but those under
-// /private/, which robots.txt disallows.
-type pageFetcher struct{}
-
-func (pageFetcher) Fetch(_ context.Context, req roles.Request, _ crawl.Auth, depth int, _ crawl.Options) crawl.Page {
-	if strings.Contains(req.URL, "/private/") {
-		return crawl.Page{URL: req.URL, Error: "disallowed by robots.txt", Disallowed: true, Depth: depth}
-	}
-	return crawl.Page{URL: req.URL, StatusCode: 200, Bytes: 42, DurationMS: 5, Title: "t", Depth: depth}
-}
-
 func TestRunTaskLogsCarryInstanceRoleJobAndTask(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
-	js, err := jobstore.Open(t.TempDir())
-	require.NoError(t, err)
 	a := f.acts(nil)
-	a.Jobs, a.Pages = js, pageFetcher{}
-	reg := metered(t, a)
+	fb := &fakeBatches{outcome: BatchOutcome{Success: 2, Ran: 2}}
+	a.Batches = fb
 	logs := jsonLogs(a, 1)
 	ctx := context.Background()
+	tk := f.assignBatch(1, "job-1", "job-1-b000000", 2)
 
-	spec := JobSpec{ID: "job-1", Group: group, Seeds: []string{"http://example.test/", "http://example.test/private/x"}, Options: crawl.DefaultOptions(),
-		BatchSize: 2, Timers: f.timers}
-	_, err = a.JobStart(ctx, spec)
+	_, err := a.RunTask(ctx, RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
-	f.beat(1, t0, roles.HeartHealthy)
-	assigned, err := a.JobAssign(ctx, JobAssignInput{Spec: spec})
-	require.NoError(t, err)
-	require.Len(t, assigned.Assigned, 1)
-	batch := assigned.Assigned[0].Batch
-	tk := f.task(1)
-	require.NotNil(t, tk.Job)
-
-	_, err = a.RunTask(ctx, RunTaskInput{Member: f.member(1)})
-	require.NoError(t, err)
-	assert.Equal(t, float64(1), value(t, reg, "baton_pages_total", "class", "2xx"))
-	assert.Equal(t, float64(1), value(t, reg, "baton_pages_total", "class", "error"), "the disallowed page")
-	assert.Equal(t, float64(1), value(t, reg, "baton_fetch_duration_seconds"), "only the fetched page is timed")
-	assert.Equal(t, float64(42), value(t, reg, "baton_page_bytes_total"))
 
 	var run []map[string]any
 	for _, l := range logs.lines(t) {
@@ -288,7 +258,7 @@ func TestRunTaskLogsCarryInstanceRoleJobAndTask(t *testing.T) {
 		assert.Equal(t, name(1), l["instance"])
 		assert.Equal(t, "runner", l["role"])
 		assert.Equal(t, "job-1", l["job"])
-		assert.Equal(t, batch, l["batch"])
+		assert.Equal(t, "job-1-b000000", l["batch"])
 		assert.Equal(t, name(1)+"@"+jsonNumber(tk.Epoch), l["task"])
 		assert.Equal(t, name(1), l["task_owner"])
 		assert.EqualValues(t, tk.Epoch, l["epoch"])

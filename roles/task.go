@@ -22,11 +22,15 @@ type Request struct {
 	Depth int `json:"depth,omitempty"`
 }
 
-// JobRef is Baton's: it ties a Task to a batch of a crawl job. Options are
-// the job's crawl options (package crawl), kept opaque here.
+// JobRef is Baton's: it ties a Task to a batch of a crawl job. The batch's
+// URLs, their progress and the results are in the job store (the data
+// plane); the Task znode is only this reference, its holder and epoch, and
+// bounded counters. Options is no longer written (the job's spec is in the
+// store); it is read from Tasks written by earlier versions.
 type JobRef struct {
 	ID      string          `json:"id"`
 	Batch   string          `json:"batch"`
+	Size    int             `json:"size,omitempty"`
 	Options json.RawMessage `json:"options,omitempty"`
 }
 
@@ -168,11 +172,13 @@ func (r Request) Validate() error {
 	return nil
 }
 
-// Pending reports whether the Task has requests left to run.
+// Pending reports whether the Task has requests left to run. A crawl
+// job's Task carries no requests (its batch is in the job store): it is
+// pending until it is marked done, terminate or error.
 func (t Task) Pending() bool {
 	switch t.RunningStatus {
 	case TaskNothing, TaskProcessing:
-		return t.NextIndex < len(t.RunningContent)
+		return t.Job != nil || t.NextIndex < len(t.RunningContent)
 	}
 	return false
 }

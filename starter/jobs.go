@@ -3,31 +3,25 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/csv"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/crawl"
-	"github.com/batoncrawl/baton/activities/jobstore"
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/worker/security"
 	"github.com/batoncrawl/baton/workflows"
@@ -48,8 +42,9 @@ func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
 type temporalFlags struct {
-	address, namespace, uiURL, dataDir string
-	sec                                security.Temporal
+	address, namespace, uiURL string
+	sec                       security.Temporal
+	st                        storeFlags
 }
 
 func (t *temporalFlags) add(cmd *cobra.Command) {
@@ -57,8 +52,8 @@ func (t *temporalFlags) add(cmd *cobra.Command) {
 	f.StringVar(&t.address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
 	f.StringVar(&t.namespace, "temporal-namespace", "default", "Temporal namespace")
 	f.StringVar(&t.uiURL, "ui-url", "http://127.0.0.1:8233", "Temporal Web UI base URL, for the links printed")
-	f.StringVar(&t.dataDir, "data-dir", "baton-data", "the workers' data directory (job frontiers and results)")
 	t.sec.AddFlags(f)
+	t.st.add(f)
 }
 
 func (t *temporalFlags) dial(ctx context.Context) (client.Client, error) {
@@ -152,7 +147,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 					}
 				}
 			}
-			spec := activities.JobSpec{ID: id, Group: g.group, Seeds: args, Options: opts, MaxPages: maxPages,
+			spec := jobs.Spec{ID: id, Group: g.group, Seeds: args, Options: opts, MaxPages: maxPages,
 				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers}
 			if err := spec.Validate(); err != nil {
 				return usage("invalid crawl: %v", err)
@@ -188,7 +183,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printSummary(out, p, tf.dataDir)
+			printSummary(out, p)
 			if p.State != workflows.JobCompleted {
 				return exitError{exitJobFailed, fmt.Errorf("job %s ended %s", id, p.State)}
 			}
@@ -272,7 +267,7 @@ func waitJob(ctx context.Context, c client.Client, wid string, w io.Writer) (wor
 	}
 }
 
-func printSummary(w io.Writer, p workflows.JobProgress, dataDir string) {
+func printSummary(w io.Writer, p workflows.JobProgress) {
 	d := p.FinishedAt.Sub(p.StartedAt)
 	rate := 0.0
 	if d > 0 {
@@ -280,151 +275,8 @@ func printSummary(w io.Writer, p workflows.JobProgress, dataDir string) {
 	}
 	fmt.Fprintf(w, "job %s %s: %d pages (%d failed), %d batches, %d re-queued, in %v (%.1f pages/s)\n",
 		p.ID, p.State, p.Stats.Recorded, p.Stats.Failed, p.Batches, p.Requeued, d.Round(time.Millisecond), rate)
-	fmt.Fprintf(w, "results: %s/%s/results.jsonl (baton results %s)\n", dataDir, p.ID, p.ID)
-}
-
-func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
-	jobs := &cobra.Command{
-		Use:   "jobs",
-		Short: "List the group's crawl jobs",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := tf.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			resp, err := c.ListWorkflow(cmd.Context(), &workflowservice.ListWorkflowExecutionsRequest{
-				Query: fmt.Sprintf("WorkflowType = 'CrawlJob' AND BatonCluster = '%s'", g.group), PageSize: 100})
-			if err != nil {
-				return fmt.Errorf("list jobs: %w", err)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tSTATUS\tSTARTED\tWORKFLOW")
-			for _, e := range resp.Executions {
-				id := strings.TrimPrefix(e.Execution.WorkflowId, workflows.JobWorkflowID(g.group, ""))
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", id, strings.ToLower(e.Status.String()),
-					e.StartTime.AsTime().Format(time.RFC3339), e.Execution.WorkflowId)
-			}
-			return tw.Flush()
-		},
+	if p.FailedBatches > 0 {
+		fmt.Fprintf(w, "%d batches failed; the last because: %s\n", p.FailedBatches, p.LastError)
 	}
-	status := &cobra.Command{
-		Use:   "status JOB",
-		Short: "Show a job's progress",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := tf.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			wid := workflows.JobWorkflowID(g.group, args[0])
-			p, err := queryProgress(cmd.Context(), c, wid)
-			if err != nil {
-				return err
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(p); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Web UI: %s\n", tf.link(wid))
-			return nil
-		},
-	}
-	signal := func(name, short string) *cobra.Command {
-		return &cobra.Command{
-			Use:   name + " JOB",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := tf.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				err = c.SignalWorkflow(cmd.Context(), workflows.JobWorkflowID(g.group, args[0]), "", name, nil)
-				var nf *serviceerror.NotFound
-				if errors.As(err, &nf) {
-					return exitError{exitNotFound, fmt.Errorf("no running job %q in group %s", args[0], g.group)}
-				}
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s sent to job %s\n", name, args[0])
-				return nil
-			},
-		}
-	}
-	var format, output string
-	results := &cobra.Command{
-		Use:   "results JOB",
-		Short: "Print a job's results (JSONL or CSV) from the data directory",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "jsonl" && format != "csv" {
-				return usage("--format %q: want jsonl or csv", format)
-			}
-			js, err := jobstore.Open(tf.dataDir)
-			if err != nil {
-				return err
-			}
-			if err := jobstore.ValidID(args[0]); err != nil {
-				return usage("%v", err)
-			}
-			var meta json.RawMessage
-			if err := js.Meta(args[0], &meta); err != nil {
-				if errors.Is(err, jobstore.ErrNoJob) {
-					return exitError{exitNotFound, fmt.Errorf("%w in data directory %s (set --data-dir to the workers' one)", err, tf.dataDir)}
-				}
-				return err
-			}
-			var w io.Writer = cmd.OutOrStdout()
-			if output != "" && output != "-" {
-				f, err := os.Create(output)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
-			}
-			return writeResults(w, js.ResultsPath(args[0]), format)
-		},
-	}
-	results.Flags().StringVar(&format, "format", "jsonl", "jsonl or csv")
-	results.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
-	return []*cobra.Command{jobs, status, signal("pause", "Pause a job (Runners finish their batches; no new ones)"),
-		signal("resume", "Resume a paused job"), signal("cancel", "Cancel a job (in-flight batches finish, nothing new starts)"), results}
-}
-
-func writeResults(w io.Writer, path, format string) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil // no page yet
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if format == "jsonl" {
-		_, err := io.Copy(w, f)
-		return err
-	}
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"url", "final_url", "status_code", "content_type", "bytes", "duration_ms", "depth", "title", "fields", "links", "error", "runner"})
-	dec := json.NewDecoder(f)
-	for {
-		var p activities.PageRecord
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return fmt.Errorf("results %s: %w", path, err)
-		}
-		fields, _ := json.Marshal(p.Fields)
-		_ = cw.Write([]string{p.URL, p.FinalURL, strconv.Itoa(p.StatusCode), p.ContentType, strconv.FormatInt(p.Bytes, 10),
-			strconv.FormatInt(p.DurationMS, 10), strconv.Itoa(p.Depth), p.Title, string(fields), strconv.Itoa(len(p.Links)), p.Error, p.Runner})
-	}
-	cw.Flush()
-	return cw.Error()
+	fmt.Fprintf(w, "results: baton results %s [--format csv]\n", p.ID)
 }

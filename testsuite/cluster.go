@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -37,7 +39,14 @@ type Cluster struct {
 	// Args are extra worker flags (timers, capacity).
 	Args    []string
 	DataDir string
-	Meta    *metadata.Cluster
+	// Store is the job store's DSN (WithPostgres); "" is SQLite under
+	// DataDir, shared by the workers as on one host.
+	Store    string
+	Postgres *Postgres
+	// SeparateDataDirs gives every worker its own data directory, as on
+	// separate machines (WithPostgres sets it).
+	SeparateDataDirs bool
+	Meta             *metadata.Cluster
 
 	zkHosts string // set by WithEnsemble/WithZooKeeperHosts, or ZK.Addr()
 	// ZKAuth is the ZooKeeper digest credentials user:password the
@@ -87,6 +96,13 @@ func WithWebUI() ClusterOption {
 // user:password: the workers read them from a file (--zk-auth-file), the
 // harness's store (Meta) authenticates with them, and Baton's znodes get an
 // ACL for that user only.
+// WithPostgres keeps the job data in pg (its own database, not
+// Temporal's), with every worker on its own data directory, as on
+// separate machines.
+func WithPostgres(pg *Postgres) ClusterOption {
+	return func(c *Cluster) { c.Postgres, c.Store, c.SeparateDataDirs = pg, pg.DSN(), true }
+}
+
 func WithZooKeeperAuth(auth string) ClusterOption {
 	return func(c *Cluster) { c.ZKAuth = auth }
 }
@@ -141,9 +157,42 @@ func Name(i int) string { return fmt.Sprintf("sc-crawler_%d", i) }
 
 // WorkerArgs returns the flags of instance name.
 func (c *Cluster) WorkerArgs(name string) []string {
-	return append([]string{"--name", name, "--group", c.Group, "--runner", fmt.Sprint(c.Runner),
+	dir := c.DataDir
+	if c.SeparateDataDirs {
+		dir = filepath.Join(c.DataDir, name)
+	}
+	args := []string{"--name", name, "--group", c.Group, "--runner", fmt.Sprint(c.Runner),
 		"--backup", fmt.Sprint(c.Backup), "--zk-hosts", c.zkHosts, "--zk-root", c.Root,
-		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir, "--log-level", "info"}, c.Args...)
+		"--temporal-address", c.Temporal.Address(), "--data-dir", dir, "--log-level", "info"}
+	if c.Store != "" {
+		args = append(args, "--store", c.Store)
+	}
+	return append(args, c.Args...)
+}
+
+// StarterArgs returns the global flags of the baton CLI for the cluster
+// (ZooKeeper, Temporal, the job store).
+func (c *Cluster) StarterArgs() []string {
+	args := []string{"--zk-hosts", c.zkHosts, "--zk-root", c.Root, "--group", c.Group,
+		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir}
+	if c.Store != "" {
+		args = append(args, "--store", c.Store)
+	}
+	return args
+}
+
+// OpenStore opens the cluster's job store from the test process (closed
+// when the test ends).
+func (c *Cluster) OpenStore() jobs.Store {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := sqlstore.Open(ctx, sqlstore.Config{Store: c.Store, DataDir: c.DataDir})
+	if err != nil {
+		c.T.Fatalf("open the job store: %v", err)
+	}
+	c.T.Cleanup(func() { js.Close() })
+	return js
 }
 
 // Start starts (or restarts) instance i with optional extra environment.

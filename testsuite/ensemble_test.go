@@ -3,7 +3,6 @@ package testsuite_test
 import (
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -53,13 +52,11 @@ func TestCrawlSurvivesZooKeeperLeaderLoss(t *testing.T) {
 	c.StartAll()
 	c.WaitElected(electTimeout)
 
-	args := []string{"--zk-hosts", ens.Hosts(), "--zk-root", c.Root, "--group", c.Group,
-		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir,
-		"crawl", "--id", "ens", "--wait", "--follow", "--depth", "100", "--max-pages", "0",
-		"--batch-size", "5", "--timers", "fast", srv.URL + "/"}
+	args := append(c.StarterArgs(), "crawl", "--id", "ens", "--wait", "--follow", "--depth", "100", "--max-pages", "0",
+		"--batch-size", "5", "--timers", "fast", srv.URL+"/")
 	p := testsuite.StartProcess(t, testsuite.ProcessSpec{Name: "baton-crawl-ens", Path: c.Starter, Args: args})
-	results := filepath.Join(c.DataDir, "ens", "results.jsonl")
-	recorded := func() int { return len(readResults(t, results)) }
+	js := c.OpenStore()
+	recorded := func() int { return len(readResults(t, js, "ens")) }
 
 	testsuite.Eventually(t, taskTimeout, "10 pages recorded", func() (bool, error) {
 		n := recorded()
@@ -90,7 +87,7 @@ func TestCrawlSurvivesZooKeeperLeaderLoss(t *testing.T) {
 	require.NoError(t, p.Wait(3*time.Minute), p.Logs())
 	require.Equal(t, 0, p.ExitCode(), p.Logs())
 	require.Contains(t, p.Logs(), "job ens completed")
-	assertEveryPageOnce(t, site, srv.URL, readResults(t, results)) // job_test.go
+	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, "ens")) // job_test.go
 	for i := 1; i <= c.Runner+c.Backup; i++ {
 		require.False(t, c.Process(i).Exited(), "%s exited: %s", testsuite.Name(i), c.Process(i).LogTail(4096))
 		t.Logf("%s ends as %s", testsuite.Name(i), c.Role(i))

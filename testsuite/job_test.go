@@ -1,13 +1,12 @@
 package testsuite_test
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/testsuite"
 	"github.com/batoncrawl/baton/testsuite/demosite"
 	"github.com/batoncrawl/baton/workflows"
@@ -26,42 +25,36 @@ import (
 // baton runs the starter CLI against the cluster and returns its output and
 // exit code.
 func baton(c *testsuite.Cluster, args ...string) (string, int) {
-	all := append([]string{"--zk-hosts", c.ZK.Addr(), "--zk-root", c.Root, "--group", c.Group,
-		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir}, args...)
+	all := append(c.StarterArgs(), args...)
 	cmd := exec.Command(c.Starter, all...)
 	out, _ := cmd.CombinedOutput()
 	return string(out), cmd.ProcessState.ExitCode()
 }
 
 func startCrawl(c *testsuite.Cluster, id string, args ...string) *testsuite.Process {
-	all := append([]string{"--zk-hosts", c.ZK.Addr(), "--zk-root", c.Root, "--group", c.Group,
-		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir, "crawl", "--id", id, "--wait"}, args...)
+	all := append(append(c.StarterArgs(), "crawl", "--id", id, "--wait"), args...)
 	return testsuite.StartProcess(c.T, testsuite.ProcessSpec{Name: "baton-crawl-" + id, Path: c.Starter, Args: all})
 }
 
-func readResults(t *testing.T, path string) []activities.PageRecord {
+// readResults reads a job's pages from the job store, as `baton results`
+// does.
+func readResults(t *testing.T, js jobs.Store, job string) []jobs.PageRecord {
 	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
+	var out []jobs.PageRecord
+	err := js.Results(context.Background(), job, func(p jobs.PageRecord) error {
+		out = append(out, p)
+		return nil
+	})
+	if errors.Is(err, jobs.ErrNoJob) {
 		return nil
 	}
 	require.NoError(t, err)
-	defer f.Close()
-	var out []activities.PageRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var p activities.PageRecord
-		if json.Unmarshal(sc.Bytes(), &p) == nil {
-			out = append(out, p)
-		}
-	}
 	return out
 }
 
 // assertEveryPageOnce checks the results hold every reachable page of the
 // site exactly once and none of the robots-disallowed ones.
-func assertEveryPageOnce(t *testing.T, site *demosite.Site, base string, recs []activities.PageRecord) {
+func assertEveryPageOnce(t *testing.T, site *demosite.Site, base string, recs []jobs.PageRecord) {
 	t.Helper()
 	count := map[string]int{}
 	for _, r := range recs {
@@ -108,16 +101,16 @@ func TestCrawlJobSurvivesRunnerKill(t *testing.T) {
 
 	p := startCrawl(c, "e2e", srv.URL+"/", "--follow", "--depth", "100", "--max-pages", "0",
 		"--select", "price=.price", "--select", "heading=h1.title", "--batch-size", "8", "--timers", "fast")
-	results := filepath.Join(c.DataDir, "e2e", "results.jsonl")
+	js := c.OpenStore()
 	testsuite.Eventually(t, taskTimeout, "30 pages recorded", func() (bool, error) {
-		return len(readResults(t, results)) >= 30, nil
+		return len(readResults(t, js, "e2e")) >= 30, nil
 	})
 	c.Kill(2)
 	require.NoError(t, p.Wait(3*time.Minute), p.Logs())
 	require.Equal(t, 0, p.ExitCode(), p.Logs())
 	assert.Contains(t, p.Logs(), "job e2e completed")
 
-	recs := readResults(t, results)
+	recs := readResults(t, js, "e2e")
 	assertEveryPageOnce(t, site, srv.URL, recs)
 	var notFound, priced int
 	for _, r := range recs {
@@ -159,21 +152,31 @@ func TestCrawlJobRequeuesWhenNoBackup(t *testing.T) {
 	c.Kill(3) // the only backup
 
 	p := startCrawl(c, "orphan", srv.URL+"/", "--follow", "--depth", "100", "--max-pages", "0", "--batch-size", "10", "--timers", "fast")
-	results := filepath.Join(c.DataDir, "orphan", "results.jsonl")
-	// A crawl job's Task is written every few pages, so its next_index may
-	// lag by a few pages: wait for a batch with plenty left.
+	js := c.OpenStore()
+	// The batch's progress is in the job store: wait for runner 2 to hold a
+	// batch with plenty left.
 	testsuite.Eventually(t, taskTimeout, "runner 2 to be well inside a batch", func() (bool, error) {
 		tk := c.Task(2)
-		return tk.Job != nil && tk.Pending() && len(tk.RunningContent)-tk.NextIndex >= 6, nil
+		if tk.Job == nil || !tk.Pending() {
+			return false, nil
+		}
+		entries, err := js.Entries(context.Background(), "orphan", tk.Job.Batch)
+		open := 0
+		for _, e := range entries {
+			if !e.Done {
+				open++
+			}
+		}
+		return open >= 6, err
 	})
 	c.Kill(2)
 	require.NoError(t, p.Wait(3*time.Minute), p.Logs())
 	require.Equal(t, 0, p.ExitCode(), p.Logs())
-	assertEveryPageOnce(t, site, srv.URL, readResults(t, results))
+	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, "orphan"))
 	out, code := baton(c, "status", "orphan")
 	require.Equal(t, 0, code, out)
 	var prog workflows.JobProgress
-	require.NoError(t, json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &prog))
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):strings.LastIndex(out, "}")+1]), &prog))
 	assert.GreaterOrEqual(t, prog.Requeued, 1, "the dead runner's batch was re-queued")
 }
 
@@ -195,7 +198,7 @@ func TestCrawlCLIRejectsBadInput(t *testing.T) {
 		{[]string{"crawl"}, 2, "requires at least 1 arg"},
 		{[]string{"status", "no-such-job"}, 3, "no job"},
 		{[]string{"cancel", "no-such-job"}, 3, "no running job"},
-		{[]string{"results", "no-such-job"}, 3, "no such job"},
+		{[]string{"results", "no-such-job"}, 3, "no job \"no-such-job\""},
 		{[]string{"results", "../etc"}, 2, "job id"},
 	}
 	for _, tc := range cases {

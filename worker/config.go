@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/worker/security"
@@ -31,11 +33,17 @@ type Config struct {
 	LogLevel         string
 	MaxResultDetail  int
 	DataDir          string
-	MetricsAddr      string // host:port of /metrics; "" turns metrics off
+	// Store is the job store: "" for SQLite under DataDir, or a
+	// postgres:// DSN (its password from StoreSecurity).
+	Store string
+	// Concurrency is how many requests a Runner keeps in flight.
+	Concurrency int
+	MetricsAddr string // host:port of /metrics; "" turns metrics off
 	// ZKAuth and TemporalSecurity name where secrets are (files, or the
 	// environment): never the secrets themselves.
 	ZKAuth           security.ZooKeeper
 	TemporalSecurity security.Temporal
+	StoreSecurity    security.Store
 }
 
 // DefaultConfig returns the reference's defaults on a local stack.
@@ -45,7 +53,7 @@ func DefaultConfig() Config {
 		Timers: roles.DefaultTimers(), ZKHosts: "127.0.0.1:2181", ZKRoot: metadata.DefaultRoot,
 		ZKSessionTimeout: 10 * time.Second, TemporalAddress: "127.0.0.1:7233", Namespace: "default",
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
-		MetricsAddr: defaultMetricsAddr,
+		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr,
 	}
 }
 
@@ -74,7 +82,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://<host:port>/metrics (empty: off)")
-	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of crawl jobs' frontiers and results (shared by the group's workers)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded SQLite job store (crawl frontiers and results); one host's workers share it")
+	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
+	c.StoreSecurity.AddFlags(fs)
+	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")
 }
 
@@ -136,6 +147,12 @@ func (c Config) Validate() error {
 	if !strings.HasPrefix(c.ZKRoot, "/") || strings.HasSuffix(c.ZKRoot, "/") {
 		return fmt.Errorf("zk-root: %q must start with '/' and not end with one", c.ZKRoot)
 	}
+	if c.Concurrency < 1 {
+		return fmt.Errorf("concurrency: is %d, must be >= 1", c.Concurrency)
+	}
+	if err := c.StoreConfig("").Validate(); err != nil {
+		return err
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log-format: %q (want text or json)", c.LogFormat)
 	}
@@ -147,7 +164,15 @@ func (c Config) Validate() error {
 	if err := c.TemporalSecurity.Check(); err != nil {
 		return err
 	}
+	if _, err := c.StoreSecurity.Password(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// StoreConfig is the job store's setting, with its password.
+func (c Config) StoreConfig(password string) sqlstore.Config {
+	return sqlstore.Config{Store: c.Store, DataDir: c.DataDir, Password: password}
 }
 
 // Member is the activities' view of this instance.

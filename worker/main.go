@@ -25,7 +25,8 @@ import (
 
 	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/crawl"
-	"github.com/batoncrawl/baton/activities/jobstore"
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/worker/flagenv"
 	"github.com/batoncrawl/baton/workflows"
@@ -126,15 +127,27 @@ func run(ctx context.Context, cfg Config) error {
 	}
 
 	m := cfg.Member()
-	jobs, err := jobstore.Open(cfg.DataDir)
+	pw, err := cfg.StoreSecurity.Password()
 	if err != nil {
 		return err
 	}
+	js, err := sqlstore.Open(dctx, cfg.StoreConfig(pw))
+	if err != nil {
+		return fmt.Errorf("job store: %w", err)
+	}
+	defer js.Close()
+	// The group's crawl data must be in one store: the first worker
+	// records it, the others check it.
+	if err := jobs.BindGroup(dctx, store, cfg.ZKRoot, cfg.Group, js.Identity()); err != nil {
+		return err
+	}
+	log.Info("job store", "store", js.Identity().String())
 	engine := crawl.NewEngine()
 	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot,
-		Fetcher: activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
-		Pages:   engine, Jobs: jobs, MaxResultDetail: cfg.MaxResultDetail, Log: log,
-		Metrics: metrics.Baton}
+		Fetcher:         activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
+		Batches:         &jobs.BatchRunner{Store: js, Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency},
+		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton}
+	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZKRoot, Log: log}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
 		// A restarted instance gets its workflow tasks back quickly: after a
@@ -146,6 +159,7 @@ func run(ctx context.Context, cfg Config) error {
 		w := worker.New(tc, q, opts)
 		workflows.Register(w)
 		w.RegisterActivity(acts)
+		w.RegisterActivity(jobActs)
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker on %s: %w", q, err)
 		}

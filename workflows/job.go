@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/batoncrawl/baton/activities"
-	"github.com/batoncrawl/baton/activities/jobstore"
+	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // Job states reported by the progress query.
@@ -43,22 +43,26 @@ func JobWorkflowID(group, id string) string { return fmt.Sprintf("baton-job/%s/%
 // JobState is the part of a job that survives continue-as-new: counters
 // and the batches in flight (at most one per Runner), never URLs.
 type JobState struct {
-	Started    bool                  `json:"started"`
-	State      string                `json:"state"`
-	Seq        int                   `json:"seq"`
-	InFlight   []activities.BatchRef `json:"in_flight"`
-	Stats      jobstore.Stats        `json:"stats"`
-	Batches    int                   `json:"batches"`  // batches finished
-	Requeued   int                   `json:"requeued"` // batches re-queued after a Runner died with no backup
-	StartedAt  time.Time             `json:"started_at"`
-	FinishedAt time.Time             `json:"finished_at,omitempty"`
-	Runs       int                   `json:"runs"` // continue-as-new count
+	Started  bool            `json:"started"`
+	State    string          `json:"state"`
+	Seq      int             `json:"seq"`
+	InFlight []jobs.BatchRef `json:"in_flight"`
+	Stats    jobs.Stats      `json:"stats"`
+	Batches  int             `json:"batches"`  // batches finished
+	Requeued int             `json:"requeued"` // batches re-queued after a Runner died with no backup
+	// FailedBatches counts batches that could not run; LastError says why
+	// the last one failed.
+	FailedBatches int       `json:"failed_batches,omitempty"`
+	LastError     string    `json:"last_error,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at,omitempty"`
+	Runs          int       `json:"runs"` // continue-as-new count
 }
 
 // JobInput is a CrawlJob's input.
 type JobInput struct {
-	Spec  activities.JobSpec `json:"spec"`
-	State JobState           `json:"state"`
+	Spec  jobs.Spec `json:"spec"`
+	State JobState  `json:"state"`
 }
 
 // JobProgress is what the progress query and the result return.
@@ -84,7 +88,7 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 	lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour, HeartbeatTimeout: 20 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: 2 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeBadJob}},
+			NonRetryableErrorTypes: []string{jobs.ErrTypeBadJob}},
 	})
 	progress := func() JobProgress { return JobProgress{ID: spec.ID, JobState: st} }
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (JobProgress, error) { return progress(), nil }); err != nil {
@@ -110,7 +114,7 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 	}
 	if !st.Started {
 		st.State, st.StartedAt = JobRunning, workflow.Now(ctx)
-		if err := workflow.ExecuteActivity(sctx, a.JobStart, spec).Get(ctx, &st.Stats); err != nil {
+		if err := workflow.ExecuteActivity(sctx, ja.JobStart, spec).Get(ctx, &st.Stats); err != nil {
 			return progress(), err
 		}
 		st.Started = true
@@ -118,8 +122,8 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 	for loops := 0; ; loops++ {
 		drain()
 		if st.State == JobRunning {
-			var ar activities.JobAssignResult
-			if err := workflow.ExecuteActivity(sctx, a.JobAssign, activities.JobAssignInput{Spec: spec, InFlight: st.InFlight, Seq: st.Seq}).Get(ctx, &ar); err != nil {
+			var ar jobs.AssignResult
+			if err := workflow.ExecuteActivity(sctx, ja.JobAssign, jobs.AssignInput{Spec: spec, InFlight: st.InFlight, Seq: st.Seq}).Get(ctx, &ar); err != nil {
 				return progress(), err
 			}
 			st.InFlight = append(st.InFlight, ar.Assigned...)
@@ -148,11 +152,11 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		}
 		// Wait for batches, or for a signal.
 		actx, stop := workflow.WithCancel(lctx)
-		var aw activities.JobAwaitResult
+		var aw jobs.AwaitResult
 		var awErr error
 		awaited := false
 		sel := workflow.NewSelector(ctx)
-		fut := workflow.ExecuteActivity(actx, a.JobAwait, spec, st.InFlight)
+		fut := workflow.ExecuteActivity(actx, ja.JobAwait, spec, st.InFlight)
 		sel.AddFuture(fut, func(f workflow.Future) {
 			awErr, awaited = f.Get(ctx, &aw), true
 		})
@@ -172,7 +176,8 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		}
 		if awaited && awErr == nil {
 			st.Stats = aw.Stats
-			for _, b := range append(aw.Done, aw.Requeued...) {
+			ended := append(append(aw.Done, aw.Requeued...), aw.Failed...)
+			for _, b := range ended {
 				for i, f := range st.InFlight {
 					if f.Batch == b.Batch {
 						st.InFlight = append(st.InFlight[:i], st.InFlight[i+1:]...)
@@ -182,6 +187,10 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 			}
 			st.Batches += len(aw.Done)
 			st.Requeued += len(aw.Requeued)
+			if len(aw.Failed) > 0 {
+				st.FailedBatches += len(aw.Failed)
+				st.LastError = aw.Error
+			}
 		}
 		if loops >= jobLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			drain()
@@ -203,6 +212,7 @@ func JobProgressMemo(st JobState) map[string]any {
 	return map[string]any{
 		"state": st.State, "pages_done": st.Stats.Recorded, "pages_failed": st.Stats.Failed,
 		"pages_seen": st.Stats.Seen, "queued": st.Stats.Queued, "batches": st.Batches, "requeued": st.Requeued,
+		"failed_batches": st.FailedBatches,
 	}
 }
 

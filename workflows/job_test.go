@@ -11,13 +11,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/crawl"
-	"github.com/batoncrawl/baton/activities/jobstore"
+	"github.com/batoncrawl/baton/activities/jobs"
 )
 
-func jobSpec() activities.JobSpec {
-	return activities.JobSpec{ID: "j1", Group: testGroup, Seeds: []string{"http://127.0.0.1:1/"},
+func jobSpec() jobs.Spec {
+	return jobs.Spec{ID: "j1", Group: testGroup, Seeds: []string{"http://127.0.0.1:1/"},
 		Options: crawl.DefaultOptions(), BatchSize: 10, Timers: testTimers()}
 }
 
@@ -32,17 +31,17 @@ func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.T
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(CrawlJob)
-	env.RegisterActivity(a.JobStart)
-	env.RegisterActivity(a.JobAssign)
-	env.RegisterActivity(a.JobAwait)
-	env.OnActivity(a.JobStart, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.JobSpec) (jobstore.Stats, error) {
-			return jobstore.Stats{Seen: fj.queued, Queued: fj.queued}, nil
+	env.RegisterActivity(ja.JobStart)
+	env.RegisterActivity(ja.JobAssign)
+	env.RegisterActivity(ja.JobAwait)
+	env.OnActivity(ja.JobStart, mock.Anything, mock.Anything).Return(
+		func(context.Context, jobs.Spec) (jobs.Stats, error) {
+			return jobs.Stats{Seen: fj.queued, Queued: fj.queued}, nil
 		})
-	env.OnActivity(a.JobAssign, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.JobAssignInput) (activities.JobAssignResult, error) {
+	env.OnActivity(ja.JobAssign, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in jobs.AssignInput) (jobs.AssignResult, error) {
 			fj.assigns++
-			var res activities.JobAssignResult
+			var res jobs.AssignResult
 			busy := map[string]bool{}
 			for _, b := range in.InFlight {
 				busy[b.Runner] = true
@@ -53,25 +52,25 @@ func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.T
 				}
 				n := min(fj.queued, in.Spec.BatchSize)
 				fj.queued -= n
-				res.Assigned = append(res.Assigned, activities.BatchRef{Batch: "b" + string(rune('0'+in.Seq+len(res.Assigned))), Runner: r, Size: n})
+				res.Assigned = append(res.Assigned, jobs.BatchRef{Batch: "b" + string(rune('0'+in.Seq+len(res.Assigned))), Runner: r, Size: n})
 			}
-			res.Stats = jobstore.Stats{Queued: fj.queued, Recorded: fj.recorded}
+			res.Stats = jobs.Stats{Queued: fj.queued, Recorded: fj.recorded}
 			return res, nil
 		})
-	env.OnActivity(a.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, _ activities.JobSpec, inflight []activities.BatchRef) (activities.JobAwaitResult, error) {
+	env.OnActivity(ja.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, _ jobs.Spec, inflight []jobs.BatchRef) (jobs.AwaitResult, error) {
 			fj.awaits++
 			if awaitDelay > 0 {
 				select {
 				case <-time.After(awaitDelay):
 				case <-ctx.Done():
-					return activities.JobAwaitResult{}, ctx.Err()
+					return jobs.AwaitResult{}, ctx.Err()
 				}
 			}
-			var res activities.JobAwaitResult
+			var res jobs.AwaitResult
 			if len(inflight) > 0 {
 				b := inflight[0]
-				res.Done = []activities.BatchRef{b}
+				res.Done = []jobs.BatchRef{b}
 				fj.recorded += b.Size
 				// Each finished batch found as many new links as it had
 				// pages, until 50 pages were queued in all.
@@ -79,7 +78,7 @@ func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.T
 					fj.queued += b.Size
 				}
 			}
-			res.Stats = jobstore.Stats{Queued: fj.queued, Recorded: fj.recorded}
+			res.Stats = jobs.Stats{Queued: fj.queued, Recorded: fj.recorded}
 			return res, nil
 		})
 	return env
@@ -160,21 +159,21 @@ func TestCrawlJobRequeuedBatchesLeaveFlight(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(CrawlJob)
-	env.RegisterActivity(a.JobStart)
-	env.RegisterActivity(a.JobAssign)
-	env.RegisterActivity(a.JobAwait)
-	env.OnActivity(a.JobStart, mock.Anything, mock.Anything).Return(jobstore.Stats{Queued: 5}, nil)
+	env.RegisterActivity(ja.JobStart)
+	env.RegisterActivity(ja.JobAssign)
+	env.RegisterActivity(ja.JobAwait)
+	env.OnActivity(ja.JobStart, mock.Anything, mock.Anything).Return(jobs.Stats{Queued: 5}, nil)
 	assigned := false
-	env.OnActivity(a.JobAssign, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.JobAssignInput) (activities.JobAssignResult, error) {
+	env.OnActivity(ja.JobAssign, mock.Anything, mock.Anything).Return(
+		func(context.Context, jobs.AssignInput) (jobs.AssignResult, error) {
 			if assigned {
-				return activities.JobAssignResult{Stats: jobstore.Stats{Queued: 0, Recorded: 5}}, nil
+				return jobs.AssignResult{Stats: jobs.Stats{Queued: 0, Recorded: 5}}, nil
 			}
 			assigned = true
-			return activities.JobAssignResult{Assigned: []activities.BatchRef{{Batch: "b0", Runner: crawler(2), Size: 5}}}, nil
+			return jobs.AssignResult{Assigned: []jobs.BatchRef{{Batch: "b0", Runner: crawler(2), Size: 5}}}, nil
 		})
-	env.OnActivity(a.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
-		activities.JobAwaitResult{Requeued: []activities.BatchRef{{Batch: "b0", Runner: crawler(2)}}, Stats: jobstore.Stats{Queued: 0, Recorded: 5}}, nil)
+	env.OnActivity(ja.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
+		jobs.AwaitResult{Requeued: []jobs.BatchRef{{Batch: "b0", Runner: crawler(2)}}, Stats: jobs.Stats{Queued: 0, Recorded: 5}}, nil)
 	env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
 	require.NoError(t, env.GetWorkflowError())
 	var p JobProgress

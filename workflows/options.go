@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // Search attributes set on every Baton workflow, so the Web UI can filter
@@ -49,6 +50,8 @@ func childID(group, name, role string) string {
 const maxLoops = 200
 
 var a *activities.Activities // nil: used only for method expressions
+
+var ja *jobs.Activities // nil: used only for method expressions
 
 // shortOptions are for quick metadata steps.
 func shortOptions(m activities.Member) workflow.ActivityOptions {

@@ -229,3 +229,27 @@ func source(flag, file, env string) string {
 	}
 	return "$" + env
 }
+
+// EnvStorePassword holds the job store's (PostgreSQL's) password.
+const EnvStorePassword = "BATON_STORE_PASSWORD"
+
+// FlagStorePasswordFile names the file holding the job store's password.
+const FlagStorePasswordFile = "store-password-file"
+
+// Store is the job store's authentication setting (PostgreSQL).
+type Store struct {
+	// PasswordFile is a file holding the password.
+	PasswordFile string
+}
+
+// AddFlags registers --store-password-file on fs.
+func (s *Store) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&s.PasswordFile, FlagStorePasswordFile, s.PasswordFile,
+		"file holding the PostgreSQL password of --store, or put it in $"+EnvStorePassword+" (a secret: never on the command line)")
+}
+
+// Password returns the store password from --store-password-file or
+// $BATON_STORE_PASSWORD, or "" (the DSN's, or none).
+func (s Store) Password() (string, error) {
+	return readSecret(FlagStorePasswordFile, s.PasswordFile, EnvStorePassword)
+}

@@ -1,0 +1,136 @@
+package activities
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// fakeBatches is a BatchRunner that records its calls and returns outcome.
+type fakeBatches struct {
+	mu      sync.Mutex
+	outcome BatchOutcome
+	runs    []BatchRun
+	claims  []string // "job/batch holder@epoch"
+}
+
+func (f *fakeBatches) Claim(_ context.Context, job, batch, holder string, epoch int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims = append(f.claims, job+"/"+batch+" "+holder+"@"+itoa64(epoch))
+	return nil
+}
+
+func (f *fakeBatches) RunBatch(_ context.Context, in BatchRun) (BatchOutcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in.Log = nil
+	f.runs = append(f.runs, in)
+	return f.outcome, nil
+}
+
+func itoa64(n int64) string { return jsonNumber(n) }
+
+// assignBatch writes a crawl-job Task for instance i as JobAssign does: a
+// reference to a batch of the job store, held by i, already processing.
+func (f *clusterFixture) assignBatch(i int, job, batch string, size int) roles.Task {
+	f.t.Helper()
+	c := f.c()
+	cur, v, err := c.GetTask(context.Background(), name(i))
+	require.NoError(f.t, err)
+	t := roles.EmptyTask()
+	t.Epoch = cur.Epoch + 1
+	t.Job = &roles.JobRef{ID: job, Batch: batch, Size: size}
+	t.Holder, t.RunningStatus = name(i), roles.TaskProcessing
+	_, err = f.mem.Set(context.Background(), c.TaskPath(name(i)), metadata.Encode(t), v)
+	require.NoError(f.t, err)
+	return t
+}
+
+// A crawl-job Task is a reference: RunTask hands the batch to the
+// BatchRunner at the Task's epoch and writes the Task once, at the end,
+// with the batch's counters.
+func TestRunTaskRunsAJobBatchThroughTheStore(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	a := f.acts(nil)
+	fb := &fakeBatches{outcome: BatchOutcome{Success: 7, Fail: 2, Ran: 9}}
+	a.Batches = fb
+	tk := f.assignBatch(1, "j", "j-b000003", 9)
+	_, before, err := f.mem.Get(context.Background(), f.c().TaskPath(name(1)))
+	require.NoError(t, err)
+
+	res, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	require.NoError(t, err)
+	assert.Equal(t, []BatchRun{{Job: "j", Batch: "j-b000003", Runner: name(1), Epoch: tk.Epoch}}, fb.runs)
+	assert.Equal(t, 9, res.Ran)
+	got := f.task(1)
+	assert.Equal(t, roles.TaskDone, got.RunningStatus)
+	assert.Equal(t, roles.RunningResult{SuccessCount: 7, FailCount: 2}, got.RunningResult)
+	assert.Empty(t, got.RunningContent, "no URL in the znode")
+	_, after, err := f.mem.Get(context.Background(), f.c().TaskPath(name(1)))
+	require.NoError(t, err)
+	assert.Equal(t, before+1, after, "one ZooKeeper write for the whole batch")
+}
+
+// The store refused the runner's epoch (a hand-over raised it): RunTask is
+// fenced and does not write the Task.
+func TestRunTaskFencedByTheStore(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	a := f.acts(nil)
+	a.Batches = &fakeBatches{outcome: BatchOutcome{Fenced: true, Reason: "held by sc-crawler_2 at epoch 9"}}
+	f.assignBatch(1, "j", "j-b000000", 3)
+	_, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	require.Error(t, err)
+	assert.True(t, IsFenced(err), "%v", err)
+	assert.Contains(t, err.Error(), "held by sc-crawler_2 at epoch 9")
+	assert.Equal(t, roles.TaskProcessing, f.task(1).RunningStatus)
+}
+
+// A batch that cannot run ends its Task as terminate with the reason, so
+// the job sees it failed instead of waiting forever; a hand-over does not
+// run it again.
+func TestRunTaskEndsABatchThatCannotRun(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	a := f.acts(nil)
+	a.Batches = &fakeBatches{outcome: BatchOutcome{Failed: "job j: its spec cannot be read"}}
+	f.assignBatch(1, "j", "j-b000000", 3)
+	_, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	require.NoError(t, err)
+	got := f.task(1)
+	assert.Equal(t, roles.TaskTerminate, got.RunningStatus)
+	require.NotEmpty(t, got.ResultDetail)
+	assert.Contains(t, got.ResultDetail[len(got.ResultDetail)-1].ErrorMsg, "spec cannot be read")
+	_, ok := roles.HandOver(got, name(1), name(2))
+	assert.False(t, ok, "nothing to hand over")
+}
+
+// A hand-over raises the batch's epoch in the store as in ZooKeeper.
+func TestHandOverClaimsTheBatchInTheStore(t *testing.T) {
+	f := newClusterFixture(t, 2, 1)
+	f.start()
+	ctx := context.Background()
+	a := f.acts(nil)
+	fb := &fakeBatches{}
+	a.Batches = fb
+	f.assignBatch(2, "j", "j-b000001", 5)
+	in := peer(f.member(3), 2, roles.RoleRunner)
+	_, err := a.Discover(ctx, in)
+	require.NoError(t, err)
+	_, err = a.Activate(ctx, in)
+	require.NoError(t, err)
+	h, err := a.HandOver(ctx, in, false)
+	require.NoError(t, err)
+	assert.True(t, h.Pending)
+	own := f.task(3)
+	require.NotNil(t, own.Job)
+	assert.Equal(t, []string{"j/j-b000001 " + name(3) + "@" + itoa64(own.Epoch)}, fb.claims)
+}

@@ -1,0 +1,157 @@
+// Package jobs is Baton's crawl-job capability: a job's spec, its page
+// records, the activities that run a job over the cluster (JobStart,
+// JobAssign, JobAwait), the BatchRunner that crawls one batch inside a
+// Runner's RunTask, and the Store interface of the data plane they need
+// (frontier, batches, results, counters, export). Engines live in
+// jobs/sqlstore (SQLite embedded, PostgreSQL distributed); every engine
+// must pass jobs/storetest.
+//
+// Control plane and data plane stay apart: ZooKeeper holds which Runner
+// holds which batch at which epoch (a Task znode that is only a reference),
+// the store holds the URLs, their progress and the results. Nothing per URL
+// is kept in a worker's memory or in workflow state.
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// Spec is a crawl job as submitted by the starter. It is stored with the
+// job (the store's jobs table) and read once per worker.
+type Spec struct {
+	ID            string            `json:"id"`
+	Group         string            `json:"group"`
+	Seeds         []string          `json:"seeds"`
+	Options       crawl.Options     `json:"options"`
+	MaxPages      int               `json:"max_pages"`  // 0: no limit
+	BatchSize     int               `json:"batch_size"` // URLs per batch
+	Cookie        map[string]string `json:"cookie,omitempty"`
+	Authorization map[string]string `json:"authorization,omitempty"`
+	Timers        roles.Timers      `json:"timers"`
+}
+
+// ErrTypeBadJob marks a job spec that cannot run (a non-retryable
+// activity error type).
+const ErrTypeBadJob = "BatonBadJob"
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id can name a job.
+func ValidID(id string) error {
+	if !validID.MatchString(id) {
+		return fmt.Errorf("job id %q: use 1-128 letters, digits, '.', '_' or '-'", id)
+	}
+	return nil
+}
+
+// Validate names the first bad field; seeds are checked as URLs.
+func (s Spec) Validate() error {
+	if err := ValidID(s.ID); err != nil {
+		return fmt.Errorf("id: %w", err)
+	}
+	if s.Group == "" {
+		return errors.New("group: empty")
+	}
+	if len(s.Seeds) == 0 {
+		return errors.New("seeds: at least one URL is required")
+	}
+	for i, u := range s.Seeds {
+		if err := (roles.Request{URL: u}).Validate(); err != nil {
+			return fmt.Errorf("seeds[%d]: %w", i, err)
+		}
+	}
+	if s.MaxPages < 0 {
+		return fmt.Errorf("max_pages: %d is negative", s.MaxPages)
+	}
+	if s.BatchSize < 1 {
+		return fmt.Errorf("batch_size: %d, must be >= 1", s.BatchSize)
+	}
+	if err := s.Options.Validate(); err != nil {
+		return fmt.Errorf("options: %w", err)
+	}
+	return nil
+}
+
+// ErrBadSpec: a stored spec does not decode or validate.
+var ErrBadSpec = errors.New("invalid job spec")
+
+// DecodeSpec parses a stored spec and validates it, naming the bad field.
+func DecodeSpec(data []byte) (Spec, error) {
+	var s Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("%w: %v", ErrBadSpec, err)
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("%w: %v", ErrBadSpec, err)
+	}
+	return s, nil
+}
+
+// Entry is one URL of a frontier.
+type Entry struct {
+	URL   string `json:"url"`
+	Depth int    `json:"depth"`
+}
+
+// BatchEntry is one URL of a batch and whether it is finished (recorded,
+// or refused by robots.txt).
+type BatchEntry struct {
+	Entry
+	Done bool `json:"done"`
+}
+
+// Stats counts a job's URLs and pages. They come from the store (counter
+// rows per writer, summed), so they are exact whoever wrote them.
+type Stats struct {
+	Seen     int `json:"seen"`     // URLs accepted into the crawl (at most max_pages)
+	Queued   int `json:"queued"`   // accepted URLs waiting in the frontier
+	Recorded int `json:"recorded"` // pages in the results
+	Failed   int `json:"failed"`   // recorded pages with an error
+}
+
+// PageRecord is one page of a job's results.
+type PageRecord struct {
+	crawl.Page
+	Job    string `json:"job"`
+	Batch  string `json:"batch"`
+	Runner string `json:"runner"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// BatchRef is one batch in flight: which Runner it was given to.
+type BatchRef struct {
+	Batch  string `json:"batch"`
+	Runner string `json:"runner"`
+	Size   int    `json:"size"`
+}
+
+// AssignInput asks for batches for idle Runners.
+type AssignInput struct {
+	Spec     Spec       `json:"spec"`
+	InFlight []BatchRef `json:"in_flight"`
+	Seq      int        `json:"seq"` // number of the next batch
+}
+
+// AssignResult lists the batches handed out.
+type AssignResult struct {
+	Assigned []BatchRef `json:"assigned"`
+	Stats    Stats      `json:"stats"`
+}
+
+// AwaitResult is what changed for a job's batches.
+type AwaitResult struct {
+	Done     []BatchRef `json:"done"`
+	Requeued []BatchRef `json:"requeued"` // re-queued: their Runner died and nobody took over
+	// Failed are batches that could not run (their Runner reported an
+	// error, e.g. a spec it could not read); Error says why.
+	Failed []BatchRef `json:"failed,omitempty"`
+	Error  string     `json:"error,omitempty"`
+	Idle   bool       `json:"idle"` // an idle Runner could take more work
+	Stats  Stats      `json:"stats"`
+}

@@ -1,0 +1,75 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Config chooses a job store: PostgreSQL when Store is a postgres:// DSN,
+// else the embedded SQLite file under DataDir.
+type Config struct {
+	// Store is "" (or "sqlite") for SQLite under DataDir, or a
+	// postgres://user@host:port/db DSN.
+	Store string
+	// DataDir holds the SQLite file.
+	DataDir string
+	// Password replaces the DSN's (read from a file or the environment).
+	Password string
+	// Existing opens SQLite only if its file exists (read-only commands
+	// must not create directories or files).
+	Existing bool
+}
+
+// Validate names the bad setting.
+func (c Config) Validate() error {
+	switch {
+	case c.Store == "" || c.Store == "sqlite":
+		if c.DataDir == "" {
+			return fmt.Errorf("data-dir: empty (the SQLite store lives there)")
+		}
+	case IsPostgresDSN(c.Store):
+	default:
+		return fmt.Errorf("store: %q: want empty or sqlite (the embedded store under --data-dir), or a postgres://user@host:port/database DSN", redactDSN(c.Store))
+	}
+	return nil
+}
+
+// Describe names the store without credentials.
+func (c Config) Describe() string {
+	if IsPostgresDSN(c.Store) {
+		return "postgres " + redactDSN(c.Store)
+	}
+	return "sqlite under " + c.DataDir
+}
+
+// Open opens the store chosen by c.
+func Open(ctx context.Context, c Config) (*Store, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if IsPostgresDSN(c.Store) {
+		return OpenPostgres(ctx, c.Store, c.Password)
+	}
+	if c.Existing {
+		return OpenSQLiteExisting(ctx, c.DataDir)
+	}
+	return OpenSQLite(ctx, c.DataDir)
+}
+
+// redactDSN hides a password written in a DSN.
+func redactDSN(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return dsn
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return dsn
+	}
+	user, _, hasPw := strings.Cut(rest[:at], ":")
+	if !hasPw {
+		return dsn
+	}
+	return scheme + "://" + user + ":***" + rest[at:]
+}

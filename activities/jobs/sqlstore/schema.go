@@ -1,0 +1,75 @@
+package sqlstore
+
+import "strings"
+
+// schemaVersion is recorded in baton_store; a store made by a newer Baton
+// is refused.
+const schemaVersion = "1"
+
+// The schema, one for both engines (types differ only where noted by the
+// dialect):
+//
+//	baton_store     key/value: the store's identity and schema version
+//	baton_jobs      one row per job: its spec (JSON) and max_pages
+//	baton_frontier  one row per (job, URL): depth, state (0 queued, 1 in a
+//	                batch, 2 finished), the batch it is in, an insertion
+//	                sequence (FIFO hand-out, breadth first)
+//	baton_batches   one row per batch: holder, epoch, size, state, error
+//	baton_results   one row per (job, URL): the page record (JSON)
+//	baton_counters  per (job, writer) counters, summed for a job's stats:
+//	                seen, taken, requeued, recorded, failed
+//
+// Deduplication is the primary key of baton_frontier and baton_results
+// (INSERT … ON CONFLICT DO NOTHING), never a map in memory.
+func schema(d *dialect) []string {
+	r := strings.NewReplacer("{seq}", d.seqDDL, "{big}", d.bigint)
+	stmts := []string{
+		`CREATE TABLE IF NOT EXISTS baton_store (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS baton_jobs (
+			id TEXT PRIMARY KEY,
+			grp TEXT NOT NULL,
+			spec TEXT NOT NULL,
+			max_pages {big} NOT NULL,
+			created_ms {big} NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS baton_frontier (
+			job TEXT NOT NULL,
+			url TEXT NOT NULL,
+			depth INTEGER NOT NULL,
+			state SMALLINT NOT NULL DEFAULT 0,
+			batch TEXT{seq},
+			PRIMARY KEY (job, url))`,
+		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
+		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
+		`CREATE TABLE IF NOT EXISTS baton_batches (
+			job TEXT NOT NULL,
+			id TEXT NOT NULL,
+			holder TEXT NOT NULL DEFAULT '',
+			epoch {big} NOT NULL DEFAULT 0,
+			size INTEGER NOT NULL,
+			state TEXT NOT NULL,
+			error TEXT NOT NULL DEFAULT '',
+			PRIMARY KEY (job, id))`,
+		`CREATE TABLE IF NOT EXISTS baton_results (
+			job TEXT NOT NULL,
+			url TEXT NOT NULL,
+			batch TEXT NOT NULL,
+			failed SMALLINT NOT NULL,
+			record TEXT NOT NULL{seq},
+			PRIMARY KEY (job, url))`,
+		`CREATE INDEX IF NOT EXISTS baton_results_order ON baton_results (job` + d.seqIndex + `)`,
+		`CREATE INDEX IF NOT EXISTS baton_results_batch ON baton_results (job, batch)`,
+		`CREATE TABLE IF NOT EXISTS baton_counters (
+			job TEXT NOT NULL,
+			shard TEXT NOT NULL,
+			seen {big} NOT NULL DEFAULT 0,
+			taken {big} NOT NULL DEFAULT 0,
+			requeued {big} NOT NULL DEFAULT 0,
+			recorded {big} NOT NULL DEFAULT 0,
+			failed {big} NOT NULL DEFAULT 0,
+			PRIMARY KEY (job, shard))`,
+	}
+	for i, s := range stmts {
+		stmts[i] = r.Replace(s)
+	}
+	return stmts
+}

@@ -1,0 +1,88 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"modernc.org/sqlite"
+)
+
+// SQLiteFile is the database file of the embedded store in a data
+// directory.
+const SQLiteFile = "baton.db"
+
+// OpenSQLite opens (creating it) the embedded store in dir/baton.db: WAL
+// mode, synchronous=FULL (a killed process or a machine crash loses no
+// committed page), a busy timeout so several worker processes on one host
+// share it, and immediate write transactions. It refuses a directory on a
+// network file system, where SQLite's locks are not reliable: use
+// PostgreSQL there.
+func OpenSQLite(ctx context.Context, dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite store: data directory %s: %w", abs, err)
+	}
+	if fs, ok := networkFS(abs); ok {
+		return nil, fmt.Errorf("sqlite store: data directory %s is on a network file system (%s), where SQLite's locking is unsafe: "+
+			"keep --data-dir on a local disk, or give the workers a shared PostgreSQL with --store postgres://…", abs, fs)
+	}
+	path := filepath.Join(abs, SQLiteFile)
+	return openSQLiteDSN(ctx, path, sqliteDSN(path))
+}
+
+// OpenSQLiteExisting opens the store in dir only if its file exists (for
+// read-only commands, which must not create anything).
+func OpenSQLiteExisting(ctx context.Context, dir string) (*Store, error) {
+	path := filepath.Join(dir, SQLiteFile)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("no Baton store in %s (%w): set --data-dir to the workers' one, or --store to their PostgreSQL", dir, err)
+	}
+	return OpenSQLite(ctx, dir)
+}
+
+func sqliteDSN(path string) string {
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(15000)", "journal_mode(WAL)", "synchronous(FULL)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(8)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	return newStore(ctx, db, sqliteDialect, "sqlite", path)
+}
+
+var sqliteDialect = &dialect{
+	name:         "sqlite",
+	seqCol:       "rowid",
+	bigint:       "INTEGER",
+	serialWrites: true,
+	transient: func(err error) bool {
+		var se *sqlite.Error
+		if errors.As(err, &se) {
+			switch se.Code() & 0xff {
+			case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+				return true
+			}
+		}
+		return false
+	},
+}

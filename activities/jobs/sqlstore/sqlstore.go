@@ -1,0 +1,718 @@
+// Package sqlstore implements jobs.Store on SQL: SQLite (embedded, one
+// file under a data directory, safe for several worker processes on one
+// host) and PostgreSQL (distributed, through pgx). Both share one schema
+// and one implementation; a dialect holds what differs (placeholders, row
+// locks, the sequence column).
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// dialect is what differs between the engines.
+type dialect struct {
+	name string
+	// dollar: placeholders are $1, $2… (PostgreSQL); else ?.
+	dollar bool
+	// forShare and forUpdate are appended to a SELECT of a batch row (row
+	// locks; empty where the engine locks the whole database per write).
+	forShare, forUpdate string
+	// skipLocked is appended to the frontier hand-out's inner SELECT.
+	skipLocked string
+	// seqCol orders rows by insertion; seqDDL declares it (", seq …").
+	seqCol, seqDDL string
+	// seqIndex follows job in the indexes that order by seqCol (SQLite's
+	// rowid is in every index already).
+	seqIndex string
+	bigint         string
+	// lockSchema serialises schema creation among processes.
+	lockSchema string
+	// serialWrites: one write transaction at a time per process (SQLite
+	// has one writer; waiting in Go is cheaper than its busy handler).
+	serialWrites bool
+	// transient reports errors worth retrying (a server restarting).
+	transient func(error) bool
+}
+
+// Store is a jobs.Store on a SQL database. It is safe for concurrent use.
+type Store struct {
+	db       *sql.DB
+	d        *dialect
+	id       jobs.Identity
+	writeMu  sync.Mutex
+	maxPages sync.Map // job → int (immutable once created)
+	// RetryFor bounds how long a write is retried while the database is
+	// unreachable (a PostgreSQL restart); 0 means 30 s.
+	RetryFor time.Duration
+}
+
+var _ jobs.Store = (*Store)(nil)
+
+func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location string) (*Store, error) {
+	s := &Store{db: db, d: d}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	var id string
+	if err := db.QueryRowContext(ctx, s.q(`SELECT value FROM baton_store WHERE key = 'id'`)).Scan(&id); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s store %s: read identity: %w", engine, location, err)
+	}
+	s.id = jobs.Identity{ID: id, Engine: engine, Location: location}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if s.d.lockSchema != "" {
+			if _, err := tx.ExecContext(ctx, s.d.lockSchema); err != nil {
+				return err
+			}
+		}
+		for _, st := range schema(s.d) {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('id', ?) ON CONFLICT (key) DO NOTHING`), hex.EncodeToString(b)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING`), schemaVersion); err != nil {
+			return err
+		}
+		var v string
+		if err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v); err != nil {
+			return err
+		}
+		if v != schemaVersion {
+			return fmt.Errorf("store schema version %s, this Baton knows %s: upgrade Baton", v, schemaVersion)
+		}
+		return nil
+	})
+}
+
+// q rewrites ? placeholders for the dialect.
+func (s *Store) q(query string) string {
+	if !s.d.dollar {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// write runs fn in a write transaction, retrying while the database is
+// unreachable or a transaction conflicted. fn must be idempotent (every
+// write here is: a retried commit whose outcome was unknown finds its rows
+// written and changes nothing).
+func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	retryFor := s.RetryFor
+	if retryFor == 0 {
+		retryFor = 30 * time.Second
+	}
+	deadline := time.Now().Add(retryFor)
+	backoff := 50 * time.Millisecond
+	for {
+		err := s.writeOnce(ctx, fn)
+		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func (s *Store) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error) {
+	if s.d.serialWrites {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// read retries a read while the database is unreachable.
+func (s *Store) read(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := fn()
+		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Identity names the store.
+func (s *Store) Identity() jobs.Identity { return s.id }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB is the underlying database (for tests and tools).
+func (s *Store) DB() *sql.DB { return s.db }
+
+type counts struct{ seen, taken, requeued, recorded, failed int }
+
+func (s *Store) count(ctx context.Context, tx *sql.Tx, job, shard string, c counts) error {
+	if c == (counts{}) {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job, shard) DO UPDATE SET
+			seen = baton_counters.seen + excluded.seen,
+			taken = baton_counters.taken + excluded.taken,
+			requeued = baton_counters.requeued + excluded.requeued,
+			recorded = baton_counters.recorded + excluded.recorded,
+			failed = baton_counters.failed + excluded.failed`),
+		job, shard, c.seen, c.taken, c.requeued, c.recorded, c.failed)
+	return err
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) sums(ctx context.Context, q querier, job string) (counts, error) {
+	var c counts
+	err := q.QueryRowContext(ctx, s.q(`SELECT COALESCE(SUM(seen), 0), COALESCE(SUM(taken), 0), COALESCE(SUM(requeued), 0),
+		COALESCE(SUM(recorded), 0), COALESCE(SUM(failed), 0) FROM baton_counters WHERE job = ?`), job).
+		Scan(&c.seen, &c.taken, &c.requeued, &c.recorded, &c.failed)
+	return c, err
+}
+
+func stats(c counts, maxPages int) jobs.Stats {
+	st := jobs.Stats{Seen: c.seen, Queued: c.seen - c.taken + c.requeued, Recorded: c.recorded, Failed: c.failed}
+	if maxPages > 0 {
+		st.Seen = min(st.Seen, maxPages)
+		st.Queued = max(0, min(st.Queued, maxPages-(c.taken-c.requeued)))
+	}
+	return st
+}
+
+// insertEntries queues entries new to the job's frontier and returns how
+// many were new.
+func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
+	added := 0
+	const chunk = 200
+	for len(entries) > 0 {
+		n := min(chunk, len(entries))
+		var b strings.Builder
+		b.WriteString(`INSERT INTO baton_frontier (job, url, depth, state) VALUES `)
+		args := make([]any, 0, 3*n)
+		for i, e := range entries[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, 0)")
+			args = append(args, job, e.URL, e.Depth)
+		}
+		b.WriteString(` ON CONFLICT (job, url) DO NOTHING`)
+		res, err := tx.ExecContext(ctx, s.q(b.String()), args...)
+		if err != nil {
+			return added, fmt.Errorf("queue links: %w", err)
+		}
+		k, _ := res.RowsAffected()
+		added += int(k)
+		entries = entries[n:]
+	}
+	return added, nil
+}
+
+// CreateJob stores the job and queues its seeds; idempotent.
+func (s *Store) CreateJob(ctx context.Context, spec jobs.Spec, seeds []jobs.Entry) (jobs.Stats, error) {
+	if err := jobs.ValidID(spec.ID); err != nil {
+		return jobs.Stats{}, err
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return jobs.Stats{}, err
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_jobs (id, grp, spec, max_pages, created_ms) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`), spec.ID, spec.Group, string(data), spec.MaxPages, time.Now().UnixMilli())
+		if err != nil {
+			return fmt.Errorf("create job %s: %w", spec.ID, err)
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return nil // created before
+		}
+		added, err := s.insertEntries(ctx, tx, spec.ID, seeds)
+		if err != nil {
+			return err
+		}
+		return s.count(ctx, tx, spec.ID, "~start", counts{seen: added})
+	})
+	if err != nil {
+		return jobs.Stats{}, err
+	}
+	return s.Stats(ctx, spec.ID)
+}
+
+// Spec returns a job's spec.
+func (s *Store) Spec(ctx context.Context, job string) (jobs.Spec, error) {
+	var data string
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT spec FROM baton_jobs WHERE id = ?`), job).Scan(&data)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return jobs.Spec{}, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
+	}
+	if err != nil {
+		return jobs.Spec{}, fmt.Errorf("job %s: %w", job, err)
+	}
+	spec, err := jobs.DecodeSpec([]byte(data))
+	if err != nil {
+		return spec, fmt.Errorf("job %s in %s: %w", job, s.id, err)
+	}
+	return spec, nil
+}
+
+func (s *Store) jobMaxPages(ctx context.Context, q querier, job string) (int, error) {
+	if v, ok := s.maxPages.Load(job); ok {
+		return v.(int), nil
+	}
+	var n int
+	err := q.QueryRowContext(ctx, s.q(`SELECT max_pages FROM baton_jobs WHERE id = ?`), job).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.maxPages.Store(job, n)
+	return n, nil
+}
+
+func (s *Store) batchRow(ctx context.Context, q querier, job, id, lock string) (jobs.BatchInfo, error) {
+	b := jobs.BatchInfo{Job: job, ID: id}
+	err := q.QueryRowContext(ctx, s.q(`SELECT holder, epoch, size, state, error FROM baton_batches WHERE job = ? AND id = ?`+lock), job, id).
+		Scan(&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
+	}
+	return b, err
+}
+
+// TakeBatch hands out up to n queued URLs as batch id; idempotent per id.
+func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.BatchInfo, error) {
+	var out jobs.BatchInfo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		b, err := s.batchRow(ctx, tx, job, id, "")
+		if err == nil {
+			out = b
+			return nil
+		}
+		if !errors.Is(err, jobs.ErrNoBatch) {
+			return err
+		}
+		maxPages, err := s.jobMaxPages(ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		if maxPages > 0 {
+			c, err := s.sums(ctx, tx, job)
+			if err != nil {
+				return err
+			}
+			n = min(n, maxPages-(c.taken-c.requeued))
+		}
+		out = jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}
+		if n <= 0 {
+			return nil
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 1, batch = ?
+			WHERE job = ? AND url IN (SELECT url FROM baton_frontier WHERE job = ? AND state = 0
+				ORDER BY `+s.d.seqCol+` LIMIT ?`+s.d.skipLocked+`)`), id, job, job, n)
+		if err != nil {
+			return fmt.Errorf("take batch %s: %w", id, err)
+		}
+		k, _ := res.RowsAffected()
+		out.Size = int(k)
+		if k == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_batches (job, id, holder, epoch, size, state) VALUES (?, ?, '', 0, ?, ?)`),
+			job, id, k, jobs.BatchRunning); err != nil {
+			return fmt.Errorf("take batch %s: %w", id, err)
+		}
+		return s.count(ctx, tx, job, "~assign", counts{taken: int(k)})
+	})
+	return out, err
+}
+
+// Claim makes holder the batch's holder at epoch.
+func (s *Store) Claim(ctx context.Context, job, id, holder string, epoch int64) (jobs.BatchInfo, error) {
+	var out jobs.BatchInfo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		out = b
+		if b.State != jobs.BatchRunning || b.Epoch == epoch && b.Holder == holder {
+			return nil
+		}
+		if b.Epoch >= epoch {
+			return fmt.Errorf("claim job %s batch %s for %s at epoch %d: held by %s at epoch %d: %w",
+				job, id, holder, epoch, b.Holder, b.Epoch, jobs.ErrStale)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET holder = ?, epoch = ? WHERE job = ? AND id = ?`),
+			holder, epoch, job, id); err != nil {
+			return err
+		}
+		out.Holder, out.Epoch = holder, epoch
+		return nil
+	})
+	return out, err
+}
+
+// Entries lists a batch's URLs.
+func (s *Store) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry, error) {
+	var out []jobs.BatchEntry
+	err := s.read(ctx, func() error {
+		out = out[:0]
+		rows, err := s.db.QueryContext(ctx, s.q(`SELECT url, depth, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol), job, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e jobs.BatchEntry
+			var state int
+			if err := rows.Scan(&e.URL, &e.Depth, &state); err != nil {
+				return err
+			}
+			e.Done = state == 2
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {
+	b, err := s.batchRow(ctx, tx, job, id, lock)
+	if err != nil {
+		return b, err
+	}
+	if b.Epoch != epoch || b.State != jobs.BatchRunning {
+		return b, fmt.Errorf("job %s batch %s: write at epoch %d refused: batch is %s, held by %s at epoch %d: %w",
+			job, id, epoch, b.State, b.Holder, b.Epoch, jobs.ErrStale)
+	}
+	return b, nil
+}
+
+// Record writes one finished URL of a batch (see jobs.Store).
+func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error) {
+	var out jobs.Recorded
+	var rec []byte
+	failed := 0
+	if r.Page != nil {
+		var err error
+		if rec, err = json.Marshal(r.Page); err != nil {
+			return out, err
+		}
+		if r.Page.Error != "" {
+			failed = 1
+		}
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = jobs.Recorded{}
+		if _, err := s.checkEpoch(ctx, tx, r.Job, r.Batch, r.Epoch, s.d.forShare); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 2 WHERE job = ? AND url = ? AND batch = ? AND state = 1`),
+			r.Job, r.URL, r.Batch)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return nil // finished before (a retried write)
+		}
+		var c counts
+		if r.Page != nil {
+			res, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_results (job, url, batch, failed, record) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (job, url) DO NOTHING`), r.Job, r.URL, r.Batch, failed, string(rec))
+			if err != nil {
+				return fmt.Errorf("record %s: %w", r.URL, err)
+			}
+			if k, _ := res.RowsAffected(); k == 1 {
+				out.Wrote = true
+				c.recorded, c.failed = 1, failed
+			}
+		}
+		links := r.Links
+		if len(links) > 0 {
+			maxPages, err := s.jobMaxPages(ctx, tx, r.Job)
+			if err != nil {
+				return err
+			}
+			if maxPages > 0 {
+				// URLs beyond max_pages are never handed out (TakeBatch
+				// counts exactly); skip queuing them once enough are seen.
+				sc, err := s.sums(ctx, tx, r.Job)
+				if err != nil {
+					return err
+				}
+				links = links[:max(0, min(len(links), maxPages-sc.seen))]
+			}
+			if out.Added, err = s.insertEntries(ctx, tx, r.Job, links); err != nil {
+				return err
+			}
+			c.seen = out.Added
+		}
+		return s.count(ctx, tx, r.Job, r.Runner, c)
+	})
+	return out, err
+}
+
+// FinishBatch marks a batch whose URLs are all finished done.
+func (s *Store) FinishBatch(ctx context.Context, job, id string, epoch int64) (jobs.BatchInfo, error) {
+	var out jobs.BatchInfo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		out = b
+		if b.State == jobs.BatchDone {
+			return nil
+		}
+		if _, err := s.checkEpoch(ctx, tx, job, id, epoch, ""); err != nil {
+			return err
+		}
+		var open int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1`), job, id).Scan(&open); err != nil {
+			return err
+		}
+		if open > 0 {
+			return fmt.Errorf("finish job %s batch %s: %d URLs are not finished", job, id, open)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ? WHERE job = ? AND id = ?`), jobs.BatchDone, job, id); err != nil {
+			return err
+		}
+		out.State = jobs.BatchDone
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	err = s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*), COALESCE(SUM(failed), 0) FROM baton_results WHERE job = ? AND batch = ?`), job, id).
+			Scan(&out.Success, &out.Failed)
+	})
+	out.Success -= out.Failed
+	return out, err
+}
+
+// FailBatch marks a running batch failed.
+func (s *Store) FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		if b.State != jobs.BatchRunning {
+			return nil
+		}
+		if epoch != 0 && b.Epoch != epoch {
+			_, err := s.checkEpoch(ctx, tx, job, id, epoch, "")
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, error = ? WHERE job = ? AND id = ?`), jobs.BatchFailed, reason, job, id)
+		return err
+	})
+}
+
+// Requeue fences a running batch at epoch and returns its unfinished URLs
+// to the frontier.
+func (s *Store) Requeue(ctx context.Context, job, id string, epoch int64) (int, error) {
+	n := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		if b.State != jobs.BatchRunning {
+			return nil
+		}
+		if b.Epoch > epoch {
+			return fmt.Errorf("requeue job %s batch %s at epoch %d: held by %s at epoch %d: %w", job, id, epoch, b.Holder, b.Epoch, jobs.ErrStale)
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 0, batch = NULL WHERE job = ? AND batch = ? AND state = 1`), job, id)
+		if err != nil {
+			return err
+		}
+		k, _ := res.RowsAffected()
+		n = int(k)
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, epoch = ? WHERE job = ? AND id = ?`), jobs.BatchRequeued, epoch, job, id); err != nil {
+			return err
+		}
+		return s.count(ctx, tx, job, "~assign", counts{requeued: n})
+	})
+	return n, err
+}
+
+// Batches returns the named batches' rows.
+func (s *Store) Batches(ctx context.Context, job string, ids []string) ([]jobs.BatchInfo, error) {
+	var out []jobs.BatchInfo
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	err := s.read(ctx, func() error {
+		out = out[:0]
+		args := []any{job}
+		ph := make([]string, len(ids))
+		for i, id := range ids {
+			ph[i] = "?"
+			args = append(args, id)
+		}
+		rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, holder, epoch, size, state, error FROM baton_batches
+			WHERE job = ? AND id IN (`+strings.Join(ph, ", ")+`)`), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			b := jobs.BatchInfo{Job: job}
+			if err := rows.Scan(&b.ID, &b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error); err != nil {
+				return err
+			}
+			out = append(out, b)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// Recorded reports whether url has a page in the results.
+func (s *Store) Recorded(ctx context.Context, job, url string) (bool, error) {
+	var n int
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_results WHERE job = ? AND url = ?`), job, url).Scan(&n)
+	})
+	return n > 0, err
+}
+
+// Stats returns a job's counters.
+func (s *Store) Stats(ctx context.Context, job string) (jobs.Stats, error) {
+	var st jobs.Stats
+	err := s.read(ctx, func() error {
+		maxPages, err := s.jobMaxPages(ctx, s.db, job)
+		if err != nil {
+			return err
+		}
+		c, err := s.sums(ctx, s.db, job)
+		if err != nil {
+			return err
+		}
+		st = stats(c, maxPages)
+		return nil
+	})
+	return st, err
+}
+
+// Jobs lists the jobs, newest first.
+func (s *Store) Jobs(ctx context.Context) ([]jobs.JobInfo, error) {
+	var out []jobs.JobInfo
+	err := s.read(ctx, func() error {
+		out = out[:0]
+		rows, err := s.db.QueryContext(ctx, `SELECT id, grp, created_ms FROM baton_jobs ORDER BY created_ms DESC, id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var j jobs.JobInfo
+			var ms int64
+			if err := rows.Scan(&j.ID, &j.Group, &ms); err != nil {
+				return err
+			}
+			j.Created = time.UnixMilli(ms).UTC()
+			out = append(out, j)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].Stats, err = s.Stats(ctx, out[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Results calls fn for every page of a job in the order recorded.
+func (s *Store) Results(ctx context.Context, job string, fn func(jobs.PageRecord) error) error {
+	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
+		return err
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT record FROM baton_results WHERE job = ? ORDER BY `+s.d.seqCol), job)
+	if err != nil {
+		return fmt.Errorf("results of job %s: %w", job, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return err
+		}
+		var p jobs.PageRecord
+		if err := json.Unmarshal([]byte(data), &p); err != nil {
+			return fmt.Errorf("results of job %s: a stored record is not valid JSON: %w", job, err)
+		}
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,130 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors of a Store.
+var (
+	// ErrNoJob: the job is not in this store.
+	ErrNoJob = errors.New("no such job")
+	// ErrNoBatch: the batch is not in this store.
+	ErrNoBatch = errors.New("no such batch")
+	// ErrStale: the writer's epoch is not the batch's (a hand-over or a
+	// re-queue raised it): the writer is fenced and must stop.
+	ErrStale = errors.New("stale batch epoch")
+)
+
+// Batch states.
+const (
+	BatchRunning  = "running"
+	BatchDone     = "done"
+	BatchRequeued = "requeued" // its unfinished URLs went back to the frontier
+	BatchFailed   = "failed"   // it could not run; Error says why
+)
+
+// Identity names a store: a random ID made when its schema was created,
+// the engine and where it is (no credentials). A group records the
+// identity of its store in ZooKeeper; a worker or CLI on another store
+// refuses to start.
+type Identity struct {
+	ID       string `json:"id"`
+	Engine   string `json:"engine"`   // "sqlite" or "postgres"
+	Location string `json:"location"` // file path, or host:port/database
+}
+
+func (i Identity) String() string {
+	return fmt.Sprintf("%s %s (store id %s)", i.Engine, i.Location, i.ID)
+}
+
+// BatchInfo is a batch's row.
+type BatchInfo struct {
+	Job     string `json:"job"`
+	ID      string `json:"id"`
+	Holder  string `json:"holder"`
+	Epoch   int64  `json:"epoch"`
+	Size    int    `json:"size"`
+	State   string `json:"state"`
+	Error   string `json:"error,omitempty"`
+	Success int    `json:"success"` // pages recorded without error (filled by FinishBatch)
+	Failed  int    `json:"failed"`  // pages recorded with an error (filled by FinishBatch)
+}
+
+// JobInfo is a job's row with its counters.
+type JobInfo struct {
+	ID      string    `json:"id"`
+	Group   string    `json:"group"`
+	Created time.Time `json:"created"`
+	Stats   Stats     `json:"stats"`
+}
+
+// Record is one finished URL of a batch, written by its holder at Epoch.
+// Page nil finishes the URL without a result (refused by robots.txt).
+type Record struct {
+	Job, Batch, Runner string
+	Epoch              int64
+	URL                string
+	Page               *PageRecord
+	Links              []Entry // found on the page, already normalised and filtered
+}
+
+// Recorded says what a Record wrote.
+type Recorded struct {
+	Wrote bool // the page was new to the results
+	Added int  // links new to the frontier
+}
+
+// Store is the data plane of crawl jobs. Every method is safe for
+// concurrent use by goroutines and by processes (on other machines too,
+// for a networked engine); every write is one transaction.
+type Store interface {
+	// Identity names the store.
+	Identity() Identity
+	// CreateJob stores spec and queues its seeds (normalised); calling it
+	// again for the same job changes nothing and returns its counters.
+	CreateJob(ctx context.Context, spec Spec, seeds []Entry) (Stats, error)
+	// Spec returns a job's spec, or ErrNoJob.
+	Spec(ctx context.Context, job string) (Spec, error)
+	// TakeBatch moves up to n queued URLs (fewer once max_pages URLs were
+	// handed out) into a new batch id, or returns the batch as it is if id
+	// exists (a retried call); an empty frontier gives a batch of size 0
+	// that is not stored.
+	TakeBatch(ctx context.Context, job, id string, n int) (BatchInfo, error)
+	// Claim makes holder the batch's holder at epoch, raising the epoch;
+	// it refuses with ErrStale when the batch's epoch is higher already.
+	// Records of the old holder are refused from then on. A batch that is
+	// no longer running is returned as it is.
+	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
+	// Entries lists a batch's URLs with their progress.
+	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
+	// Record, in one transaction checked against the batch's epoch:
+	// inserts the page into the results (once per job and URL), queues its
+	// links (once per job and URL, within max_pages), marks the URL
+	// finished in its batch and counts it.
+	Record(ctx context.Context, r Record) (Recorded, error)
+	// FinishBatch marks a running batch whose URLs are all finished done,
+	// at epoch, and returns it with its counters.
+	FinishBatch(ctx context.Context, job, id string, epoch int64) (BatchInfo, error)
+	// FailBatch marks a running batch failed with reason, at epoch or by
+	// anyone when epoch is 0 (the job's supervisor).
+	FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error
+	// Requeue fences a running batch at epoch (raising it) and puts its
+	// unfinished URLs back in the frontier; it returns how many.
+	Requeue(ctx context.Context, job, id string, epoch int64) (int, error)
+	// Batches returns the rows of the batches named (missing ones are left
+	// out).
+	Batches(ctx context.Context, job string, ids []string) ([]BatchInfo, error)
+	// Recorded reports whether a page for url is in the results.
+	Recorded(ctx context.Context, job, url string) (bool, error)
+	// Stats returns a job's counters.
+	Stats(ctx context.Context, job string) (Stats, error)
+	// Jobs lists the jobs, newest first.
+	Jobs(ctx context.Context) ([]JobInfo, error)
+	// Results calls fn for each page of a job, in the order recorded.
+	Results(ctx context.Context, job string, fn func(PageRecord) error) error
+	// Close releases the store.
+	Close() error
+}

@@ -1,10 +1,13 @@
 // Package deployments_test checks the production deployment files without
 // Docker or a Kubernetes cluster: every YAML file parses; the compose file
-// has Temporal (PostgreSQL, UI, search attributes), a ZooKeeper ensemble and
-// a Baton group whose workers are configured alike and add up; the
+// has Temporal (PostgreSQL, UI, search attributes), a ZooKeeper ensemble,
+// Baton's own PostgreSQL job store and a Baton group whose workers are
+// configured alike, add up and share that store (and no volume); the
 // Kubernetes manifests are well-formed resources whose StatefulSet replicas
-// equal BATON_RUNNER + BATON_BACKUP; the Dockerfile builds both binaries;
-// and no secret is passed on a command line.
+// equal BATON_RUNNER + BATON_BACKUP, with the job store's PostgreSQL on its
+// own volume and no ReadWriteMany claim; the Dockerfile builds both
+// binaries; and no secret is passed on a command line, in a DSN or in a
+// ConfigMap.
 //
 // Each check returns the problems it finds, so TestChecksCatchBrokenFiles
 // can show that it fails on broken copies of the files.
@@ -12,10 +15,12 @@ package deployments_test
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,6 +39,9 @@ const (
 	k8sDir            = "k8s"
 	kustomizationFile = "kustomization.yaml"
 	metricsPort       = 9090
+	// postgresPort and postgresDataDir are the postgres image's defaults.
+	postgresPort    = "5432"
+	postgresDataDir = "/var/lib/postgresql/data"
 )
 
 // searchAttributes are Baton's custom search attributes (testsuite.SearchAttributes).
@@ -125,8 +133,39 @@ func TestChecksCatchBrokenFiles(t *testing.T) {
 		"worker count != runner+backup": func(c map[string]any) { delete(mapAt(c, "services"), "sc-crawler-3") },
 		"unequal group sizes":           func(c map[string]any) { workerEnv(c, "sc-crawler-3")["BATON_BACKUP"] = "2" },
 		"duplicate crawler name":        func(c map[string]any) { workerEnv(c, "sc-crawler-3")["BATON_NAME"] = "sc-crawler_1" },
-		"no shared data volume":         func(c map[string]any) { mapAt(c, "services", "sc-crawler-2")["volumes"] = []any{"other:/data"} },
-		"no UI":                         func(c map[string]any) { delete(mapAt(c, "services"), "temporal-ui") },
+		"workers share a data volume": func(c map[string]any) {
+			mapAt(c, "services", "sc-crawler-1")["volumes"] = []any{"shared:/data"}
+			mapAt(c, "services", "sc-crawler-2")["volumes"] = []any{map[string]any{"type": "volume", "source": "shared", "target": "/data"}}
+		},
+		"worker without a store": func(c map[string]any) { delete(workerEnv(c, "sc-crawler-2"), "BATON_STORE") },
+		"workers on two stores": func(c map[string]any) {
+			workerEnv(c, "sc-crawler-3")["BATON_STORE"] = "postgres://baton@baton-db:5432/other?sslmode=disable"
+		},
+		"store is SQLite": func(c map[string]any) { workerEnv(c, "sc-crawler-1")["BATON_STORE"] = "sqlite" },
+		"store on Temporal's DB": func(c map[string]any) {
+			setComposeStore(c, "postgres://temporal@postgresql:5432/baton?sslmode=disable")
+		},
+		"store host not a service": func(c map[string]any) { setComposeStore(c, "postgres://baton@db.example.org:5432/baton") },
+		"store on the wrong port":  func(c map[string]any) { setComposeStore(c, "postgres://baton@baton-db:5433/baton?sslmode=disable") },
+		"store user is not the DB's": func(c map[string]any) {
+			setComposeStore(c, "postgres://crawler@baton-db:5432/baton?sslmode=disable")
+		},
+		"password in the store DSN": func(c map[string]any) {
+			setComposeStore(c, "postgres://baton:hunter2@baton-db:5432/baton?sslmode=disable")
+		},
+		"store password differs": func(c map[string]any) { workerEnv(c, "sc-crawler-2")["BATON_STORE_PASSWORD"] = "other" },
+		"no store password":      func(c map[string]any) { delete(workerEnv(c, "sc-crawler-1"), "BATON_STORE_PASSWORD") },
+		"store not waited for": func(c map[string]any) {
+			mapAt(c, "services", "sc-crawler-1", "depends_on", "baton-db")["condition"] = "service_started"
+		},
+		"store without healthcheck": func(c map[string]any) { delete(mapAt(c, "services", "baton-db"), "healthcheck") },
+		"store shares Temporal's volume": func(c map[string]any) {
+			mapAt(c, "services", "baton-db")["volumes"] = []any{"temporal-db:/var/lib/postgresql/data"}
+		},
+		"store without a volume": func(c map[string]any) { delete(mapAt(c, "services", "baton-db"), "volumes") },
+		"CLI without the store":  func(c map[string]any) { delete(mapAt(c, "services", "baton", "environment"), "BATON_STORE") },
+		"concurrency 0":          func(c map[string]any) { workerEnv(c, "sc-crawler-1")["BATON_CONCURRENCY"] = "0" },
+		"no UI":                  func(c map[string]any) { delete(mapAt(c, "services"), "temporal-ui") },
 		"a search attribute missing": func(c map[string]any) {
 			s := mapAt(c, "services", "temporal-admin-tools")
 			s["command"] = strings.ReplaceAll(fmt.Sprint(s["command"]), "BatonJob", "")
@@ -178,6 +217,71 @@ func TestChecksCatchBrokenFiles(t *testing.T) {
 		"resource not in kustomization": func(m *k8sSet) {
 			k := m.kustomization
 			k["resources"] = slices.DeleteFunc(slices.Clone(sliceAt(k, "resources")), func(v any) bool { return v == "zookeeper.yaml" })
+		},
+		"store not in kustomization": func(m *k8sSet) {
+			k := m.kustomization
+			k["resources"] = slices.DeleteFunc(slices.Clone(sliceAt(k, "resources")), func(v any) bool { return v == "postgres.yaml" })
+		},
+		"a ReadWriteMany claim": func(m *k8sSet) {
+			m.files["baton.yaml"] = append(m.files["baton.yaml"], map[string]any{
+				"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": map[string]any{"name": "baton-data"},
+				"spec": map[string]any{"accessModes": []any{"ReadWriteMany"}}})
+		},
+		"workers mount a claim": func(m *k8sSet) {
+			ps := mapAt(m.find("StatefulSet", "baton"), "spec", "template", "spec")
+			ps["volumes"] = append(sliceAt(ps, "volumes"), map[string]any{"name": "data",
+				"persistentVolumeClaim": map[string]any{"claimName": "baton-data"}})
+			c := container(m.find("StatefulSet", "baton"))
+			c["volumeMounts"] = append(sliceAt(c, "volumeMounts"), map[string]any{"name": "data", "mountPath": "/data"})
+		},
+		"no store":              func(m *k8sSet) { delete(mapAt(m.find("ConfigMap", "baton-config"), "data"), "BATON_STORE") },
+		"store is SQLite":       func(m *k8sSet) { mapAt(m.find("ConfigMap", "baton-config"), "data")["BATON_STORE"] = "" },
+		"store on Temporal":     func(m *k8sSet) { setK8sStore(m, "postgres://temporal@temporal-postgresql.temporal:5432/baton") },
+		"store host no Service": func(m *k8sSet) { setK8sStore(m, "postgres://baton@baton-pg:5432/baton?sslmode=disable") },
+		"store in another namespace": func(m *k8sSet) {
+			setK8sStore(m, "postgres://baton@baton-db.other.svc.cluster.local:5432/baton?sslmode=disable")
+		},
+		"store database is not the DB's": func(m *k8sSet) { setK8sStore(m, "postgres://baton@baton-db:5432/postgres?sslmode=disable") },
+		"password in the store DSN": func(m *k8sSet) {
+			setK8sStore(m, "postgres://baton:CHANGE-ME-store@baton-db:5432/baton?sslmode=disable")
+		},
+		"store password in the ConfigMap": func(m *k8sSet) {
+			mapAt(m.find("ConfigMap", "baton-config"), "data")["BATON_STORE_PASSWORD"] = "hunter2hunter2"
+		},
+		"a Secret's value in the ConfigMap": func(m *k8sSet) {
+			mapAt(m.find("ConfigMap", "baton-config"), "data")["BATON_NOTE"] = "CHANGE-ME-store"
+		},
+		"no store password file": func(m *k8sSet) {
+			delete(mapAt(m.find("ConfigMap", "baton-config"), "data"), "BATON_STORE_PASSWORD_FILE")
+		},
+		"store password key missing": func(m *k8sSet) { delete(mapAt(m.find("Secret", "baton-secrets"), "stringData"), "store-password") },
+		"PostgreSQL reads another password": func(m *k8sSet) {
+			for _, v := range sliceAt(mapAt(m.find("StatefulSet", "baton-db"), "spec", "template", "spec"), "volumes") {
+				if s := asMap(asMap(v)["secret"]); s != nil {
+					s["items"] = []any{map[string]any{"key": "zk-auth", "path": "password"}}
+				}
+			}
+		},
+		"store Service selects nothing": func(m *k8sSet) {
+			mapAt(m.find("Service", "baton-db"), "spec")["selector"] = map[string]any{"app.kubernetes.io/name": "nothing"}
+		},
+		"store Service without its port": func(m *k8sSet) {
+			mapAt(m.find("Service", "baton-db"), "spec")["ports"] = []any{map[string]any{"name": "postgres", "port": 5433}}
+		},
+		"two PostgreSQL replicas": func(m *k8sSet) { mapAt(m.find("StatefulSet", "baton-db"), "spec")["replicas"] = 2 },
+		"no pg_isready readiness": func(m *k8sSet) { delete(container(m.find("StatefulSet", "baton-db")), "readinessProbe") },
+		"PostgreSQL data on emptyDir": func(m *k8sSet) {
+			sts := m.find("StatefulSet", "baton-db")
+			delete(mapAt(sts, "spec"), "volumeClaimTemplates")
+			ps := mapAt(sts, "spec", "template", "spec")
+			ps["volumes"] = append(sliceAt(ps, "volumes"), map[string]any{"name": "data", "emptyDir": map[string]any{}})
+		},
+		"PostgreSQL data not on its volume": func(m *k8sSet) {
+			for _, e := range sliceAt(container(m.find("StatefulSet", "baton-db")), "env") {
+				if e := asMap(e); e["name"] == "PGDATA" {
+					e["value"] = "/pgdata"
+				}
+			}
 		},
 		"password in args": func(m *k8sSet) {
 			c := container(m.find("StatefulSet", "baton"))
@@ -429,11 +533,12 @@ func checkCompose(c map[string]any) []string {
 	if len(workers) == 0 {
 		return p.add("no Baton worker (a service with BATON_NAME)")
 	}
-	required := []string{"BATON_NAME", "BATON_RUNNER", "BATON_BACKUP", "BATON_ZK_HOSTS", "BATON_TEMPORAL_ADDRESS", "BATON_DATA_DIR"}
+	required := []string{"BATON_NAME", "BATON_RUNNER", "BATON_BACKUP", "BATON_ZK_HOSTS", "BATON_TEMPORAL_ADDRESS", "BATON_STORE"}
 	names := map[string]string{}
 	var indexes []int
 	sizes := map[string]bool{}
-	dataVolumes := map[string]bool{}
+	stores := map[string]bool{}
+	mountedBy := map[string][]string{} // volume (or host path) -> workers mounting it
 	wantZK := make([]string, len(zks))
 	for i, z := range zks {
 		wantZK[i] = z + ":2181"
@@ -475,13 +580,17 @@ func checkCompose(c map[string]any) []string {
 		if port := addrPort(env["BATON_METRICS_ADDR"]); port != metricsPort {
 			p.add("%s: BATON_METRICS_ADDR %q, want port %d reachable from outside (e.g. :%d)", w, env["BATON_METRICS_ADDR"], metricsPort, metricsPort)
 		}
-		vol := mountedAt(s["volumes"], env["BATON_DATA_DIR"])
-		if vol == "" {
-			p.add("%s: nothing mounted at BATON_DATA_DIR %q", w, env["BATON_DATA_DIR"])
-		} else if _, declared := mapAt(c, "volumes")[vol]; !declared {
-			p.add("%s: data volume %q is not a named volume of this file", w, vol)
+		if v, ok := env["BATON_CONCURRENCY"]; ok {
+			if n, err := strconv.Atoi(v); err != nil || n < 1 {
+				p.add("%s: BATON_CONCURRENCY %q, want a positive number", w, v)
+			}
 		}
-		dataVolumes[vol] = true
+		stores[env["BATON_STORE"]] = true
+		for _, m := range composeMounts(s["volumes"]) {
+			if m.source != "" {
+				mountedBy[m.source] = append(mountedBy[m.source], w)
+			}
+		}
 		deps := dependsOn(s["depends_on"])
 		for _, z := range append(slices.Clone(zks), "temporal-admin-tools") {
 			if !slices.Contains(deps, z) {
@@ -497,8 +606,40 @@ func checkCompose(c map[string]any) []string {
 	if len(sizes) > 1 {
 		p.add("the workers disagree on the group size: %v", keys(sizes))
 	}
-	if len(dataVolumes) != 1 {
-		p.add("the workers do not share one data volume: %v", keys(dataVolumes))
+	// The crawl data lives in the job store, not in files the workers share.
+	for _, vol := range sortedKeys(mountedBy) {
+		if len(mountedBy[vol]) > 1 {
+			p.add("%v all mount %q: the workers share no volume (crawl data is in the job store)", mountedBy[vol], vol)
+		}
+	}
+	if len(stores) != 1 {
+		p.add("the workers do not share one job store (BATON_STORE): %v", keys(stores))
+	}
+	dbs := map[string]bool{} // the store servers, checked once each
+	for _, w := range workers {
+		host, sp := checkComposeStore(c, w)
+		p, dbs[host] = append(p, sp...), host != ""
+	}
+	// The CLI service(s) read results from the same store.
+	for _, name := range sortedKeys(services) {
+		s := asMap(services[name])
+		if flatten(s["entrypoint"]) != "baton" {
+			continue
+		}
+		env, wenv := envOf(s["environment"]), envOf(asMap(services[workers[0]])["environment"])
+		if env["BATON_STORE"] != wenv["BATON_STORE"] {
+			p.add("%s (the CLI): BATON_STORE %q, want the workers' %q", name, redactURL(env["BATON_STORE"]), redactURL(wenv["BATON_STORE"]))
+		}
+		if env["BATON_STORE_PASSWORD"] != wenv["BATON_STORE_PASSWORD"] {
+			p.add("%s (the CLI): BATON_STORE_PASSWORD is not the workers'", name)
+		}
+		host, sp := checkComposeStore(c, name)
+		p, dbs[host] = append(p, sp...), host != ""
+	}
+	for _, host := range sortedKeys(dbs) {
+		if dbs[host] {
+			p = append(p, checkComposeStoreDB(c, host)...)
+		}
 	}
 	slices.Sort(indexes)
 	for i, n := range indexes {
@@ -508,6 +649,90 @@ func checkCompose(c map[string]any) []string {
 		}
 	}
 	return p
+}
+
+// checkComposeStore checks that a service's BATON_STORE is Baton's own
+// PostgreSQL service of this file (not Temporal's), without a password in
+// the DSN, with the database's password in BATON_STORE_PASSWORD, and that
+// the service starts after the database is healthy. It returns the
+// database's service name once BATON_STORE names one.
+func checkComposeStore(c map[string]any, name string) (string, []string) {
+	var p problems
+	services := mapAt(c, "services")
+	s := asMap(services[name])
+	env := envOf(s["environment"])
+	u, err := url.Parse(env["BATON_STORE"])
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Hostname() == "" {
+		return "", p.add("%s: BATON_STORE %q, want postgres://user@host:port/database (PostgreSQL: the workers share it)", name, redactURL(env["BATON_STORE"]))
+	}
+	if _, has := u.User.Password(); has {
+		p.add("%s: BATON_STORE has a password in the DSN; put it in BATON_STORE_PASSWORD", name)
+	}
+	host := u.Hostname()
+	db := asMap(services[host])
+	temporalDB := envOf(asMap(services["temporal"])["environment"])["POSTGRES_SEEDS"]
+	switch {
+	case db == nil:
+		return "", p.add("%s: BATON_STORE host %q is not a service of this file", name, host)
+	case host == temporalDB:
+		return "", p.add("%s: BATON_STORE is %s, Temporal's database; Baton's job store needs its own", name, host)
+	case !strings.HasPrefix(str(db["image"]), "postgres:"):
+		return "", p.add("%s: BATON_STORE host %s runs %q, want a postgres image", name, host, db["image"])
+	}
+	dbEnv := envOf(db["environment"])
+	user := cmp.Or(dbEnv["POSTGRES_USER"], "postgres")
+	database := cmp.Or(dbEnv["POSTGRES_DB"], user)
+	if port := cmp.Or(u.Port(), postgresPort); port != postgresPort {
+		p.add("%s: BATON_STORE port %s, want %s (%s's)", name, port, postgresPort, host)
+	}
+	if u.User.Username() != user || strings.TrimPrefix(u.Path, "/") != database {
+		p.add("%s: BATON_STORE user %q database %q, want %s's %q %q", name, u.User.Username(), strings.TrimPrefix(u.Path, "/"), host, user, database)
+	}
+	if pw := env["BATON_STORE_PASSWORD"]; pw == "" || pw != dbEnv["POSTGRES_PASSWORD"] {
+		p.add("%s: BATON_STORE_PASSWORD is not %s's POSTGRES_PASSWORD", name, host)
+	}
+	if cond := str(mapAt(s, "depends_on", host)["condition"]); cond != "service_healthy" {
+		p.add("%s: depends on %s with condition %q, want service_healthy", name, host, cond)
+	}
+	return host, p
+}
+
+// checkComposeStoreDB checks that the store's database service reports its
+// health with pg_isready and keeps its data on a named volume of its own.
+func checkComposeStoreDB(c map[string]any, host string) []string {
+	var p problems
+	services := mapAt(c, "services")
+	db := asMap(services[host])
+	dbEnv := envOf(db["environment"])
+	if hc := asMap(db["healthcheck"]); !strings.Contains(flatten(hc["test"]), "pg_isready") {
+		p.add("%s: no healthcheck with pg_isready", host)
+	}
+	dataDir := cmp.Or(dbEnv["PGDATA"], postgresDataDir)
+	vol := ""
+	for _, m := range composeMounts(db["volumes"]) {
+		if dataDir == m.target || strings.HasPrefix(dataDir, m.target+"/") {
+			vol = m.source
+		}
+	}
+	if _, declared := mapAt(c, "volumes")[vol]; vol == "" || !declared {
+		return p.add("%s: its data %s is not on a named volume of this file (%q)", host, dataDir, vol)
+	}
+	for _, other := range sortedKeys(services) {
+		for _, m := range composeMounts(asMap(services[other])["volumes"]) {
+			if other != host && m.source == vol {
+				p.add("%s: its volume %s is also mounted by %s; it needs its own", host, vol, other)
+			}
+		}
+	}
+	return p
+}
+
+// redactURL hides a URL's password in messages.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 func checkComposeCommandLines(c map[string]any) []string {
@@ -570,6 +795,8 @@ func checkK8s(m *k8sSet) []string {
 	if !sameSet(resources, sortedKeys(m.files)) {
 		p.add("kustomization resources %v, want every manifest %v", resources, sortedKeys(m.files))
 	}
+	p = append(p, checkK8sNoRWX(m)...)
+	p = append(p, checkK8sConfigMaps(m)...)
 	for _, kind := range []string{"Namespace", "ConfigMap", "Secret"} {
 		found := false
 		for _, d := range m.all() {
@@ -643,7 +870,7 @@ func checkK8s(m *k8sSet) []string {
 	case replicas != runner+backup:
 		p.add("baton: replicas %d != BATON_RUNNER %d + BATON_BACKUP %d", replicas, runner, backup)
 	}
-	for _, k := range []string{"BATON_ZK_HOSTS", "BATON_TEMPORAL_ADDRESS", "BATON_DATA_DIR"} {
+	for _, k := range []string{"BATON_ZK_HOSTS", "BATON_TEMPORAL_ADDRESS", "BATON_STORE"} {
 		if env[k] == "" {
 			p.add("baton: %s is not set", k)
 		}
@@ -675,13 +902,19 @@ func checkK8s(m *k8sSet) []string {
 		v := asMap(v)
 		volumes[str(v["name"])] = v
 	}
-	if vol := volumes[mounts[env["BATON_DATA_DIR"]]]; vol == nil {
-		p.add("baton: nothing mounted at BATON_DATA_DIR %q", env["BATON_DATA_DIR"])
-	} else if claim := str(mapAt(vol, "persistentVolumeClaim")["claimName"]); claim == "" {
-		p.add("baton: %s is not a shared PersistentVolumeClaim", env["BATON_DATA_DIR"])
-	} else if pvc := m.find("PersistentVolumeClaim", claim); pvc == nil || !slices.Contains(sliceAt(mapAt(pvc, "spec"), "accessModes"), any("ReadWriteMany")) {
-		p.add("baton: PersistentVolumeClaim %s is missing or not ReadWriteMany", claim)
+	// The crawl data lives in the job store: every replica mounting one
+	// claim would share it (and need ReadWriteMany storage).
+	for _, name := range sortedKeys(volumes) {
+		if claim := mapAt(volumes[name], "persistentVolumeClaim"); claim != nil {
+			p.add("baton: volume %s is PersistentVolumeClaim %v, shared by every worker; crawl data belongs in the job store", name, claim["claimName"])
+		}
 	}
+	if v, ok := env["BATON_CONCURRENCY"]; ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			p.add("baton: BATON_CONCURRENCY %q, want a positive number", v)
+		}
+	}
+	p = append(p, checkK8sStore(m, env, c, mapAt(spec, "template", "spec"))...)
 	// Secret files: every BATON_*_FILE under a mounted Secret that exists.
 	for k, path := range env {
 		if !strings.HasPrefix(k, "BATON_") || !strings.HasSuffix(k, "_FILE") {
@@ -723,6 +956,184 @@ func checkK8s(m *k8sSet) []string {
 	return p
 }
 
+// checkK8sStore checks the workers' job store: BATON_STORE is a Service of
+// these manifests, in this namespace, in front of one PostgreSQL pod that
+// keeps its data on its own ReadWriteOnce claim and is ready by pg_isready;
+// the DSN's user and database are the server's; the password is no part of
+// the DSN and the workers and the server read it from the same Secret key.
+func checkK8sStore(m *k8sSet, env map[string]string, worker, workerPod map[string]any) []string {
+	var p problems
+	u, err := url.Parse(env["BATON_STORE"])
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Hostname() == "" {
+		return p.add("baton: BATON_STORE %q, want postgres://user@host:port/database (PostgreSQL: the pods share it)", redactURL(env["BATON_STORE"]))
+	}
+	if _, has := u.User.Password(); has {
+		p.add("baton: BATON_STORE has a password in the DSN; put it in the Secret (BATON_STORE_PASSWORD_FILE)")
+	}
+	labels := strings.Split(u.Hostname(), ".")
+	if ns := str(m.kustomization["namespace"]); len(labels) > 1 && labels[1] != ns {
+		return p.add("baton: BATON_STORE host %s is not in namespace %s: want Baton's own PostgreSQL of these manifests", u.Hostname(), ns)
+	}
+	svc := m.find("Service", labels[0])
+	if svc == nil {
+		return p.add("baton: BATON_STORE host %s is not a Service of these manifests", u.Hostname())
+	}
+	port, ports := cmp.Or(u.Port(), postgresPort), []string{}
+	for _, sp := range sliceAt(mapAt(svc, "spec"), "ports") {
+		ports = append(ports, str(asMap(sp)["port"]))
+	}
+	if !slices.Contains(ports, port) {
+		p.add("baton: BATON_STORE port %s is not a port of Service %s %v", port, labels[0], ports)
+	}
+	var db map[string]any
+	for _, d := range m.all() {
+		if d["kind"] == "StatefulSet" && selects(mapAt(svc, "spec", "selector"), mapAt(d, "spec", "template", "metadata", "labels")) {
+			db = d
+		}
+	}
+	if db == nil || !strings.HasPrefix(str(container(db)["image"]), "postgres:") {
+		return p.add("baton: Service %s does not select a PostgreSQL StatefulSet (image postgres:...)", labels[0])
+	}
+	dbName := str(mapAt(db, "metadata")["name"])
+	if r := intOf(mapAt(db, "spec")["replicas"]); r != 1 {
+		p.add("%s: %d replicas, want 1 (separate PostgreSQL servers are separate stores)", dbName, r)
+	}
+	pg := container(db)
+	dbEnv := map[string]string{}
+	for _, e := range sliceAt(pg, "env") {
+		dbEnv[str(asMap(e)["name"])] = str(asMap(e)["value"])
+	}
+	user := cmp.Or(dbEnv["POSTGRES_USER"], "postgres")
+	database := cmp.Or(dbEnv["POSTGRES_DB"], user)
+	if u.User.Username() != user || strings.TrimPrefix(u.Path, "/") != database {
+		p.add("baton: BATON_STORE user %q database %q, want %s's %q %q", u.User.Username(), strings.TrimPrefix(u.Path, "/"), dbName, user, database)
+	}
+	if !strings.Contains(flatten(mapAt(pg, "readinessProbe", "exec")["command"]), "pg_isready") {
+		p.add("%s: no readinessProbe running pg_isready", dbName)
+	}
+	// Its data on its own ReadWriteOnce claim (one per pod).
+	dataDir := cmp.Or(dbEnv["PGDATA"], postgresDataDir)
+	vol := ""
+	for _, v := range sliceAt(pg, "volumeMounts") {
+		mp := str(asMap(v)["mountPath"])
+		if dataDir == mp || strings.HasPrefix(dataDir, mp+"/") {
+			vol = str(asMap(v)["name"])
+		}
+	}
+	own := false
+	for _, t := range sliceAt(mapAt(db, "spec"), "volumeClaimTemplates") {
+		t := asMap(t)
+		own = own || (vol != "" && mapAt(t, "metadata")["name"] == vol && slices.Contains(sliceAt(mapAt(t, "spec"), "accessModes"), any("ReadWriteOnce")))
+	}
+	if !own {
+		p.add("%s: its data %s is not on a ReadWriteOnce volumeClaimTemplate of its own (volume %q)", dbName, dataDir, vol)
+	}
+	// One password: the workers' file and the server's are the same key.
+	wSecret, wKey := secretFile(worker, workerPod, env["BATON_STORE_PASSWORD_FILE"])
+	dSecret, dKey := secretFile(pg, mapAt(db, "spec", "template", "spec"), dbEnv["POSTGRES_PASSWORD_FILE"])
+	switch {
+	case wSecret == "":
+		p.add("baton: BATON_STORE_PASSWORD_FILE %q is not a file of a mounted Secret", env["BATON_STORE_PASSWORD_FILE"])
+	case dSecret == "":
+		p.add("%s: POSTGRES_PASSWORD_FILE %q is not a file of a mounted Secret", dbName, dbEnv["POSTGRES_PASSWORD_FILE"])
+	case wSecret != dSecret || wKey != dKey:
+		p.add("baton reads the store password from Secret %s key %s, %s from %s key %s", wSecret, wKey, dbName, dSecret, dKey)
+	}
+	return p
+}
+
+// secretFile returns the Secret and key a container reads at path (a file
+// of a mounted Secret volume, through its items if any).
+func secretFile(c, podSpec map[string]any, path string) (secret, key string) {
+	if path == "" {
+		return "", ""
+	}
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	for _, vm := range sliceAt(c, "volumeMounts") {
+		if str(asMap(vm)["mountPath"]) != dir {
+			continue
+		}
+		for _, v := range sliceAt(podSpec, "volumes") {
+			sec := mapAt(asMap(v), "secret")
+			if asMap(v)["name"] != asMap(vm)["name"] || sec == nil {
+				continue
+			}
+			items := sliceAt(sec, "items")
+			if len(items) == 0 {
+				return str(sec["secretName"]), base
+			}
+			for _, it := range items {
+				if str(asMap(it)["path"]) == base {
+					return str(sec["secretName"]), str(asMap(it)["key"])
+				}
+			}
+		}
+	}
+	return "", ""
+}
+
+// checkK8sNoRWX: no claim needs ReadWriteMany storage any more.
+func checkK8sNoRWX(m *k8sSet) []string {
+	var p problems
+	for _, d := range m.all() {
+		name := mapAt(d, "metadata")["name"]
+		if d["kind"] == "PersistentVolumeClaim" && slices.Contains(sliceAt(mapAt(d, "spec"), "accessModes"), any("ReadWriteMany")) {
+			p.add("PersistentVolumeClaim %v is ReadWriteMany; nothing needs shared storage", name)
+		}
+		for _, t := range sliceAt(mapAt(d, "spec"), "volumeClaimTemplates") {
+			if slices.Contains(sliceAt(mapAt(asMap(t), "spec"), "accessModes"), any("ReadWriteMany")) {
+				p.add("%v %v: volumeClaimTemplate %v is ReadWriteMany", d["kind"], name, mapAt(asMap(t), "metadata")["name"])
+			}
+		}
+	}
+	return p
+}
+
+// checkK8sConfigMaps: no secret in a ConfigMap, which anyone who may read
+// the namespace's configuration sees: no key naming one (but *_FILE paths),
+// no Secret's value, no password in a URL.
+func checkK8sConfigMaps(m *k8sSet) []string {
+	var p problems
+	secretValues := k8sSecretValues(m)
+	for _, d := range m.all() {
+		if d["kind"] != "ConfigMap" {
+			continue
+		}
+		for _, k := range sortedKeys(asMap(d["data"])) {
+			v := str(asMap(d["data"])[k])
+			if secretWord.MatchString(k) && !strings.HasSuffix(k, "_FILE") {
+				p.add("ConfigMap %v: %s looks like a secret; mount it from a Secret as a file", mapAt(d, "metadata")["name"], k)
+			}
+			if u, err := url.Parse(v); err == nil && u.User != nil {
+				if _, has := u.User.Password(); has {
+					p.add("ConfigMap %v: %s has a password in its URL", mapAt(d, "metadata")["name"], k)
+				}
+			}
+			for _, s := range secretValues {
+				if strings.Contains(v, s) {
+					p.add("ConfigMap %v: %s holds a Secret's value", mapAt(d, "metadata")["name"], k)
+				}
+			}
+		}
+	}
+	return p
+}
+
+func k8sSecretValues(m *k8sSet) []string {
+	var out []string
+	for _, d := range m.all() {
+		if d["kind"] != "Secret" {
+			continue
+		}
+		for _, v := range asMap(d["stringData"]) {
+			if s := str(v); len(s) >= 4 {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 // resolveEnv returns a container's environment: its env values over the
 // ConfigMaps of its envFrom.
 func resolveEnv(m *k8sSet, c map[string]any) (map[string]string, []string) {
@@ -751,17 +1162,7 @@ func resolveEnv(m *k8sSet, c map[string]any) (map[string]string, []string) {
 
 func checkK8sCommandLines(m *k8sSet) []string {
 	var p problems
-	var secretValues []string
-	for _, d := range m.all() {
-		if d["kind"] != "Secret" {
-			continue
-		}
-		for _, v := range asMap(d["stringData"]) {
-			if s := str(v); len(s) >= 4 {
-				secretValues = append(secretValues, s)
-			}
-		}
-	}
+	secretValues := k8sSecretValues(m)
 	for _, d := range m.all() {
 		podSpec := mapAt(d, "spec", "template", "spec")
 		if podSpec == nil {
@@ -1000,21 +1401,39 @@ func dependsOn(v any) []string {
 	return nil
 }
 
-// mountedAt returns the volume a compose service mounts at target.
-func mountedAt(v any, target string) string {
+type composeMount struct{ source, target string }
+
+// composeMounts reads a compose service's volumes, short (source:target[:mode])
+// or long syntax; an anonymous volume has no source.
+func composeMounts(v any) []composeMount {
+	var out []composeMount
 	for _, x := range sliceAt(map[string]any{"v": v}, "v") {
 		if m := asMap(x); m != nil {
-			if str(m["target"]) == target {
-				return str(m["source"])
-			}
+			out = append(out, composeMount{str(m["source"]), str(m["target"])})
 			continue
 		}
 		parts := strings.Split(str(x), ":")
-		if len(parts) >= 2 && parts[1] == target {
-			return parts[0]
+		if len(parts) == 1 {
+			out = append(out, composeMount{"", parts[0]})
+		} else {
+			out = append(out, composeMount{parts[0], parts[1]})
 		}
 	}
-	return ""
+	return out
+}
+
+// setComposeStore sets BATON_STORE of every worker and of the CLI.
+func setComposeStore(c map[string]any, dsn string) {
+	for _, v := range mapAt(c, "services") {
+		if env := asMap(asMap(v)["environment"]); env != nil && env["BATON_STORE"] != nil {
+			env["BATON_STORE"] = dsn
+		}
+	}
+}
+
+// setK8sStore sets BATON_STORE in the workers' ConfigMap.
+func setK8sStore(m *k8sSet, dsn string) {
+	mapAt(m.find("ConfigMap", "baton-config"), "data")["BATON_STORE"] = dsn
 }
 
 func container(sts map[string]any) map[string]any {

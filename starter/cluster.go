@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -18,21 +17,17 @@ import (
 )
 
 func (g *globals) dial(ctx context.Context) (*metadata.Cluster, func(), error) {
-	cfg := metadata.DefaultZooKeeperConfig()
-	cfg.Hosts = strings.Split(g.zkHosts, ",")
-	cfg.Logger = quietLogger()
-	auth, err := g.zkAuth.Auth()
+	cfg, err := g.zk.Config(quietLogger())
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
-	cfg.Auth = auth
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s, err := metadata.DialZooKeeper(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (is ZooKeeper running? start the local stack with 'make stack-up')", err)
 	}
-	return metadata.NewCluster(s, g.zkRoot, g.group), func() { s.Close() }, nil
+	return metadata.NewCluster(s, g.zk.Root, g.group), func() { s.Close() }, nil
 }
 
 func clusterCmd(g *globals) *cobra.Command {

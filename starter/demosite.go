@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batoncrawl/baton/testsuite/demosite"
+	"github.com/batoncrawl/baton/activities/crawl/demosite"
 )
 
 // demoSiteCmd serves the demo site from the project itself.

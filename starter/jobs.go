@@ -17,13 +17,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/roles"
-	"github.com/batoncrawl/baton/worker/security"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -42,37 +41,34 @@ func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
 type temporalFlags struct {
-	address, namespace, uiURL string
-	sec                       security.Temporal
-	st                        storeFlags
+	conn  connect.Temporal
+	uiURL string
+	st    storeFlags
 }
 
 func (t *temporalFlags) add(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&t.address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
-	f.StringVar(&t.namespace, "temporal-namespace", "default", "Temporal namespace")
+	t.conn.AddFlags(f)
 	f.StringVar(&t.uiURL, "ui-url", "http://127.0.0.1:8233", "Temporal Web UI base URL, for the links printed")
-	t.sec.AddFlags(f)
 	t.st.add(f)
 }
 
 func (t *temporalFlags) dial(ctx context.Context) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	opts := client.Options{HostPort: t.address, Namespace: t.namespace,
-		Logger: tlog.NewStructuredLogger(quietLogger())}
-	if err := t.sec.Apply(&opts); err != nil {
+	opts, err := t.conn.Options(quietLogger())
+	if err != nil {
 		return nil, usageError{err}
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w (is the stack up? 'make stack-up')", t.address, err)
+		return nil, fmt.Errorf("connect to Temporal at %s: %w (is the stack up? 'make stack-up')", t.conn.Address, err)
 	}
 	return c, nil
 }
 
 func (t *temporalFlags) link(wid string) string {
-	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(t.uiURL, "/"), t.namespace, url.PathEscape(wid))
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(t.uiURL, "/"), t.conn.Namespace, url.PathEscape(wid))
 }
 
 func newJobID() string {

@@ -12,10 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/connect"
+	"github.com/batoncrawl/baton/activities/connect/flagenv"
 	"github.com/batoncrawl/baton/roles"
-	"github.com/batoncrawl/baton/worker/flagenv"
-	"github.com/batoncrawl/baton/worker/security"
 )
 
 // usageError is bad input: exit code 2.
@@ -24,8 +23,8 @@ type usageError struct{ error }
 func usage(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 type globals struct {
-	zkHosts, zkRoot, group string
-	zkAuth                 security.ZooKeeper
+	zk    connect.ZooKeeper
+	group string
 }
 
 func main() {
@@ -33,7 +32,7 @@ func main() {
 }
 
 func execute(args []string) int {
-	g := &globals{zkHosts: "127.0.0.1:2181", zkRoot: metadata.DefaultRoot, group: roles.DefaultGroup}
+	g := &globals{zk: connect.DefaultZooKeeper(), group: roles.DefaultGroup}
 	root := &cobra.Command{
 		Use:   "baton",
 		Short: "Baton: a crawler cluster that never loses a page",
@@ -55,11 +54,9 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.zkHosts, "zk-hosts", g.zkHosts, "ZooKeeper hosts, comma-separated host:port")
-	pf.StringVar(&g.zkRoot, "zk-root", g.zkRoot, "root znode of Baton's metadata")
+	g.zk.AddFlags(pf)
 	pf.StringVar(&g.group, "group", g.group, "cluster group name")
-	g.zkAuth.AddFlags(pf)
-	tf := &temporalFlags{}
+	tf := &temporalFlags{conn: connect.DefaultTemporal()}
 	tf.add(root)
 	flagenv.Document(root.PersistentFlags(), "BATON")
 	root.AddCommand(clusterCmd(g), taskCmd(g), crawlCmd(g, tf), demoSiteCmd())

@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/batoncrawl/baton/activities/connect/security"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
-	"github.com/batoncrawl/baton/worker/security"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -73,7 +73,7 @@ func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identit
 		return nil
 	}
 	defer closeZK()
-	p := jobs.StorePath(g.zkRoot, g.group)
+	p := jobs.StorePath(g.zk.Root, g.group)
 	data, _, err := c.Store.Get(ctx, p)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return nil // the group has not formed with a store yet

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/testsuite"
-	"github.com/batoncrawl/baton/testsuite/demosite"
 )
 
 // The harness's ensemble: every member serves in one quorum, the leader is

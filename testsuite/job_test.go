@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/testsuite"
-	"github.com/batoncrawl/baton/testsuite/demosite"
 	"github.com/batoncrawl/baton/workflows"
 )
 

@@ -3,32 +3,36 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
 
 	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/connect"
+	"github.com/batoncrawl/baton/activities/connect/security"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
-	"github.com/batoncrawl/baton/worker/security"
 )
 
 // Config is everything a worker needs; every field has a flag and an
 // environment variable.
 type Config struct {
-	Group, Name      string
-	Runner, Backup   int
-	Capacity         int
-	Profile          string
-	Timers           roles.Timers
-	ZKHosts          string
-	ZKRoot           string
+	Group, Name    string
+	Runner, Backup int
+	Capacity       int
+	Profile        string
+	Timers         roles.Timers
+	// ZK and Temporal are where ZooKeeper and Temporal are, and where
+	// their secrets are (files, or the environment): never the secrets
+	// themselves.
+	ZK               connect.ZooKeeper
 	ZKSessionTimeout time.Duration
-	TemporalAddress  string
-	Namespace        string
+	Temporal         connect.Temporal
 	LogFormat        string
 	LogLevel         string
 	MaxResultDetail  int
@@ -39,19 +43,17 @@ type Config struct {
 	// Concurrency is how many requests a Runner keeps in flight.
 	Concurrency int
 	MetricsAddr string // host:port of /metrics; "" turns metrics off
-	// ZKAuth and TemporalSecurity name where secrets are (files, or the
-	// environment): never the secrets themselves.
-	ZKAuth           security.ZooKeeper
-	TemporalSecurity security.Temporal
-	StoreSecurity    security.Store
+	// StoreSecurity names where the store's password is (a file, or the
+	// environment): never the password itself.
+	StoreSecurity security.Store
 }
 
 // DefaultConfig returns the reference's defaults on a local stack.
 func DefaultConfig() Config {
 	return Config{
 		Group: roles.DefaultGroup, Runner: 2, Backup: 1, Capacity: 2, Profile: "default",
-		Timers: roles.DefaultTimers(), ZKHosts: "127.0.0.1:2181", ZKRoot: metadata.DefaultRoot,
-		ZKSessionTimeout: 10 * time.Second, TemporalAddress: "127.0.0.1:7233", Namespace: "default",
+		Timers: roles.DefaultTimers(), ZK: connect.DefaultZooKeeper(),
+		ZKSessionTimeout: 10 * time.Second, Temporal: connect.DefaultTemporal(),
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
 		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr,
 	}
@@ -72,13 +74,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Timers.CheckTask, "check-task", c.Timers.CheckTask, "safety re-read of the Task while waiting (a ZooKeeper watch wakes it first)")
 	fs.DurationVar(&c.Timers.CheckCrawlerState, "check-crawler-state", c.Timers.CheckCrawlerState, "heartbeat check interval of backups (check_crawler_state)")
 	fs.DurationVar(&c.Timers.CheckStandbyID, "check-standby-id", c.Timers.CheckStandbyID, "safety re-read of standby_id (a ZooKeeper watch wakes it first)")
-	fs.StringVar(&c.ZKHosts, "zk-hosts", c.ZKHosts, "ZooKeeper hosts, comma-separated host:port")
-	fs.StringVar(&c.ZKRoot, "zk-root", c.ZKRoot, "root znode of Baton's metadata")
+	c.ZK.AddFlags(fs)
 	fs.DurationVar(&c.ZKSessionTimeout, "zk-session-timeout", c.ZKSessionTimeout, "ZooKeeper session timeout")
-	fs.StringVar(&c.TemporalAddress, "temporal-address", c.TemporalAddress, "Temporal frontend host:port")
-	fs.StringVar(&c.Namespace, "temporal-namespace", c.Namespace, "Temporal namespace")
-	c.ZKAuth.AddFlags(fs)
-	c.TemporalSecurity.AddFlags(fs)
+	c.Temporal.AddFlags(fs)
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://<host:port>/metrics (empty: off)")
@@ -144,8 +142,8 @@ func (c Config) Validate() error {
 	if err := c.Timers.Validate(); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(c.ZKRoot, "/") || strings.HasSuffix(c.ZKRoot, "/") {
-		return fmt.Errorf("zk-root: %q must start with '/' and not end with one", c.ZKRoot)
+	if !strings.HasPrefix(c.ZK.Root, "/") || strings.HasSuffix(c.ZK.Root, "/") {
+		return fmt.Errorf("zk-root: %q must start with '/' and not end with one", c.ZK.Root)
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("concurrency: is %d, must be >= 1", c.Concurrency)
@@ -158,10 +156,10 @@ func (c Config) Validate() error {
 	}
 	// Secrets' files and variables are read now: a bad one fails before
 	// any connection is tried.
-	if err := c.ZKAuth.Check(); err != nil {
+	if err := c.ZK.Auth.Check(); err != nil {
 		return err
 	}
-	if err := c.TemporalSecurity.Check(); err != nil {
+	if err := c.Temporal.Security.Check(); err != nil {
 		return err
 	}
 	if _, err := c.StoreSecurity.Password(); err != nil {
@@ -180,10 +178,24 @@ func (c Config) Member() activities.Member {
 	return activities.Member{Group: c.Group, Name: c.Name, Runner: c.Runner, Backup: c.Backup, Timers: c.Timers, Capacity: c.Capacity}
 }
 
-// ZooKeeper returns the store config.
-func (c Config) ZooKeeper() metadata.ZooKeeperConfig {
-	z := metadata.DefaultZooKeeperConfig()
-	z.Hosts = strings.Split(c.ZKHosts, ",")
+// ZooKeeper returns the store config, with the credentials and log for
+// connection events.
+func (c Config) ZooKeeper(log *slog.Logger) (metadata.ZooKeeperConfig, error) {
+	z, err := c.ZK.Config(log)
+	if err != nil {
+		return z, err
+	}
 	z.SessionTimeout = c.ZKSessionTimeout
-	return z
+	return z, nil
+}
+
+// TemporalOptions returns the Temporal client's options, logging to log and
+// reporting to metrics.
+func (c Config) TemporalOptions(log *slog.Logger, metrics client.MetricsHandler) (client.Options, error) {
+	o, err := c.Temporal.Options(log)
+	if err != nil {
+		return o, err
+	}
+	o.MetricsHandler = metrics
+	return o, nil
 }

@@ -19,16 +19,15 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/connect/flagenv"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
-	"github.com/batoncrawl/baton/worker/flagenv"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -97,32 +96,25 @@ func run(ctx context.Context, cfg Config) error {
 	defer metrics.Close()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	zc := cfg.ZooKeeper()
-	zc.Logger = log
-	auth, err := cfg.ZKAuth.Auth()
+	zc, err := cfg.ZooKeeper(log)
 	if err != nil {
 		return err
 	}
-	zc.Auth = auth
 	store, err := metadata.DialZooKeeper(dctx, zc)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	topts := client.Options{
-		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
-		Logger:         tlog.NewStructuredLogger(log.With("component", "temporal")),
-		MetricsHandler: metrics.Temporal,
-	}
-	if err := cfg.TemporalSecurity.Apply(&topts); err != nil {
+	topts, err := cfg.TemporalOptions(log.With("component", "temporal"), metrics.Temporal)
+	if err != nil {
 		return err
 	}
 	tc, err := client.DialContext(dctx, topts)
 	if err != nil {
-		return fmt.Errorf("connect temporal %s: %w", cfg.TemporalAddress, err)
+		return fmt.Errorf("connect temporal %s: %w", cfg.Temporal.Address, err)
 	}
 	defer tc.Close()
-	if err := EnsureSearchAttributes(dctx, tc, cfg.Namespace); err != nil {
+	if err := EnsureSearchAttributes(dctx, tc, cfg.Temporal.Namespace); err != nil {
 		log.Warn("could not register Baton's search attributes; register them with `temporal operator search-attribute create`", "err", err)
 	}
 
@@ -138,16 +130,16 @@ func run(ctx context.Context, cfg Config) error {
 	defer js.Close()
 	// The group's crawl data must be in one store: the first worker
 	// records it, the others check it.
-	if err := jobs.BindGroup(dctx, store, cfg.ZKRoot, cfg.Group, js.Identity()); err != nil {
+	if err := jobs.BindGroup(dctx, store, cfg.ZK.Root, cfg.Group, js.Identity()); err != nil {
 		return err
 	}
 	log.Info("job store", "store", js.Identity().String())
 	engine := crawl.NewEngine()
-	acts := &activities.Activities{Store: store, Root: cfg.ZKRoot,
+	acts := &activities.Activities{Store: store, Root: cfg.ZK.Root,
 		Fetcher:         activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
 		Batches:         &jobs.BatchRunner{Store: js, Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency},
 		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton}
-	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZKRoot, Log: log}
+	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Log: log}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
 		// A restarted instance gets its workflow tasks back quickly: after a

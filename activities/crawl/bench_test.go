@@ -12,7 +12,7 @@ import (
 
 	"github.com/gocolly/colly/v2"
 
-	"github.com/batoncrawl/baton/testsuite/demosite"
+	"github.com/batoncrawl/baton/activities/crawl/demosite"
 )
 
 // BenchmarkEngineVsBareColly fetches the same pages of a local site with

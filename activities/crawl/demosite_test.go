@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batoncrawl/baton/testsuite/demosite"
+	"github.com/batoncrawl/baton/activities/crawl/demosite"
 )
 
 // crawlSite is a minimal crawl job over Engine.Fetch: BFS from seed with

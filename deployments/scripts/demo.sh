@@ -87,9 +87,9 @@ up() {
   log "crawling http://127.0.0.1:${SITE_PORT}/ as job ${job}"
   if [[ "${BATON_DEMO_KILL:-}" == "1" ]]; then
     # Kill runner 2 once a third of the site is crawled.
-    ( results="${DATA_DIR}/${job}/results.jsonl"
+    ( recorded() { baton jobs 2>/dev/null | awk -v j="${job}" '$1 == j {print $4}'; }
       deadline=$((SECONDS + TIMEOUT))
-      until [[ -f "${results}" ]] && (( $(wc -l < "${results}") >= 100 )); do
+      until (( $(recorded || echo 0) >= 100 )) 2>/dev/null; do
         (( SECONDS < deadline )) || exit 0
         sleep 0.1
       done
@@ -105,7 +105,7 @@ up() {
   cat <<MSG
 
 demo: done.
-  results   ${DATA_DIR}/${job}/results.jsonl   (bin/baton results ${job} --data-dir ${DATA_DIR} --format csv)
+  results   bin/baton results ${job} --data-dir ${DATA_DIR} [--format csv]   (SQLite store ${DATA_DIR}/baton.db)
   Web UI    ${UI}/namespaces/default/workflows   (filter: BatonJob = '${job}', or BatonCluster = 'sc-crawler-cluster')
   the job   ${UI}/namespaces/default/workflows/baton-job%2Fsc-crawler-cluster%2F${job}
   logs      ${DEMO_DIR}/worker-*.log

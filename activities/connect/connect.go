@@ -1,0 +1,106 @@
+// Package connect holds the connection settings that Baton's two binaries
+// share, baton-worker (./worker) and baton (./starter): where ZooKeeper and
+// Temporal are, with their flags, and how each becomes the configuration
+// of a ZooKeeper session or of a Temporal client. Its subpackages are the
+// secrets of those connections (security) and the BATON_<FLAG>
+// environment variables of every flag (flagenv).
+//
+// Dialling stays with the callers: each binary has its own time limits and
+// its own error messages.
+package connect
+
+import (
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/batoncrawl/baton/activities/connect/security"
+	"github.com/batoncrawl/baton/activities/metadata"
+)
+
+// Defaults of the flags: a local stack.
+const (
+	DefaultZKHosts           = "127.0.0.1:2181"
+	DefaultTemporalAddress   = "127.0.0.1:7233"
+	DefaultTemporalNamespace = "default"
+)
+
+// ZooKeeper is where Baton's metadata is: the ensemble, the root znode
+// and the credentials.
+type ZooKeeper struct {
+	// Hosts are the ensemble's addresses, comma-separated host:port.
+	Hosts string
+	// Root is the root znode of Baton's metadata.
+	Root string
+	// Auth says where the digest credentials are (never the credentials).
+	Auth security.ZooKeeper
+}
+
+// DefaultZooKeeper returns the setting of a local stack.
+func DefaultZooKeeper() ZooKeeper {
+	return ZooKeeper{Hosts: DefaultZKHosts, Root: metadata.DefaultRoot}
+}
+
+// AddFlags registers --zk-hosts, --zk-root and --zk-auth-file on fs, with
+// z's values as defaults.
+func (z *ZooKeeper) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&z.Hosts, "zk-hosts", z.Hosts, "ZooKeeper hosts, comma-separated host:port")
+	fs.StringVar(&z.Root, "zk-root", z.Root, "root znode of Baton's metadata")
+	z.Auth.AddFlags(fs)
+}
+
+// Config returns the configuration of a ZooKeeper session: the hosts, the
+// credentials read from their file or the environment, log for connection
+// events, and metadata.DefaultZooKeeperConfig's other fields. Its error is
+// security.ZooKeeper.Auth's, which names the flag or the variable.
+func (z ZooKeeper) Config(log *slog.Logger) (metadata.ZooKeeperConfig, error) {
+	cfg := metadata.DefaultZooKeeperConfig()
+	cfg.Hosts = strings.Split(z.Hosts, ",")
+	cfg.Logger = log
+	auth, err := z.Auth.Auth()
+	if err != nil {
+		return metadata.ZooKeeperConfig{}, err
+	}
+	cfg.Auth = auth
+	return cfg, nil
+}
+
+// Temporal is where Temporal is: the frontend, the namespace, and the TLS
+// and API key setting.
+type Temporal struct {
+	// Address is the frontend's host:port.
+	Address string
+	// Namespace is the Temporal namespace.
+	Namespace string
+	// Security is TLS, mTLS and the API key (where the secrets are).
+	Security security.Temporal
+}
+
+// DefaultTemporal returns the setting of a local stack.
+func DefaultTemporal() Temporal {
+	return Temporal{Address: DefaultTemporalAddress, Namespace: DefaultTemporalNamespace}
+}
+
+// AddFlags registers --temporal-address, --temporal-namespace and the
+// security flags (--temporal-tls*, --temporal-api-key-file) on fs, with
+// t's values as defaults.
+func (t *Temporal) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&t.Address, "temporal-address", t.Address, "Temporal frontend host:port")
+	fs.StringVar(&t.Namespace, "temporal-namespace", t.Namespace, "Temporal namespace")
+	t.Security.AddFlags(fs)
+}
+
+// Options returns the options of a Temporal client: the address, the
+// namespace, log (through the SDK's structured logger), TLS and the API
+// key. Its error is security.Temporal.Apply's, which names the flag and
+// the file.
+func (t Temporal) Options(log *slog.Logger) (client.Options, error) {
+	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace, Logger: tlog.NewStructuredLogger(log)}
+	if err := t.Security.Apply(&opts); err != nil {
+		return client.Options{}, err
+	}
+	return opts, nil
+}

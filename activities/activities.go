@@ -144,12 +144,25 @@ func wait(ctx context.Context, ch <-chan struct{}, d time.Duration) error {
 	return nil
 }
 
-// corrupt turns a corrupted-znode error into a non-retryable one, logged
-// with the znode and field so an operator can fix it.
+// corrupt logs a corrupted-znode error (a *metadata.CorruptError in err's
+// chain) with the znode and the field at fault, so that an operator can
+// repair it, and returns err unchanged; other errors are not logged.
+//
+// The error stays retryable on purpose: an operator can repair the znode
+// while the workflow waits, and the activity's next attempt then goes on
+// (logging the znode again at each attempt until it is repaired). Callers
+// that can do without the znode (a NodeState or Task replaced on Register,
+// a heartbeat counted as missed) log it and go on instead. Only errors that
+// no repair of a znode fixes are non-retryable (ErrTypeBadMember).
 func (a *Activities) corrupt(ctx context.Context, err error) error {
 	var ce *metadata.CorruptError
 	if errors.As(err, &ce) {
-		a.log(ctx).Error("corrupted metadata", "znode", ce.Path, "err", ce.Err)
+		field := "(unknown)"
+		var fe *roles.FieldError
+		if errors.As(ce.Err, &fe) {
+			field = fe.Object + "." + fe.Field
+		}
+		a.log(ctx).Error("corrupted metadata", "znode", ce.Path, "field", field, "err", ce.Err)
 	}
 	return err
 }

@@ -328,7 +328,7 @@ func (g *gateFetcher) ok(t *testing.T) {
 }
 
 // requireCorrupt asserts err reports a corrupted znode at path whose field
-// error names obj.field.
+// error names obj.field, and is retryable.
 func requireCorrupt(t *testing.T, err error, path, objField string) {
 	t.Helper()
 	require.Error(t, err)
@@ -338,6 +338,14 @@ func requireCorrupt(t *testing.T, err error, path, objField string) {
 	assert.ErrorIs(t, err, roles.ErrInvalid)
 	assert.Contains(t, err.Error(), path)
 	assert.Contains(t, err.Error(), objField)
+	assert.False(t, nonRetryable(err), "a corrupted znode is retried, so the activity goes on once an operator has repaired it: %v", err)
+}
+
+// nonRetryable reports whether Temporal would not retry the activity that
+// failed with err. A plain Go error is retried.
+func nonRetryable(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.NonRetryable()
 }
 
 func errType(err error) string {

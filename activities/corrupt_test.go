@@ -1,7 +1,10 @@
 package activities
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,7 +14,35 @@ import (
 )
 
 // Corrupted metadata yields a clear error naming the znode and the field,
-// and no activity panics on it.
+// and no activity panics on it. The error is retryable: an operator can
+// repair the znode while the workflow waits.
+
+// corrupt logs the znode and the field, and returns the error unchanged
+// (retryable).
+func TestCorruptLogsTheZnodeAndTheField(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	path := f.c().TaskPath(name(1))
+	f.corrupt(path, `{"running_content":[],"running_status":"sleeping"}`)
+	_, _, err := f.c().GetTask(context.Background(), name(1))
+	requireCorrupt(t, err, path, "Task.running_status")
+
+	var buf bytes.Buffer
+	a := f.acts(nil)
+	a.Log = slog.New(slog.NewTextHandler(&buf, nil))
+	got := a.corrupt(context.Background(), err)
+	assert.Same(t, err, got, "returned unchanged")
+	assert.False(t, nonRetryable(got))
+	line := buf.String()
+	assert.Contains(t, line, "corrupted metadata")
+	assert.Contains(t, line, "znode="+path)
+	assert.Contains(t, line, "field=Task.running_status")
+
+	buf.Reset()
+	other := errors.New("connection lost")
+	assert.Same(t, other, a.corrupt(context.Background(), other))
+	assert.Empty(t, buf.String(), "only corrupted znodes are logged")
+}
 
 func TestCorruptedNodeState(t *testing.T) {
 	f := newClusterFixture(t, 2, 1)

@@ -22,7 +22,7 @@ import (
 func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, error) {
 	c := a.cluster(m.Group)
 	if _, err := roles.ParseName(m.Name); err != nil {
-		return RegisterResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCorrupt, err)
+		return RegisterResult{}, badMember(err)
 	}
 	node, _, err := c.GetNode(ctx, m.Name)
 	exists := err == nil
@@ -38,7 +38,7 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 	if exists && node.Group != "" && node.Group != m.Group {
 		err := fmt.Errorf("register %s: %s already belongs to group %q, not %q: crawler names are unique under a ZooKeeper root (choose other names or another --zk-root)",
 			m.Name, c.NodePath(m.Name), node.Group, m.Group)
-		return RegisterResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCorrupt, err)
+		return RegisterResult{}, badMember(err)
 	}
 	rejoin := exists && node.Role.Dead()
 	reclaim := false

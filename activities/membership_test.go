@@ -145,10 +145,25 @@ func TestRegisterRejectsBadName(t *testing.T) {
 	m.Name = "crawler"
 	_, err := f.acts(nil).Register(context.Background(), m)
 	require.Error(t, err)
-	assert.Equal(t, ErrTypeCorrupt, errType(err))
+	assert.Equal(t, ErrTypeBadMember, errType(err))
+	assert.True(t, nonRetryable(err), "a bad name is the configuration's: retrying cannot fix it")
 	assert.Contains(t, err.Error(), `"crawler"`)
 	_, _, err = f.c().GetGroup(context.Background())
 	require.ErrorIs(t, err, metadata.ErrNotFound, "nothing written")
+}
+
+func TestRegisterRejectsANameOfAnotherGroup(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	ctx := context.Background()
+	path := f.c().NodePath(name(1))
+	_, err := f.c().Put(ctx, path, roles.NodeState{Group: "another-group", Role: roles.RoleRunner}, metadata.AnyVersion)
+	require.NoError(t, err)
+	_, err = f.acts(nil).Register(ctx, f.member(1))
+	require.Error(t, err)
+	assert.Equal(t, ErrTypeBadMember, errType(err))
+	assert.True(t, nonRetryable(err), "crawler names are unique under a ZooKeeper root: retrying cannot fix it")
+	assert.Contains(t, err.Error(), path)
+	assert.Contains(t, err.Error(), `"another-group"`)
 }
 
 func TestWaitMembersIsWokenByTheWatch(t *testing.T) {

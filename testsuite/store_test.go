@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,12 @@ import (
 // recorded exactly once, none is lost.
 func TestCrawlOnPostgresSurvivesRunnerAndDatabaseKills(t *testing.T) {
 	pg := testsuite.StartPostgres(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(pg.LogPath())
+			t.Logf("postgres log (end):\n%s", b[max(0, len(b)-8192):])
+		}
+	})
 	c := testsuite.NewCluster(t, 2, 1, testsuite.FastTimers, testsuite.WithPostgres(pg))
 	site := demosite.New(demosite.Config{Pages: 150, Seed: 11, BrokenLinks: 2, Latency: 20 * time.Millisecond})
 	srv := httptest.NewServer(site)
@@ -49,8 +56,8 @@ func TestCrawlOnPostgresSurvivesRunnerAndDatabaseKills(t *testing.T) {
 		return n >= before+10 || n >= len(site.Reachable(true)), fmt.Errorf("%d pages", n)
 	})
 
+	t.Logf("SIGKILL PostgreSQL after %d pages", recorded())
 	pg.Kill()
-	t.Logf("PostgreSQL SIGKILLed after %d pages", recorded())
 	pg.Restart()
 	require.NoError(t, p.Wait(3*time.Minute), p.Logs())
 	require.Equal(t, 0, p.ExitCode(), p.Logs())
@@ -83,10 +90,10 @@ func TestWorkerOnAnotherStoreRefusesToStart(t *testing.T) {
 	other := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	os, err := sqlstore.OpenSQLite(ctx, other)
+	st, err := sqlstore.OpenSQLite(ctx, other)
 	require.NoError(t, err)
-	otherID := os.Identity()
-	require.NoError(t, os.Close())
+	otherID := st.Identity()
+	require.NoError(t, st.Close())
 
 	args := c.WorkerArgs(testsuite.Name(2))
 	for i, a := range args {
@@ -95,8 +102,9 @@ func TestWorkerOnAnotherStoreRefusesToStart(t *testing.T) {
 		}
 	}
 	w := testsuite.StartProcess(t, testsuite.ProcessSpec{Name: "wrong-store", Path: c.Worker, Args: args})
-	require.NoError(t, w.Wait(30*time.Second), "the worker must exit by itself: %s", w.Logs())
-	assert.NotEqual(t, 0, w.ExitCode())
+	err = w.Wait(30 * time.Second)
+	require.NotErrorIs(t, err, testsuite.ErrWaitTimeout, "the worker must exit by itself: %s", w.Logs())
+	assert.NotEqual(t, 0, w.ExitCode(), w.Logs())
 	assert.Contains(t, w.Logs(), groupStore.ID, "names the group's store")
 	assert.Contains(t, w.Logs(), otherID.ID, "names its own store")
 	assert.Contains(t, w.Logs(), "--store")

@@ -291,12 +291,28 @@ func TestPrimaryBackupReactsToWatchResults(t *testing.T) {
 	t.Run("a non-retryable failure fails the workflow", func(t *testing.T) {
 		env, _ := newEnv(t)
 		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{}, corruptErr()).Once()
+			Return(activities.WatchResult{}, fatalErr()).Once()
 		env.ExecuteWorkflow(PrimaryBackup, m)
 		require.True(t, env.IsWorkflowCompleted())
 		err := env.GetWorkflowError()
 		require.Error(t, err)
-		assert.True(t, hasErrType(err, activities.ErrTypeCorrupt), "%v", err)
+		assert.True(t, hasErrType(err, "TestFatal"), "%v", err)
+	})
+
+	t.Run("a corrupted znode is retried until repaired", func(t *testing.T) {
+		env, rec := newEnv(t)
+		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
+			Return(activities.WatchResult{}, corruptErr("/baton/group")).Twice()
+		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
+			Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleBackup}}, nil).Once()
+		env.ExecuteWorkflow(PrimaryBackup, m)
+		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))
+		var attempts []int32
+		for _, c := range rec.callsOf("WatchRunners") {
+			attempts = append(attempts, c.Attempt)
+		}
+		assert.Equal(t, []int32{1, 2, 3}, attempts, "one activity, retried")
+		env.AssertExpectations(t)
 	})
 }
 

@@ -297,9 +297,15 @@ func lostErr() error {
 	return temporal.NewNonRetryableApplicationError("claim lost: test", activities.ErrTypeLost, nil)
 }
 
-// corruptErr is a non-retryable corrupted-metadata failure.
-func corruptErr() error {
-	return temporal.NewNonRetryableApplicationError("corrupted znode: test", activities.ErrTypeCorrupt, nil)
+// fatalErr is a non-retryable failure.
+func fatalErr() error {
+	return temporal.NewNonRetryableApplicationError("fatal: test", "TestFatal", nil)
+}
+
+// corruptErr is what an activity fails with on a corrupted znode: a
+// *metadata.CorruptError, which Temporal retries.
+func corruptErr(path string) error {
+	return &metadata.CorruptError{Path: path, Err: &roles.FieldError{Object: "Task", Field: "running_status", Msg: `unknown status "sleeping"`}}
 }
 
 func hasErrType(err error, typ string) bool {

@@ -53,13 +53,15 @@ var a *activities.Activities // nil: used only for method expressions
 
 var ja *jobs.Activities // nil: used only for method expressions
 
-// shortOptions are for quick metadata steps.
+// shortOptions are for quick metadata steps. Failures of other types than
+// NonRetryableErrorTypes are retried without limit, a corrupted znode
+// included: an operator can repair it while the workflow waits.
 func shortOptions(m activities.Member) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 50 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeFenced, activities.ErrTypeLost, activities.ErrTypeCorrupt},
+			NonRetryableErrorTypes: []string{activities.ErrTypeFenced, activities.ErrTypeLost, activities.ErrTypeBadMember},
 		},
 	}
 }

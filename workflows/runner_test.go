@@ -57,10 +57,29 @@ func TestRunnerFenced(t *testing.T) {
 	t.Run("a non-retryable RunTask failure fails the workflow", func(t *testing.T) {
 		env, _ := newEnv(t)
 		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.RunTask, mock.Anything, mock.Anything).Return(activities.RunTaskResult{}, corruptErr()).Once()
+		env.OnActivity(a.RunTask, mock.Anything, mock.Anything).Return(activities.RunTaskResult{}, fatalErr()).Once()
 		env.ExecuteWorkflow(Runner, m)
 		require.True(t, env.IsWorkflowCompleted())
-		assert.True(t, hasErrType(env.GetWorkflowError(), activities.ErrTypeCorrupt), "%v", env.GetWorkflowError())
+		assert.True(t, hasErrType(env.GetWorkflowError(), "TestFatal"), "%v", env.GetWorkflowError())
+	})
+
+	t.Run("a corrupted Task is retried until repaired", func(t *testing.T) {
+		env, rec := newEnv(t)
+		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
+		env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
+			Return(activities.RunTaskResult{}, corruptErr("/baton/node/"+m.Name+"/task")).Twice()
+		env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
+			Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).Once()
+		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, nil).Once()
+		env.ExecuteWorkflow(Runner, m)
+		assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner}, roleResult(t, env))
+		assert.Equal(t, []string{"WaitTask", "RunTask", "RunTask", "RunTask", "WaitTask"}, rec.started())
+		var attempts []int32
+		for _, c := range rec.callsOf("RunTask") {
+			attempts = append(attempts, c.Attempt)
+		}
+		assert.Equal(t, []int32{1, 2, 3}, attempts, "one activity, retried")
+		env.AssertExpectations(t)
 	})
 }
 

@@ -36,7 +36,7 @@ type dialect struct {
 	// seqIndex follows job in the indexes that order by seqCol (SQLite's
 	// rowid is in every index already).
 	seqIndex string
-	bigint         string
+	bigint   string
 	// lockSchema serialises schema creation among processes.
 	lockSchema string
 	// serialWrites: one write transaction at a time per process (SQLite
@@ -356,7 +356,16 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 			return err
 		}
 		if maxPages > 0 {
-			c, err := s.sums(ctx, tx, job)
+			if s.d.forUpdate != "" {
+				// Serialise the job's hand-outs: two transactions reading
+				// the same counters would both take the remainder and hand
+				// out more than max_pages URLs. (SQLite has one writer.)
+				var one int
+				if err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM baton_jobs WHERE id = ?`+s.d.forUpdate), job).Scan(&one); err != nil {
+					return fmt.Errorf("take batch %s: lock job %s: %w", id, job, err)
+				}
+			}
+			c, err := s.sums(ctx, tx, job) // a new snapshot, after the lock
 			if err != nil {
 				return err
 			}
@@ -464,7 +473,11 @@ func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = jobs.Recorded{}
-		if _, err := s.checkEpoch(ctx, tx, r.Job, r.Batch, r.Epoch, s.d.forShare); err != nil {
+		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
+		// to other share lockers ahead of a queued FOR UPDATE, so a holder
+		// recording from several goroutines would starve the Claim or
+		// Requeue that fences it. This serialises one batch's Records.
+		if _, err := s.checkEpoch(ctx, tx, r.Job, r.Batch, r.Epoch, s.d.forUpdate); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 2 WHERE job = ? AND url = ? AND batch = ? AND state = 1`),

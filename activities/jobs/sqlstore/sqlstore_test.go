@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/jobs/storetest"
+	"github.com/batoncrawl/baton/testsuite"
 )
 
 func testCtx(t *testing.T, d time.Duration) context.Context {
@@ -317,4 +319,129 @@ func TestSQLiteCrashSafety(t *testing.T) {
 	assert.Equal(t, jobs.Stats{Seen: n, Recorded: n}, st)
 }
 
-var _ = strconv.Itoa
+func openPostgres(t *testing.T, pg *testsuite.Postgres) *sqlstore.Store {
+	t.Helper()
+	s, err := sqlstore.OpenPostgres(testCtx(t, time.Minute), pg.DSN(), "")
+	require.NoError(t, err, "OpenPostgres")
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestPostgresConformance runs the suite on one server: every subtest
+// opens its own Store on the same database (its jobs have their own IDs).
+func TestPostgresConformance(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	first := openPostgres(t, pg)
+	storetest.Run(t, func(t *testing.T) jobs.Store {
+		s := openPostgres(t, pg)
+		require.Equal(t, first.Identity(), s.Identity(), "two opens of one database: one identity")
+		return s
+	})
+	assert.Equal(t, "postgres", first.Identity().Engine)
+	assert.Equal(t, pg.Address()+"/"+pg.Database(), first.Identity().Location)
+	assert.NotContains(t, first.Identity().String(), pg.Password(), "the identity shows the password")
+}
+
+// TestPostgresRestart: the server is killed (SIGKILL) and restarted while
+// goroutines keep recording; the store retries, and every URL ends up
+// recorded exactly once.
+func TestPostgresRestart(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, 3*time.Minute)
+	s := openPostgres(t, pg)
+	const n = 400
+	job, _ := newJob(t, s, n)
+	_, err := s.TakeBatch(ctx, job, "b1", n)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, job, "b1", "runner", 1)
+	require.NoError(t, err)
+	es, err := s.Entries(ctx, job, "b1")
+	require.NoError(t, err)
+	require.Len(t, es, n)
+
+	ch := make(chan string)
+	go func() {
+		defer close(ch)
+		for _, e := range es {
+			ch <- e.URL
+		}
+	}()
+	var done atomic.Int64
+	var mu sync.Mutex
+	var errs []error
+	var slowest time.Duration
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range ch {
+				start := time.Now()
+				_, err := record(ctx, s, job, "b1", "runner", 1, u)
+				took := time.Since(start)
+				mu.Lock()
+				slowest = max(slowest, took)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("record %s after %v: %w", u, took, err))
+				}
+				mu.Unlock()
+				done.Add(1)
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return done.Load() >= 60 }, time.Minute, 5*time.Millisecond)
+	killedAt := done.Load()
+	pg.Kill()
+	time.Sleep(2 * time.Second) // the writers retry meanwhile
+	outage := done.Load() - killedAt
+	pg.Restart()
+	wg.Wait()
+	t.Logf("killed after %d records, %d returned during the outage, slowest Record %v", killedAt, outage, slowest)
+	require.Empty(t, errs, "Record failed across the restart")
+	assert.Less(t, killedAt, int64(n), "the server was killed after all records were done")
+
+	all := make([]string, len(es))
+	for i, e := range es {
+		all[i] = e.URL
+	}
+	requireOnce(t, results(t, s, job), all)
+	st, err := s.Stats(ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.Stats{Seen: n, Recorded: n}, st)
+	b, err := s.FinishBatch(ctx, job, "b1", 1)
+	require.NoError(t, err)
+	assert.Equal(t, n, b.Success)
+}
+
+// TestPostgresWrongPassword: a wrong password is a clear error that does
+// not show the password.
+func TestPostgresWrongPassword(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, time.Minute)
+	const secret = "Wr0ng-S3cret-pw"
+
+	_, err := sqlstore.OpenPostgres(ctx, pg.DSN(), secret)
+	require.Error(t, err, "OpenPostgres with a wrong password")
+	msg := err.Error()
+	t.Logf("wrong password: %v", err)
+	assert.NotContains(t, msg, secret, "the error shows the password")
+	assert.NotContains(t, msg, pg.Password(), "the error shows the DSN's password")
+	assert.Contains(t, msg, "password authentication failed", "the error does not say the password is wrong")
+	assert.Contains(t, msg, pg.User())
+	assert.Contains(t, msg, pg.Address())
+
+	// The same wrong password written in the DSN.
+	u, perr := url.Parse(pg.DSN())
+	require.NoError(t, perr)
+	u.User = url.UserPassword(pg.User(), secret)
+	_, err = sqlstore.OpenPostgres(ctx, u.String(), "")
+	require.Error(t, err, "OpenPostgres with a wrong password in the DSN")
+	assert.NotContains(t, err.Error(), secret, "the error shows the DSN's password")
+	assert.Contains(t, err.Error(), "password authentication failed")
+
+	// The right password replaces a wrong one in the DSN.
+	s, err := sqlstore.OpenPostgres(ctx, u.String(), pg.Password())
+	require.NoError(t, err, "the password argument replaces the DSN's")
+	require.NoError(t, s.Close())
+}

@@ -55,6 +55,8 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"ConcurrentRecord", testConcurrentRecord},
 		{"ConcurrentTakeBatch", testConcurrentTake},
 		{"ConcurrentTakeBatchMaxPages", testConcurrentTakeMaxPages},
+		{"ConcurrentTakeBatchSameID", testConcurrentTakeSameID},
+		{"RequeueWhileRecording", testRequeueWhileRecording},
 		{"Identity", testIdentity},
 		{"TwoJobs", testTwoJobs},
 	}
@@ -282,7 +284,7 @@ func urls(paths ...string) []string {
 func seq(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = fmt.Sprintf("%s%03d", prefix, i)
+		out[i] = fmt.Sprintf("%s%04d", prefix, i)
 	}
 	return out
 }
@@ -938,7 +940,7 @@ func testConcurrentTake(t *testing.T, f *fixture) {
 	for u, k := range handed {
 		assert.Equal(t, 1, k, "%s handed out %d times", u, k)
 	}
-	assert.Len(t, handed, len(all), "every URL handed out")
+	assert.Equal(t, len(all), len(handed), "every URL handed out")
 	assert.Equal(t, jobs.Stats{Seen: 300, Queued: 0}, f.stats(job))
 	b, _ := f.take(job, "last", 10)
 	assert.Equal(t, 0, b.Size)
@@ -951,8 +953,122 @@ func testConcurrentTakeMaxPages(t *testing.T, f *fixture) {
 	for u, k := range handed {
 		assert.Equal(t, 1, k, "%s handed out %d times", u, k)
 	}
-	assert.Len(t, handed, 50, "exactly max_pages URLs handed out by concurrent TakeBatch calls")
+	assert.Equal(t, 50, len(handed), "exactly max_pages URLs handed out by concurrent TakeBatch calls")
 	assert.Equal(t, jobs.Stats{Seen: 50, Queued: 0}, f.stats(job))
+}
+
+// testConcurrentTakeSameID: a retried TakeBatch racing the first call
+// (a client timed out while the server went on) hands nothing out twice.
+func testConcurrentTakeSameID(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, seq("s", 40)...)
+	var mu sync.Mutex
+	var got []jobs.BatchInfo
+	var errs []error
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := f.s.TakeBatch(f.ctx, job, "b1", 10)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			got = append(got, b)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		// Allowed (the caller retries), but shown.
+		t.Logf("a concurrent TakeBatch of the same id failed: %v", err)
+	}
+	require.NotEmpty(t, got, "every concurrent TakeBatch of one id failed")
+	for _, b := range got {
+		assert.Equal(t, got[0], b, "concurrent TakeBatch calls of one id returned different batches")
+	}
+	b, first := f.take(job, "b1", 10) // the retry that follows
+	assert.Equal(t, 10, b.Size)
+	assert.Equal(t, jobs.Stats{Seen: 40, Queued: 30}, f.stats(job), "one batch taken")
+	_, rest := f.take(job, "b2", 100)
+	assert.Len(t, rest, 30)
+	assert.Empty(t, intersect(first, rest), "a URL was handed out twice")
+}
+
+// testRequeueWhileRecording: a Requeue racing the holder's Records fences
+// it promptly (a holder busy recording does not hold it off until it runs
+// out of work) and exactly: every URL is either recorded (its Record
+// returned nil) or re-queued, never both, never neither.
+func testRequeueWhileRecording(t *testing.T, f *fixture) {
+	const n = 2000
+	job := f.newJob("j", 0, seq("s", n)...)
+	_, all := f.take(job, "b1", n)
+	require.Len(t, all, n)
+	f.claim(job, "b1", "r1", 1)
+
+	ch := make(chan string)
+	go func() {
+		defer close(ch)
+		for _, u := range all {
+			select {
+			case ch <- u:
+			case <-f.ctx.Done():
+				return
+			}
+		}
+	}()
+	var mu sync.Mutex
+	recorded := map[string]bool{}
+	var errs []error
+	count := 0
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range ch {
+				_, err := f.s.Record(f.ctx, jobs.Record{Job: job, Batch: "b1", Runner: "r1", Epoch: 1, URL: u,
+					Page: Page(job, "b1", "r1", 1, u, 0, "")})
+				mu.Lock()
+				switch {
+				case err == nil:
+					recorded[u] = true
+				case !errors.Is(err, jobs.ErrStale):
+					errs = append(errs, err)
+				}
+				count++
+				if count == n/40 {
+					close(started)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	<-started
+	start := time.Now()
+	requeued, err := f.s.Requeue(f.ctx, job, "b1", 2)
+	took := time.Since(start)
+	require.NoError(t, err)
+	wg.Wait()
+	require.Empty(t, errs)
+	t.Logf("Requeue took %v: %d recorded before it, %d re-queued", took, len(recorded), requeued)
+	assert.Positive(t, requeued, "Requeue waited %v, until the holder had recorded every URL: "+
+		"a busy holder starves the fence", took)
+	assert.Equal(t, n, len(recorded)+requeued, "recorded + re-queued")
+
+	res := f.resultURLs(job)
+	assert.Equal(t, len(recorded), len(res), "the results are the Records that returned nil")
+	for _, u := range res {
+		assert.True(t, recorded[u], "%s is in the results, but its Record failed", u)
+	}
+	_, again := f.take(job, "b2", n)
+	assert.Len(t, again, requeued)
+	for _, u := range again {
+		assert.False(t, recorded[u], "%s was recorded and re-queued", u)
+	}
+	assert.Equal(t, jobs.Stats{Seen: n, Queued: 0, Recorded: len(recorded)}, f.stats(job))
 }
 
 // ---- Identity, several jobs ----

@@ -1,0 +1,563 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
+	"github.com/batoncrawl/baton/activities/telemetry"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// fetchCall is one call of the fake fetcher.
+type fetchCall struct {
+	req   roles.Request
+	auth  crawl.Auth
+	depth int
+	opts  crawl.Options
+}
+
+// fakePages is a concurrency-safe PageFetcher: it answers pages[url] (a
+// 200 page by default), counts calls and the peak of concurrent calls, and,
+// while gate is set, blocks each call until the test sends on gate (one
+// call) or closes it (all).
+type fakePages struct {
+	mu       sync.Mutex
+	pages    map[string]crawl.Page
+	calls    []fetchCall
+	inFlight int
+	peak     int
+	gate     chan struct{}
+}
+
+func newFakePages() *fakePages { return &fakePages{pages: map[string]crawl.Page{}} }
+
+func (f *fakePages) Fetch(ctx context.Context, req roles.Request, auth crawl.Auth, depth int, opts crawl.Options) crawl.Page {
+	f.mu.Lock()
+	f.calls = append(f.calls, fetchCall{req: req, auth: auth, depth: depth, opts: opts})
+	f.inFlight++
+	f.peak = max(f.peak, f.inFlight)
+	gate := f.gate
+	p, ok := f.pages[req.URL]
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.mu.Unlock()
+	}()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return crawl.Page{URL: req.URL, Depth: depth, Error: ctx.Err().Error()}
+		}
+	}
+	if !ok {
+		p = crawl.Page{URL: req.URL, FinalURL: req.URL, StatusCode: 200, ContentType: "text/html",
+			Bytes: 100, DurationMS: 20, Title: "t " + req.URL, Attempts: 1}
+	}
+	p.Depth = depth
+	return p
+}
+
+func (f *fakePages) count() (calls, inFlight, peak int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls), f.inFlight, f.peak
+}
+
+func (f *fakePages) perURL() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range f.calls {
+		out[c.req.URL]++
+	}
+	return out
+}
+
+func (f *fakePages) snapshot() []fetchCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// batchEnv is a job in a real SQLite store with one batch claimed by a
+// runner, and a BatchRunner on the store.
+type batchEnv struct {
+	t      *testing.T
+	ctx    context.Context
+	store  *sqlstore.Store
+	pages  *fakePages
+	br     *jobs.BatchRunner
+	spec   jobs.Spec
+	batch  string
+	runner string
+	epoch  int64
+	urls   []string
+}
+
+// newBatchEnv creates a job whose seeds are urls, takes them all into
+// one batch and claims it for sc-crawler_1 at epoch 1.
+func newBatchEnv(t *testing.T, conc int, urls []string, mod func(*jobs.Spec)) *batchEnv {
+	t.Helper()
+	e := &batchEnv{t: t, ctx: testCtx(t), store: openStore(t), pages: newFakePages(), runner: nodeName(1), epoch: 1, urls: urls}
+	e.spec = jobs.Spec{ID: "job-run", Group: testGroup, Seeds: urls, BatchSize: len(urls), Timers: testTimers()}
+	if mod != nil {
+		mod(&e.spec)
+	}
+	seeds := make([]jobs.Entry, len(urls))
+	for i, u := range urls {
+		seeds[i] = jobs.Entry{URL: u}
+	}
+	_, err := e.store.CreateJob(e.ctx, e.spec, seeds)
+	require.NoError(t, err)
+	e.batch = jobs.BatchID(e.spec.ID, 0)
+	b, err := e.store.TakeBatch(e.ctx, e.spec.ID, e.batch, len(urls))
+	require.NoError(t, err)
+	require.Equal(t, len(urls), b.Size)
+	_, err = e.store.Claim(e.ctx, e.spec.ID, e.batch, e.runner, e.epoch)
+	require.NoError(t, err)
+	e.br = &jobs.BatchRunner{Store: e.store, Pages: e.pages, Concurrency: conc}
+	return e
+}
+
+func (e *batchEnv) run() (activities.BatchOutcome, error) {
+	return e.runAs(e.runner, e.epoch)
+}
+
+func (e *batchEnv) runAs(runner string, epoch int64) (activities.BatchOutcome, error) {
+	return e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: e.batch, Runner: runner, Epoch: epoch, Log: quiet()})
+}
+
+type outcomeRes struct {
+	out activities.BatchOutcome
+	err error
+}
+
+func (e *batchEnv) runAsync() <-chan outcomeRes {
+	ch := make(chan outcomeRes, 1)
+	go func() {
+		out, err := e.run()
+		ch <- outcomeRes{out, err}
+	}()
+	return ch
+}
+
+func (e *batchEnv) wait(ch <-chan outcomeRes) (activities.BatchOutcome, error) {
+	e.t.Helper()
+	select {
+	case r := <-ch:
+		return r.out, r.err
+	case <-time.After(waitLimit):
+		e.t.Fatalf("RunBatch did not return within %v", waitLimit)
+		return activities.BatchOutcome{}, nil
+	}
+}
+
+func (e *batchEnv) results() []jobs.PageRecord {
+	e.t.Helper()
+	var out []jobs.PageRecord
+	require.NoError(e.t, e.store.Results(e.ctx, e.spec.ID, func(p jobs.PageRecord) error {
+		out = append(out, p)
+		return nil
+	}))
+	return out
+}
+
+func (e *batchEnv) info() jobs.BatchInfo {
+	e.t.Helper()
+	infos, err := e.store.Batches(e.ctx, e.spec.ID, []string{e.batch})
+	require.NoError(e.t, err)
+	require.Len(e.t, infos, 1)
+	return infos[0]
+}
+
+func (e *batchEnv) entries() []jobs.BatchEntry {
+	e.t.Helper()
+	es, err := e.store.Entries(e.ctx, e.spec.ID, e.batch)
+	require.NoError(e.t, err)
+	return es
+}
+
+func (e *batchEnv) stats() jobs.Stats {
+	e.t.Helper()
+	st, err := e.store.Stats(e.ctx, e.spec.ID)
+	require.NoError(e.t, err)
+	return st
+}
+
+// record finishes url as holder at epoch, as an earlier holder did.
+func (e *batchEnv) record(holder string, epoch int64, url string) {
+	e.t.Helper()
+	page := &jobs.PageRecord{Job: e.spec.ID, Batch: e.batch, Runner: holder, Epoch: epoch}
+	page.URL, page.StatusCode = url, 200
+	_, err := e.store.Record(e.ctx, jobs.Record{Job: e.spec.ID, Batch: e.batch, Runner: holder, Epoch: epoch, URL: url, Page: page})
+	require.NoError(e.t, err)
+}
+
+func pageURLs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("http://example.test/page/%03d", i)
+	}
+	return out
+}
+
+// peakOf runs a batch of n URLs with the fetcher gated, waits until want
+// calls are in flight, checks no more come, then lets them all go.
+func peakOf(t *testing.T, conc, n, want int) (int, activities.BatchOutcome) {
+	t.Helper()
+	e := newBatchEnv(t, conc, pageURLs(n), nil)
+	e.pages.gate = make(chan struct{})
+	ch := e.runAsync()
+	eventually(t, func() bool { _, in, _ := e.pages.count(); return in == want }, "%d fetches in flight", want)
+	time.Sleep(50 * time.Millisecond) // a (wrong) extra fetch would start now
+	calls, in, _ := e.pages.count()
+	assert.Equal(t, want, calls, "no fetch beyond the concurrency while all are blocked")
+	assert.Equal(t, want, in)
+	close(e.pages.gate)
+	out, err := e.wait(ch)
+	require.NoError(t, err)
+	_, _, peak := e.pages.count()
+	return peak, out
+}
+
+func TestRunBatchFetchesUpToConcurrencyPagesAtOnce(t *testing.T) {
+	t.Run("concurrency 4", func(t *testing.T) {
+		peak, out := peakOf(t, 4, 12, 4)
+		assert.Equal(t, 4, peak)
+		assert.Equal(t, 12, out.Ran)
+	})
+	t.Run("concurrency 1", func(t *testing.T) {
+		peak, out := peakOf(t, 1, 5, 1)
+		assert.Equal(t, 1, peak, "one page at a time")
+		assert.Equal(t, 5, out.Ran)
+	})
+	t.Run("default concurrency", func(t *testing.T) {
+		peak, out := peakOf(t, 0, jobs.DefaultConcurrency+4, jobs.DefaultConcurrency)
+		assert.Equal(t, jobs.DefaultConcurrency, peak)
+		assert.Equal(t, jobs.DefaultConcurrency+4, out.Ran)
+	})
+	t.Run("batch smaller than concurrency", func(t *testing.T) {
+		peak, out := peakOf(t, 8, 3, 3)
+		assert.Equal(t, 3, peak)
+		assert.Equal(t, 3, out.Ran)
+	})
+}
+
+func TestRunBatchRecordsEachPageOnceAndFinishesTheBatch(t *testing.T) {
+	urls := pageURLs(9)
+	e := newBatchEnv(t, 3, urls, func(s *jobs.Spec) {
+		s.Cookie = map[string]string{"session": "abc"}
+		s.Authorization = map[string]string{"Authorization": "Bearer t"}
+		s.Options.UserAgent = "baton-test"
+	})
+	e.pages.pages[urls[2]] = crawl.Page{URL: urls[2], StatusCode: 404, Error: "HTTP 404", DurationMS: 5}
+	e.pages.pages[urls[5]] = crawl.Page{URL: urls[5], Error: "timeout after 15s", DurationMS: 15000}
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, activities.BatchOutcome{Success: 7, Fail: 2, Ran: 9}, out)
+
+	per := e.pages.perURL()
+	for _, u := range urls {
+		assert.Equal(t, 1, per[u], "%s fetched once", u)
+	}
+	for _, c := range e.pages.snapshot() {
+		assert.Equal(t, crawl.Auth{Cookie: e.spec.Cookie, Authorization: e.spec.Authorization}, c.auth)
+		assert.Equal(t, "baton-test", c.opts.UserAgent, "the job's options reach the fetcher")
+		assert.Equal(t, "GET", c.req.Method)
+	}
+	res := e.results()
+	require.Len(t, res, 9)
+	got := map[string]jobs.PageRecord{}
+	for _, p := range res {
+		got[p.URL] = p
+		assert.Equal(t, e.spec.ID, p.Job)
+		assert.Equal(t, e.batch, p.Batch)
+		assert.Equal(t, e.runner, p.Runner)
+		assert.Equal(t, e.epoch, p.Epoch)
+	}
+	assert.ElementsMatch(t, urls, slices.Collect(maps.Keys(got)))
+	assert.Equal(t, "HTTP 404", got[urls[2]].Error)
+	assert.Equal(t, 404, got[urls[2]].StatusCode)
+	b := e.info()
+	assert.Equal(t, jobs.BatchDone, b.State)
+	assert.Equal(t, jobs.Stats{Seen: 9, Queued: 0, Recorded: 9, Failed: 2}, e.stats())
+	for _, be := range e.entries() {
+		assert.True(t, be.Done, "%s finished", be.URL)
+	}
+
+	// Run again (a retried activity): nothing fetched or recorded twice.
+	again, err := e.run()
+	require.NoError(t, err)
+	assert.Zero(t, again.Ran)
+	calls, _, _ := e.pages.count()
+	assert.Equal(t, 9, calls)
+	assert.Len(t, e.results(), 9)
+}
+
+func TestRunBatchFinishesADisallowedPageWithoutAResult(t *testing.T) {
+	urls := pageURLs(3)
+	e := newBatchEnv(t, 2, urls, nil)
+	e.pages.pages[urls[1]] = crawl.Page{URL: urls[1], Error: "disallowed by robots.txt", Disallowed: true,
+		Links: []string{"http://example.test/never"}}
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, activities.BatchOutcome{Success: 2, Fail: 0, Ran: 3}, out)
+	rec, err := e.store.Recorded(e.ctx, e.spec.ID, urls[1])
+	require.NoError(t, err)
+	assert.False(t, rec, "a page robots.txt refused is not a result")
+	for _, be := range e.entries() {
+		assert.True(t, be.Done, "%s finished", be.URL)
+	}
+	assert.Equal(t, jobs.BatchDone, e.info().State)
+	assert.Equal(t, jobs.Stats{Seen: 3, Queued: 0, Recorded: 2}, e.stats(), "no link of a disallowed page followed")
+}
+
+func TestRunBatchQueuesLinksAtTheNextDepth(t *testing.T) {
+	root := "http://example.test/"
+	e := newBatchEnv(t, 2, []string{root, "http://example.test/known"}, nil)
+	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200,
+		Links: []string{"http://example.test/a", "http://example.test/b", "http://example.test/known", root}}
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, 2, out.Success)
+	assert.Equal(t, jobs.Stats{Seen: 4, Queued: 2, Recorded: 2}, e.stats(), "a and b are new; known and the root are not queued twice")
+
+	next := jobs.BatchID(e.spec.ID, 1)
+	b, err := e.store.TakeBatch(e.ctx, e.spec.ID, next, 10)
+	require.NoError(t, err)
+	require.Equal(t, 2, b.Size)
+	es, err := e.store.Entries(e.ctx, e.spec.ID, next)
+	require.NoError(t, err)
+	depths := map[string]int{}
+	for _, be := range es {
+		depths[be.URL] = be.Depth
+	}
+	assert.Equal(t, map[string]int{"http://example.test/a": 1, "http://example.test/b": 1}, depths)
+
+	// The next hop: a page at depth 1 is fetched at depth 1 and its links
+	// are queued at depth 2.
+	_, err = e.store.Claim(e.ctx, e.spec.ID, next, e.runner, 1)
+	require.NoError(t, err)
+	e.pages.pages["http://example.test/a"] = crawl.Page{URL: "http://example.test/a", StatusCode: 200, Links: []string{"http://example.test/a/deeper"}}
+	_, err = e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: next, Runner: e.runner, Epoch: 1})
+	require.NoError(t, err)
+	for _, c := range e.pages.snapshot() {
+		if c.req.URL == "http://example.test/a" {
+			assert.Equal(t, 1, c.depth)
+			assert.Equal(t, 1, c.req.Depth)
+		}
+	}
+	third := jobs.BatchID(e.spec.ID, 2)
+	_, err = e.store.TakeBatch(e.ctx, e.spec.ID, third, 10)
+	require.NoError(t, err)
+	es, err = e.store.Entries(e.ctx, e.spec.ID, third)
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	assert.Equal(t, jobs.Entry{URL: "http://example.test/a/deeper", Depth: 2}, es[0].Entry)
+}
+
+func TestRunBatchResumesAHalfDoneBatch(t *testing.T) {
+	urls := pageURLs(6)
+	e := newBatchEnv(t, 3, urls, nil)
+	// The first holder recorded three pages, then died; a backup took the
+	// batch over at epoch 2.
+	for _, u := range urls[:3] {
+		e.record(e.runner, e.epoch, u)
+	}
+	next := nodeName(2)
+	require.NoError(t, e.br.Claim(e.ctx, e.spec.ID, e.batch, next, 2))
+	out, err := e.runAs(next, 2)
+	require.NoError(t, err)
+	assert.Equal(t, activities.BatchOutcome{Success: 6, Ran: 3}, out, "counts cover every holder; Ran this call's")
+	per := e.pages.perURL()
+	assert.ElementsMatch(t, urls[3:], slices.Collect(maps.Keys(per)), "only unfinished URLs fetched")
+	for _, n := range per {
+		assert.Equal(t, 1, n)
+	}
+	byRunner := map[string]int{}
+	for _, p := range e.results() {
+		byRunner[p.Runner]++
+	}
+	assert.Equal(t, map[string]int{e.runner: 3, next: 3}, byRunner)
+	b := e.info()
+	assert.Equal(t, jobs.BatchDone, b.State)
+	assert.Equal(t, next, b.Holder)
+	assert.Equal(t, int64(2), b.Epoch)
+}
+
+func TestRunBatchIsFencedByAClaimAtAHigherEpoch(t *testing.T) {
+	urls := pageURLs(6)
+	e := newBatchEnv(t, 1, urls, nil)
+	e.pages.gate = make(chan struct{})
+	ch := e.runAsync()
+	// First page: fetched and recorded by the holder.
+	eventually(t, func() bool { _, in, _ := e.pages.count(); return in == 1 }, "first fetch")
+	e.pages.gate <- struct{}{}
+	eventually(t, func() bool { c, in, _ := e.pages.count(); return c == 2 && in == 1 }, "second fetch")
+	require.Len(t, e.results(), 1)
+	// Meanwhile a backup takes the batch over.
+	other := nodeName(2)
+	_, err := e.store.Claim(e.ctx, e.spec.ID, e.batch, other, 2)
+	require.NoError(t, err)
+	e.pages.gate <- struct{}{}
+	out, err := e.wait(ch)
+	require.NoError(t, err, "fenced is an outcome, not an error")
+	assert.True(t, out.Fenced)
+	assert.Contains(t, out.Reason, "epoch")
+	assert.Equal(t, 1, out.Ran)
+	calls, in, _ := e.pages.count()
+	assert.Equal(t, 2, calls, "no fetch after the refusal")
+	assert.Zero(t, in)
+	res := e.results()
+	require.Len(t, res, 1, "no record after the claim")
+	assert.Equal(t, urls[0], res[0].URL)
+	b := e.info()
+	assert.Equal(t, jobs.BatchRunning, b.State, "the new holder finishes it")
+	assert.Equal(t, other, b.Holder)
+	assert.Equal(t, int64(2), b.Epoch)
+}
+
+func TestRunBatchFencedWhileManyFetchesAreInFlight(t *testing.T) {
+	urls := pageURLs(10)
+	e := newBatchEnv(t, 3, urls, nil)
+	e.pages.gate = make(chan struct{})
+	ch := e.runAsync()
+	eventually(t, func() bool { _, in, _ := e.pages.count(); return in == 3 }, "3 fetches in flight")
+	_, err := e.store.Claim(e.ctx, e.spec.ID, e.batch, nodeName(2), 5)
+	require.NoError(t, err)
+	close(e.pages.gate)
+	out, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.True(t, out.Fenced)
+	assert.Zero(t, out.Ran)
+	assert.Empty(t, e.results(), "every write of the old holder refused")
+	calls, _, _ := e.pages.count()
+	assert.LessOrEqual(t, calls, 3, "no new fetch once fenced")
+	assert.Equal(t, jobs.BatchRunning, e.info().State)
+}
+
+func TestRunBatchAtAStaleEpochIsFencedWithoutFetching(t *testing.T) {
+	e := newBatchEnv(t, 2, pageURLs(3), nil)
+	_, err := e.store.Claim(e.ctx, e.spec.ID, e.batch, nodeName(2), 3)
+	require.NoError(t, err)
+	out, err := e.run() // epoch 1
+	require.NoError(t, err)
+	assert.True(t, out.Fenced)
+	calls, _, _ := e.pages.count()
+	assert.Zero(t, calls)
+	// Claim at a lower epoch is not an error for the caller (it finds out
+	// when it runs), and changes nothing.
+	require.NoError(t, e.br.Claim(e.ctx, e.spec.ID, e.batch, e.runner, 2))
+	assert.Equal(t, nodeName(2), e.info().Holder)
+	assert.Equal(t, int64(3), e.info().Epoch)
+}
+
+func TestRunBatchOfAMissingJobFails(t *testing.T) {
+	st := openStore(t)
+	pages := newFakePages()
+	br := &jobs.BatchRunner{Store: st, Pages: pages}
+	out, err := br.RunBatch(testCtx(t), activities.BatchRun{Job: "ghost-job", Batch: "ghost-job-b000000", Runner: nodeName(1), Epoch: 1})
+	require.NoError(t, err, "a missing job is not retried")
+	assert.False(t, out.Fenced)
+	assert.Contains(t, out.Failed, "ghost-job")
+	assert.Contains(t, out.Failed, st.Identity().Location, "names the store it looked in")
+	assert.Contains(t, out.Failed, st.Identity().ID)
+	calls, _, _ := pages.count()
+	assert.Zero(t, calls)
+}
+
+func TestRunBatchOfAMissingBatchFails(t *testing.T) {
+	e := newBatchEnv(t, 2, pageURLs(2), nil)
+	out, err := e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: "no-such-batch", Runner: e.runner, Epoch: 1})
+	require.NoError(t, err)
+	assert.Contains(t, out.Failed, "no-such-batch")
+	assert.Contains(t, out.Failed, e.store.Identity().Location)
+	calls, _, _ := e.pages.count()
+	assert.Zero(t, calls)
+}
+
+func TestRunBatchOfARequeuedBatchFetchesNothing(t *testing.T) {
+	e := newBatchEnv(t, 2, pageURLs(2), nil)
+	_, err := e.store.Requeue(e.ctx, e.spec.ID, e.batch, 2)
+	require.NoError(t, err)
+	out, err := e.runAs(e.runner, 3)
+	require.NoError(t, err)
+	assert.Zero(t, out.Ran)
+	calls, _, _ := e.pages.count()
+	assert.Zero(t, calls)
+	assert.Equal(t, jobs.BatchRequeued, e.info().State)
+}
+
+// ---- metrics ----
+
+func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+func pagesByClass(t *testing.T, mfs map[string]*dto.MetricFamily) map[string]float64 {
+	t.Helper()
+	mf := mfs["baton_pages_total"]
+	require.NotNil(t, mf)
+	out := map[string]float64{}
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "class" {
+				out[l.GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func TestRunBatchMetrics(t *testing.T) {
+	urls := pageURLs(6)
+	e := newBatchEnv(t, 3, urls, nil)
+	reg := prometheus.NewRegistry()
+	m, err := telemetry.New(reg)
+	require.NoError(t, err)
+	e.br.Metrics = m
+	e.pages.pages[urls[0]] = crawl.Page{URL: urls[0], StatusCode: 200, Bytes: 1000, DurationMS: 20}
+	e.pages.pages[urls[1]] = crawl.Page{URL: urls[1], StatusCode: 301, Bytes: 10, DurationMS: 10}
+	e.pages.pages[urls[2]] = crawl.Page{URL: urls[2], StatusCode: 404, Error: "HTTP 404", Bytes: 5, DurationMS: 10}
+	e.pages.pages[urls[3]] = crawl.Page{URL: urls[3], StatusCode: 503, Error: "HTTP 503", DurationMS: 10}
+	e.pages.pages[urls[4]] = crawl.Page{URL: urls[4], Error: "timeout after 15s", DurationMS: 15000}
+	e.pages.pages[urls[5]] = crawl.Page{URL: urls[5], Error: "disallowed by robots.txt", Disallowed: true}
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, activities.BatchOutcome{Success: 2, Fail: 3, Ran: 6}, out)
+
+	mfs := gather(t, reg)
+	assert.Equal(t, map[string]float64{"2xx": 1, "3xx": 1, "4xx": 1, "5xx": 1, "error": 2}, pagesByClass(t, mfs),
+		"the timeout and the disallowed page are errors")
+	h := mfs["baton_fetch_duration_seconds"]
+	require.NotNil(t, h)
+	require.Len(t, h.GetMetric(), 1)
+	assert.Equal(t, uint64(5), h.GetMetric()[0].GetHistogram().GetSampleCount(), "a disallowed page is not timed")
+	assert.InDelta(t, 15.05, h.GetMetric()[0].GetHistogram().GetSampleSum(), 1e-9)
+	b := mfs["baton_page_bytes_total"]
+	require.NotNil(t, b)
+	assert.Equal(t, float64(1015), b.GetMetric()[0].GetCounter().GetValue())
+}

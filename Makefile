@@ -10,6 +10,8 @@ SCRIPTS       := $(CURDIR)/deployments/scripts
 TEMPORAL_BIN  ?= $(or $(BATON_TEMPORAL_BIN),$(STACK_DIR)/bin/temporal)
 # ZooKeeper installation (Debian package layout by default).
 ZK_HOME       ?= $(or $(BATON_ZK_HOME),/usr/share/zookeeper)
+# PostgreSQL bin dir for the tests' servers (empty: newest /usr/lib/postgresql/*/bin).
+PG_BIN        ?= $(BATON_PG_BIN)
 # Local stack ports (see deployments/scripts/stack.sh).
 ZK_PORT       ?= $(or $(BATON_ZK_PORT),2181)
 TEMPORAL_PORT ?= $(or $(BATON_TEMPORAL_PORT),7233)
@@ -32,7 +34,7 @@ STACK_ENV := BATON_STACK_DIR="$(STACK_DIR)" BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)"
 	BATON_ZK_HOME="$(ZK_HOME)" BATON_ZK_PORT="$(ZK_PORT)" \
 	BATON_TEMPORAL_PORT="$(TEMPORAL_PORT)" BATON_UI_PORT="$(UI_PORT)"
 # Environment for integration tests (they start their own servers on free ports).
-TEST_ENV := BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)" BATON_ZK_HOME="$(ZK_HOME)"
+TEST_ENV := BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)" BATON_ZK_HOME="$(ZK_HOME)" BATON_PG_BIN="$(PG_BIN)"
 
 .PHONY: help build deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench vet clean distclean
 
@@ -44,8 +46,9 @@ build: ## Build bin/baton-worker (./worker) and bin/baton (./starter).
 	$(GO) build -o $(BIN_DIR)/baton-worker ./worker
 	$(GO) build -o $(BIN_DIR)/baton ./starter
 
-deps: ## Install ZooKeeper and Chromium (apt, if missing) and the Temporal CLI into .stack/bin (if missing).
+deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing) and the Temporal CLI into .stack/bin (if missing).
 	BATON_ZK_HOME="$(ZK_HOME)" bash $(SCRIPTS)/install-zookeeper.sh
+	BATON_PG_BIN="$(PG_BIN)" bash $(SCRIPTS)/install-postgres.sh
 	BATON_STACK_DIR="$(STACK_DIR)" bash $(SCRIPTS)/install-temporal.sh
 	bash $(SCRIPTS)/install-chromium.sh
 

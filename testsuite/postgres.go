@@ -34,8 +34,9 @@ const (
 	// pgInitdbTimeout bounds initdb.
 	pgInitdbTimeout = 2 * time.Minute
 	// pgStopGrace is how long Stop waits for a fast shutdown before it
-	// SIGKILLs the server.
-	pgStopGrace = 30 * time.Second
+	// SIGKILLs the server; pgCleanupGrace is the same at the end of the test.
+	pgStopGrace    = 30 * time.Second
+	pgCleanupGrace = 10 * time.Second
 	// pgStartAttempts is how often a first start is retried with a new port
 	// when the chosen port was taken in the meantime.
 	pgStartAttempts = 3
@@ -82,6 +83,9 @@ type Postgres struct {
 	proc         *Process // current (possibly exited) postmaster
 	starts       int
 	bootstrapped bool // role and database created: readiness checks use DSN
+	// staleShmKey is the SysV shared memory key of a killed postmaster,
+	// whose segment the next start reclaims; cleanup removes it otherwise.
+	staleShmKey string
 }
 
 // StartPostgres initialises a fresh PostgreSQL cluster in a directory of
@@ -360,6 +364,10 @@ func (pg *Postgres) serverArgs() []string {
 		"max_connections=200",
 		"shared_buffers=16MB",
 		"huge_pages=off",
+		// Dynamic shared memory as files in the data dir rather than in
+		// /dev/shm (often 64MB in containers), from where a killed server's
+		// segments would not be removed with the test's files.
+		"dynamic_shared_memory_type=mmap",
 		// Durability: what a SIGKILL test relies on.
 		"fsync=on",
 		"synchronous_commit=on",
@@ -402,6 +410,7 @@ func (pg *Postgres) start() (*Process, int64, error) {
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
 	pg.starts++
+	pg.staleShmKey = "" // reclaimed by the new postmaster
 	var offset int64
 	if fi, err := os.Stat(pg.logPath); err == nil {
 		offset = fi.Size()
@@ -557,7 +566,7 @@ func (pg *Postgres) Kill() {
 // takes longer than 30s. Stopping a stopped server is a no-op. Failures
 // are reported with t.Errorf.
 func (pg *Postgres) Stop() {
-	if err := pg.stop(); err != nil {
+	if err := pg.stop(pgStopGrace); err != nil {
 		pg.t.Errorf("testsuite: postgres: stop: %v", err)
 	}
 }
@@ -568,7 +577,7 @@ func (pg *Postgres) Stop() {
 // does not come back, so call it from that test's goroutine.
 func (pg *Postgres) Restart() {
 	pg.t.Helper()
-	if err := pg.stop(); err != nil {
+	if err := pg.stop(pgStopGrace); err != nil {
 		pg.t.Fatalf("testsuite: postgres: restart: %v", err)
 	}
 	if _, err := pg.launch(); err != nil {
@@ -576,7 +585,7 @@ func (pg *Postgres) Restart() {
 	}
 }
 
-func (pg *Postgres) stop() error {
+func (pg *Postgres) stop(grace time.Duration) error {
 	p := pg.Process()
 	if p == nil {
 		return nil
@@ -585,8 +594,8 @@ func (pg *Postgres) stop() error {
 		if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			return fmt.Errorf("fast shutdown: %w", err)
 		}
-		if err := p.Wait(pgStopGrace); errors.Is(err, ErrWaitTimeout) {
-			pg.t.Logf("testsuite: postgres: fast shutdown took longer than %v; killing it", pgStopGrace)
+		if err := p.Wait(grace); errors.Is(err, ErrWaitTimeout) {
+			pg.t.Logf("testsuite: postgres: fast shutdown took longer than %v; killing it", grace)
 			return pg.kill()
 		}
 	}
@@ -637,8 +646,19 @@ func (pg *Postgres) kill() error {
 	}
 	// Nothing of this server runs any more: its lock files are stale. The
 	// postmaster would find that out itself unless their pids were reused.
+	// The lock file names the shared memory segment left behind.
+	pidFile := filepath.Join(pg.dataDir, "postmaster.pid")
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if lines := strings.Split(string(b), "\n"); len(lines) > 6 {
+			if f := strings.Fields(lines[6]); len(f) > 0 {
+				pg.mu.Lock()
+				pg.staleShmKey = f[0]
+				pg.mu.Unlock()
+			}
+		}
+	}
 	for _, f := range []string{
-		filepath.Join(pg.dataDir, "postmaster.pid"),
+		pidFile,
 		filepath.Join(pg.sockDir, fmt.Sprintf(".s.PGSQL.%d.lock", pg.port)),
 	} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -697,9 +717,24 @@ func (pg *Postgres) logTail(offset int64) string {
 	return fmt.Sprintf("\n--- tail of %s ---\n%s", pg.logPath, s)
 }
 
+// cleanup shuts the server down (fast, so it removes its shared memory),
+// and removes the shared memory segment of a server killed last.
 func (pg *Postgres) cleanup() {
-	if err := pg.kill(); err != nil {
+	if err := pg.stop(pgCleanupGrace); err != nil {
 		pg.t.Errorf("testsuite: postgres: cleanup: %v", err)
+	}
+	pg.mu.Lock()
+	key := pg.staleShmKey
+	pg.mu.Unlock()
+	if key != "" {
+		// Best effort: a leaked segment is only 56 bytes, but they count
+		// against the system-wide limit (kernel.shmmni).
+		if ipcrm, err := exec.LookPath("ipcrm"); err == nil {
+			cmd := exec.Command(ipcrm, "-M", key)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				pg.t.Logf("testsuite: postgres: remove shared memory key %s: %v: %s", key, err, out)
+			}
+		}
 	}
 	if pg.t.Failed() {
 		s := pg.logSince(0)

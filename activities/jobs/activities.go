@@ -106,9 +106,33 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	if err != nil {
 		return AssignResult{}, err
 	}
-	idle := a.idleRunners(ctx, c, g, nil, in.InFlight, in.Seq)
 	var res AssignResult
 	seq := in.Seq
+	// A retried call: the batches an earlier attempt delivered (their
+	// holder's Task names them, or they ran already) are reported again;
+	// one it took but could not deliver goes to an idle Runner below.
+	for {
+		id := BatchID(in.Spec.ID, seq)
+		infos, err := js.Batches(ctx, in.Spec.ID, []string{id})
+		if err != nil {
+			return res, err
+		}
+		if len(infos) == 0 {
+			break
+		}
+		b := infos[0]
+		delivered := b.State != BatchRunning
+		if !delivered && b.Holder != "" {
+			t, _, err := c.GetTask(ctx, b.Holder)
+			delivered = err == nil && t.Job != nil && t.Job.ID == in.Spec.ID && t.Job.Batch == id
+		}
+		if !delivered {
+			break
+		}
+		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
+		seq++
+	}
+	idle := a.idleRunners(ctx, c, g, nil, append(slices.Clone(in.InFlight), res.Assigned...), seq)
 	// While the frontier is short (the start and the end of a crawl), share
 	// it among all the Runners instead of giving it to the first idle ones,
 	// so that no Runner is left with a long batch while the others idle.

@@ -291,13 +291,19 @@ func (f *fixture) awaitReturn(ch <-chan awaitRes) (jobs.AwaitResult, error) {
 	}
 }
 
-// waitRounds waits until JobAwait has watched the GroupState n times (it
-// does so at the start of each round).
-func (f *fixture) waitRounds(n int) {
+// waitRounds waits until the JobAwait of ch has watched the GroupState n
+// times (it does so at the start of each round); it fails if JobAwait
+// returned before.
+func (f *fixture) waitRounds(ch <-chan awaitRes, n int) {
 	f.t.Helper()
 	p := f.c.GroupPath()
 	deadline := time.Now().Add(waitLimit)
 	for f.meta.watched(p) < n {
+		select {
+		case r := <-ch:
+			f.t.Fatalf("JobAwait returned after %d rounds, want it still waiting: %+v, %v", f.meta.watched(p), r.res, r.err)
+		default:
+		}
 		if time.Now().After(deadline) {
 			f.t.Fatalf("JobAwait watched %s %d times, want %d", p, f.meta.watched(p), n)
 		}
@@ -716,7 +722,7 @@ func TestJobAwaitReportsADoneBatch(t *testing.T) {
 	f := newFixture(t, 1, 0)
 	spec, ref, tk := startOne(t, f, "job-done", 3)
 	ch := f.awaitAsync(spec, []jobs.BatchRef{ref})
-	f.waitRounds(2)
+	f.waitRounds(ch, 2)
 	for _, e := range f.entries(spec.ID, ref.Batch) {
 		require.NoError(t, f.record(spec.ID, ref.Batch, ref.Runner, tk.Epoch, e.URL))
 	}
@@ -734,7 +740,7 @@ func TestJobAwaitReportsAFailedBatchWithTheReason(t *testing.T) {
 	f := newFixture(t, 1, 0)
 	spec, ref, tk := startOne(t, f, "job-fail", 2)
 	ch := f.awaitAsync(spec, []jobs.BatchRef{ref})
-	f.waitRounds(2)
+	f.waitRounds(ch, 2)
 	// The runner ends its Task as terminate at the batch's epoch: it could
 	// not run it, and says why.
 	tk.RunningStatus = roles.TaskTerminate
@@ -802,7 +808,7 @@ func TestJobAwaitDoesNotRequeueABatchBeingHandedOver(t *testing.T) {
 	f.beat(backup, f.clock.Now(), roles.HeartHealthy)
 
 	ch := f.awaitAsync(spec, []jobs.BatchRef{ref})
-	f.waitRounds(3) // two rounds seen the orphan, left it
+	f.waitRounds(ch, 3) // two rounds seen the orphan, left it
 	select {
 	case r := <-ch:
 		t.Fatalf("JobAwait returned early: %+v, %v", r.res, r.err)
@@ -844,7 +850,7 @@ func TestJobAwaitWaitsForTheOrphanBound(t *testing.T) {
 	spec, ref, _ := startOne(t, f, "job-late", 2)
 	f.clock.Set(t0.Add(orphanAfter() - 500*time.Millisecond))
 	ch := f.awaitAsync(spec, []jobs.BatchRef{ref})
-	f.waitRounds(3)
+	f.waitRounds(ch, 3)
 	f.clock.Set(t0.Add(orphanAfter() + time.Millisecond))
 	res, err := f.awaitReturn(ch)
 	require.NoError(t, err)
@@ -856,7 +862,7 @@ func TestJobAwaitReturnsAtItsDeadlineWithFreshStats(t *testing.T) {
 	spec, ref, tk := startOne(t, f, "job-quiet", 3)
 	start := f.clock.Now()
 	ch := f.awaitAsync(spec, []jobs.BatchRef{ref})
-	f.waitRounds(3)
+	f.waitRounds(ch, 3)
 	select {
 	case r := <-ch:
 		t.Fatalf("JobAwait returned before its deadline: %+v, %v", r.res, r.err)

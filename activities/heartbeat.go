@@ -54,7 +54,7 @@ func (a *Activities) BeatHeart(ctx context.Context, m Member) error {
 			if t, err := decodeWith(td, err, c.TaskPath(m.Name), roles.DecodeTask); err == nil {
 				hb.TaskState = t.RunningStatus
 			}
-			if _, err := c.Put(ctx, c.HeartbeatPath(m.Name), hb, metadata.AnyVersion); err != nil && !errors.Is(err, context.Canceled) {
+			if _, err := c.SetHeartbeat(ctx, m.Name, hb, metadata.AnyVersion); err != nil && !errors.Is(err, context.Canceled) {
 				a.log(lctx).Warn("heartbeat write failed", "crawler", m.Name, "err", err)
 			}
 		case errors.Is(err, context.Canceled):

@@ -100,7 +100,7 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		res.Role = roles.RoleInitial
 	}
 	if !exists || rejoin {
-		if _, err := c.Put(ctx, c.NodePath(m.Name), roles.NodeState{Group: m.Group, Role: res.Role}, metadata.AnyVersion); err != nil {
+		if _, err := c.SetNode(ctx, m.Name, roles.NodeState{Group: m.Group, Role: res.Role}, metadata.AnyVersion); err != nil {
 			return res, fmt.Errorf("register %s: write NodeState: %w", m.Name, err)
 		}
 	}
@@ -116,14 +116,14 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 			nt.Holder, nt.HandedOverFrom = m.Name, t.Holder
 		}
 		nt.Epoch = t.Epoch + 1
-		if _, err := c.Put(ctx, c.TaskPath(m.Name), nt, metadata.AnyVersion); err != nil {
+		if _, err := c.SetTask(ctx, m.Name, nt, metadata.AnyVersion); err != nil {
 			return res, fmt.Errorf("register %s: write Task: %w", m.Name, err)
 		}
 	} else if err != nil {
 		return res, fmt.Errorf("register %s: read Task: %w", m.Name, err)
 	}
 	hb := roles.NewHeartbeat(a.now(), m.Timers)
-	if _, err := c.Put(ctx, c.HeartbeatPath(m.Name), hb, metadata.AnyVersion); err != nil {
+	if _, err := c.SetHeartbeat(ctx, m.Name, hb, metadata.AnyVersion); err != nil {
 		return res, fmt.Errorf("register %s: write Heartbeat: %w", m.Name, err)
 	}
 	if _, err := a.Store.Create(ctx, c.AlivePath(m.Name), []byte(m.Name), metadata.Ephemeral); err != nil && !errors.Is(err, metadata.ErrExists) {
@@ -201,7 +201,7 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 	if err != nil {
 		return "", a.corrupt(ctx, fmt.Errorf("elect %s: %w", m.Name, err))
 	}
-	if _, err := c.Put(ctx, c.NodePath(m.Name), roles.NodeState{Group: m.Group, Role: role}, v); err != nil {
+	if _, err := c.SetNode(ctx, m.Name, roles.NodeState{Group: m.Group, Role: role}, v); err != nil {
 		return "", fmt.Errorf("elect %s: write role: %w", m.Name, err)
 	}
 	a.seen(role)

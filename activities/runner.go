@@ -161,33 +161,32 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	}
 	res.Job = t.Job != nil
 	session := a.Store.Session()
-	write := func(next roles.Task) error {
+	write := func(next roles.Task) (roles.Task, error) {
+		next, op := c.FenceTask(owner, tv, next, m.Name, next.Epoch)
 		if s := a.Store.Session(); s != session {
 			// The session was lost: make sure we still hold the Task before
 			// writing anything (the compare-and-set below checks it too).
 			cur, _, err := c.GetTask(ctx, owner)
 			if err != nil {
-				return err
+				return next, err
 			}
 			if cur.Holder != m.Name || cur.Epoch != next.Epoch {
-				return fenced("after a session loss, task of %s is held by %s at epoch %d", owner, cur.Holder, cur.Epoch)
+				return next, fenced("after a session loss, task of %s is held by %s at epoch %d", owner, cur.Holder, cur.Epoch)
 			}
 			session = s
 		}
-		err := a.Store.Multi(ctx,
-			metadata.CheckOp(c.NodePath(m.Name), nv),
-			metadata.SetOp(c.TaskPath(owner), metadata.Encode(next), tv))
+		err := a.Store.Multi(ctx, metadata.CheckOp(c.NodePath(m.Name), nv), op)
 		if errors.Is(err, metadata.ErrBadVersion) {
 			cur, _, _ := c.GetTask(ctx, owner)
 			n2, _, _ := c.GetNode(ctx, m.Name)
-			return fenced("write refused for task of %s at epoch %d: runner %s is now %s, task holder %s epoch %d",
+			return next, fenced("write refused for task of %s at epoch %d: runner %s is now %s, task holder %s epoch %d",
 				owner, next.Epoch, m.Name, n2.Role, cur.Holder, cur.Epoch)
 		}
 		if err != nil {
-			return err
+			return next, err
 		}
 		tv++
-		return nil
+		return next, nil
 	}
 	if !t.Pending() {
 		res.Epoch, res.Status, res.Result = t.Epoch, t.RunningStatus, t.RunningResult
@@ -198,11 +197,11 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	}
 	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
 		t = t.Clone()
-		t.RunningStatus, t.Holder = roles.TaskProcessing, m.Name
+		t.RunningStatus = roles.TaskProcessing
 		if t.NextIndex < len(t.RunningContent) {
 			t.InProgressingID = strconv.Itoa(t.RunningContent[t.NextIndex].TaskID)
 		}
-		if err := write(t); err != nil {
+		if t, err = write(t); err != nil {
 			return res, err
 		}
 	}
@@ -238,8 +237,7 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 		if !ok {
 			return res, fmt.Errorf("run task: result of task_id %d is not the next one", req.TaskID)
 		}
-		t = next
-		if err := write(t); err != nil {
+		if t, err = write(next); err != nil {
 			return res, err
 		}
 		res.Ran++
@@ -313,14 +311,15 @@ func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
 // only when the batch ends (done, with its counters, or terminate with the
 // reason it could not run): a crawl job costs ZooKeeper a write on
 // assignment and one at the end of each batch, not one per page.
-func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t roles.Task, write func(roles.Task) error, res RunTaskResult, start time.Time) (RunTaskResult, error) {
+func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t roles.Task, write func(roles.Task) (roles.Task, error), res RunTaskResult, start time.Time) (RunTaskResult, error) {
 	if a.Batches == nil {
 		return res, errors.New("run job task: this worker has no job store")
 	}
 	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
 		t = t.Clone()
-		t.RunningStatus, t.Holder = roles.TaskProcessing, m.Name
-		if err := write(t); err != nil {
+		t.RunningStatus = roles.TaskProcessing
+		var err error
+		if t, err = write(t); err != nil {
 			return res, err
 		}
 	}
@@ -345,7 +344,7 @@ func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t rol
 		next.ResultDetail = append(next.ResultDetail, roles.ResultDetail{State: roles.TaskError, ErrorMsg: out.Failed, Epoch: t.Epoch})
 		log.Error("batch cannot run", "err", out.Failed)
 	}
-	if err := write(next); err != nil {
+	if _, err := write(next); err != nil {
 		return res, err
 	}
 	res.Ran = out.Ran

@@ -105,100 +105,128 @@ func rssKB(pid int) int {
 	return 0
 }
 
-// BenchmarkCrawlCluster measures, in one run against a real 3-Runner
-// cluster (3 runners + 1 backup, real ZooKeeper, Temporal and worker
-// processes) and the demo site with a simulated latency per page:
-//   - throughput: pages/s of the cluster vs a bare Colly program with the
-//     same total concurrency (one request at a time per Runner);
-//   - pickup latency: from submitting a job to the first page fetch;
-//   - orchestration cost: Temporal history events per 1,000 pages, and the
-//     workers' peak memory after a 10,000-page crawl.
+// taskWrites sums the versions of the group's Task znodes: how many times
+// ZooKeeper wrote them.
+func taskWrites(b *testing.B, c *testsuite.Cluster, n int) int {
+	total := 0
+	for i := 1; i <= n; i++ {
+		_, v, err := c.Meta.Store.Get(context.Background(), c.Meta.TaskPath(testsuite.Name(i)))
+		if err != nil {
+			b.Fatalf("task of %s: %v", testsuite.Name(i), err)
+		}
+		total += int(v)
+	}
+	return total
+}
+
+// bareColly crawls the site at base with one Colly collector and the given
+// parallelism, as a user would without Baton, and returns pages/s.
+func bareColly(base string, parallelism int) (int64, float64) {
+	var pages atomic.Int64
+	cc := colly.NewCollector(colly.Async(true), colly.AllowedDomains("127.0.0.1"), colly.MaxDepth(101))
+	cc.IgnoreRobotsTxt = false
+	_ = cc.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: parallelism})
+	cc.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = e.Request.Visit(e.Attr("href")) })
+	cc.OnHTML("title", func(*colly.HTMLElement) {})
+	cc.OnResponse(func(*colly.Response) { pages.Add(1) })
+	cc.OnError(func(*colly.Response, error) { pages.Add(1) })
+	t := time.Now()
+	_ = cc.Visit(base + "/")
+	cc.Wait()
+	return pages.Load(), float64(pages.Load()) / time.Since(t).Seconds()
+}
+
+// BenchmarkCrawlCluster measures a Baton cluster against bare Colly at the
+// same total concurrency (24), side by side in one run, on the demo site
+// with 20 ms per page and 3,000 pages, on both job stores (SQLite, and
+// PostgreSQL with every worker on its own data directory) and two shapes:
+// 1 Runner × 24 and 3 Runners × 8 (each cluster has one backup too, real
+// ZooKeeper, Temporal and worker processes). For each it reports:
+//   - throughput: pages/s, and the ratio to bare Colly at 24;
+//   - pickup: submit → first page fetched, and submit → job completed, for
+//     one-page jobs on the idle cluster (10 each);
+//   - orchestration: CrawlJob history events and ZooKeeper Task writes per
+//     1,000 pages;
+//   - the workers' peak RSS.
 //
 // Run it with: make bench BENCH=CrawlCluster PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
 func BenchmarkCrawlCluster(b *testing.B) {
 	const latency = 20 * time.Millisecond
-	c := testsuite.NewCluster(b, 3, 1, testsuite.FastTimers)
-	site := demosite.New(demosite.Config{Pages: 1000, Seed: 11, BrokenLinks: 5, Latency: latency})
+	site := demosite.New(demosite.Config{Pages: 3000, Seed: 11, BrokenLinks: 5, Latency: latency})
 	fh := &firstHit{h: site}
 	srv := httptest.NewServer(fh)
 	b.Cleanup(srv.Close)
-	c.StartAll()
-	c.WaitElected(90 * time.Second)
-	tc := c.Temporal.Client(b)
-	opts := crawl.DefaultOptions()
-	opts.Follow, opts.MaxDepth, opts.AllowedDomains = true, 100, []string{"127.0.0.1"}
-	opts.Parallelism = 8
+	barePages, bareRate := bareColly(srv.URL, 24)
+	b.Logf("bare Colly, parallelism 24: %d pages, %.1f pages/s (the site's limit is %.0f)", barePages, bareRate, 24/latency.Seconds())
+	var pg *testsuite.Postgres // one server for both shapes, stopped at the end
+	outer := b
+	for _, engine := range []string{"sqlite", "postgres"} {
+		for _, shape := range []struct{ runners, conc int }{{1, 24}, {3, 8}} {
+			b.Run(fmt.Sprintf("%s/%dx%d", engine, shape.runners, shape.conc), func(b *testing.B) {
+				opts := []testsuite.ClusterOption{testsuite.FastTimers,
+					testsuite.WithWorkerArgs("--concurrency", strconv.Itoa(shape.conc))}
+				if engine == "postgres" {
+					if pg == nil {
+						pg = testsuite.StartPostgres(outer)
+					}
+					opts = append(opts, testsuite.WithPostgres(pg))
+				}
+				n := shape.runners + 1
+				c := testsuite.NewCluster(b, shape.runners, 1, opts...)
+				c.StartAll()
+				c.WaitElected(90 * time.Second)
+				tc := c.Temporal.Client(b)
+				prefix := fmt.Sprintf("%s-%d", engine, shape.runners)
 
-	// Pickup latency, 10 one-page jobs.
-	var pickups []time.Duration
-	for i := 0; i < 10; i++ {
-		fh.Arm()
-		start := time.Now()
-		run := submit(b, c, tc, fmt.Sprintf("pickup-%d", i), []string{srv.URL + "/page/" + strconv.Itoa(i) + ".html"}, crawl.DefaultOptions(), 1)
-		<-fh.hit
-		pickups = append(pickups, fh.at.Sub(start))
-		if err := run.Get(context.Background(), nil); err != nil {
-			b.Fatal(err)
+				// Pickup, 10 one-page jobs on the idle cluster.
+				var first, whole []time.Duration
+				for i := 0; i < 10; i++ {
+					fh.Arm()
+					start := time.Now()
+					run := submit(b, c, tc, fmt.Sprintf("%s-pickup-%d", prefix, i), []string{srv.URL + "/page/" + strconv.Itoa(i) + ".html"}, crawl.DefaultOptions(), 1)
+					<-fh.hit
+					first = append(first, fh.at.Sub(start))
+					if err := run.Get(context.Background(), nil); err != nil {
+						b.Fatal(err)
+					}
+					whole = append(whole, time.Since(start))
+				}
+				slices.Sort(first)
+				slices.Sort(whole)
+
+				o := crawl.DefaultOptions()
+				o.Follow, o.MaxDepth, o.AllowedDomains = true, 100, []string{"127.0.0.1"}
+				o.Parallelism = 24
+				writes0 := taskWrites(b, c, n)
+				b.ResetTimer()
+				t0 := time.Now()
+				run := submit(b, c, tc, prefix+"-throughput", []string{srv.URL + "/"}, o, 0)
+				var prog workflows.JobProgress
+				if err := run.Get(context.Background(), &prog); err != nil {
+					b.Fatal(err)
+				}
+				took := time.Since(t0)
+				b.StopTimer()
+				pages := prog.Stats.Recorded
+				rate := float64(pages) / took.Seconds()
+				writes := taskWrites(b, c, n) - writes0
+				events := historyEvents(b, tc, workflows.JobWorkflowID(c.Group, prefix+"-throughput"))
+				peak := 0
+				for i := 1; i <= n; i++ {
+					peak = max(peak, rssKB(c.Process(i).Pid()))
+				}
+				b.ReportMetric(rate, "pages/s")
+				b.ReportMetric(bareRate, "colly24-pages/s")
+				b.ReportMetric(rate/bareRate, "ratio")
+				b.ReportMetric(float64(first[len(first)/2].Milliseconds()), "pickup-first-fetch-median-ms")
+				b.ReportMetric(float64(whole[len(whole)/2].Milliseconds()), "pickup-done-median-ms")
+				b.ReportMetric(float64(events)*1000/float64(pages), "job-events/1000pages")
+				b.ReportMetric(float64(writes)*1000/float64(pages), "zk-task-writes/1000pages")
+				b.ReportMetric(float64(peak)/1024, "worker-peak-MiB")
+				b.Logf("%s %dx%d: %d pages in %v (%.1f/s, %.2f of bare Colly); pickup first fetch %v, done %v; %d job events (%d batches, %d runs); %d Task writes; peak RSS %d MiB",
+					engine, shape.runners, shape.conc, pages, took.Round(time.Millisecond), rate, rate/bareRate,
+					first, whole, events, prog.Batches, prog.Runs+1, writes, peak/1024)
+			})
 		}
 	}
-	slices.Sort(pickups)
-
-	// Throughput: the cluster, then bare Colly with the same concurrency.
-	b.ResetTimer()
-	t0 := time.Now()
-	run := submit(b, c, tc, "throughput", []string{srv.URL + "/"}, opts, 0)
-	var prog workflows.JobProgress
-	if err := run.Get(context.Background(), &prog); err != nil {
-		b.Fatal(err)
-	}
-	cluster := time.Since(t0)
-	b.StopTimer()
-	pages := prog.Stats.Recorded
-	clusterRate := float64(pages) / cluster.Seconds()
-
-	var bare atomic.Int64
-	cc := colly.NewCollector(colly.Async(true), colly.AllowedDomains("127.0.0.1"), colly.MaxDepth(101))
-	cc.IgnoreRobotsTxt = false
-	_ = cc.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: 3})
-	cc.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = e.Request.Visit(e.Attr("href")) })
-	cc.OnHTML("title", func(*colly.HTMLElement) {})
-	cc.OnResponse(func(*colly.Response) { bare.Add(1) })
-	cc.OnError(func(*colly.Response, error) { bare.Add(1) })
-	t1 := time.Now()
-	_ = cc.Visit(srv.URL + "/")
-	cc.Wait()
-	bareRate := float64(bare.Load()) / time.Since(t1).Seconds()
-	// (after ResetTimer, which clears reported metrics)
-	b.ReportMetric(float64(pickups[len(pickups)/2].Milliseconds()), "pickup-median-ms")
-	b.ReportMetric(float64(pickups[len(pickups)-1].Milliseconds()), "pickup-max-ms")
-	b.Logf("pickup latency over %d jobs: %v", len(pickups), pickups)
-	b.ReportMetric(clusterRate, "cluster-pages/s")
-	b.ReportMetric(bareRate, "colly-pages/s")
-	b.ReportMetric(clusterRate/bareRate, "ratio")
-	b.Logf("throughput: cluster %d pages in %v (%.1f/s), bare Colly %d pages (%.1f/s), ratio %.2f",
-		pages, cluster.Round(time.Millisecond), clusterRate, bare.Load(), bareRate, clusterRate/bareRate)
-
-	// Orchestration cost: history events of the job and of the runners'
-	// workflows for this crawl, per 1,000 pages.
-	events := historyEvents(b, tc, workflows.JobWorkflowID(c.Group, "throughput"))
-	b.ReportMetric(float64(events)*1000/float64(pages), "job-events/1000pages")
-	b.Logf("job history: %d events for %d pages (%d batches, %d runs)", events, pages, prog.Batches, prog.Runs+1)
-
-	// Memory: a 10,000-page crawl.
-	big := demosite.New(demosite.Config{Pages: 10000, Seed: 12})
-	bigSrv := httptest.NewServer(big)
-	b.Cleanup(bigSrv.Close)
-	o2 := opts
-	run = submit(b, c, tc, "big", []string{bigSrv.URL + "/"}, o2, 0)
-	if err := run.Get(context.Background(), &prog); err != nil {
-		b.Fatal(err)
-	}
-	maxRSS := 0
-	for i := 1; i <= 4; i++ {
-		maxRSS = max(maxRSS, rssKB(c.Process(i).Pid()))
-	}
-	b.ReportMetric(float64(maxRSS)/1024, "worker-peak-MiB")
-	events = historyEvents(b, tc, workflows.JobWorkflowID(c.Group, "big"))
-	b.Logf("10k crawl: %d pages, %d job history events (%.0f per 1000 pages), %d runs, worker peak RSS %d MiB",
-		prog.Stats.Recorded, events, float64(events)*1000/float64(prog.Stats.Recorded), prog.Runs+1, maxRSS/1024)
 }

@@ -736,7 +736,7 @@ func (pg *Postgres) cleanup() {
 			}
 		}
 	}
-	if pg.t.Failed() {
+	if pg.t.Failed() && pg.Process() != nil {
 		s := pg.logSince(0)
 		if len(s) > logTailBytes {
 			s = "...\n" + s[len(s)-logTailBytes:]

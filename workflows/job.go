@@ -112,10 +112,15 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 			st.State = JobCanceling
 		}
 	}
+	start := false // the first JobAssign stores the job (one activity less before the first page)
 	if !st.Started {
 		st.State, st.StartedAt = JobRunning, workflow.Now(ctx)
-		if err := workflow.ExecuteActivity(sctx, ja.JobStart, spec).Get(ctx, &st.Stats); err != nil {
-			return progress(), err
+		if workflow.GetVersion(ctx, pickupVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			if err := workflow.ExecuteActivity(sctx, ja.JobStart, spec).Get(ctx, &st.Stats); err != nil {
+				return progress(), err
+			}
+		} else {
+			start = true
 		}
 		st.Started = true
 	}
@@ -123,9 +128,11 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		drain()
 		if st.State == JobRunning {
 			var ar jobs.AssignResult
-			if err := workflow.ExecuteActivity(sctx, ja.JobAssign, jobs.AssignInput{Spec: spec, InFlight: st.InFlight, Seq: st.Seq}).Get(ctx, &ar); err != nil {
+			in := jobs.AssignInput{Spec: spec, InFlight: st.InFlight, Seq: st.Seq, Start: start}
+			if err := workflow.ExecuteActivity(sctx, ja.JobAssign, in).Get(ctx, &ar); err != nil {
 				return progress(), err
 			}
+			start = false
 			st.InFlight = append(st.InFlight, ar.Assigned...)
 			st.Seq += len(ar.Assigned)
 			st.Stats = ar.Stats
@@ -191,6 +198,17 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 				st.FailedBatches += len(aw.Failed)
 				st.LastError = aw.Error
 			}
+			if len(st.InFlight) == 0 && st.Stats.Queued == 0 && st.State == JobRunning &&
+				workflow.GetVersion(ctx, pickupVersion, workflow.DefaultVersion, 1) == 1 {
+				drain()
+				if st.State == JobRunning {
+					// Nothing in flight and nothing queued: nothing can add
+					// URLs any more, so no JobAssign round before completing.
+					st.State, st.FinishedAt = JobCompleted, workflow.Now(ctx)
+					upsertProgressMemo(ctx, st)
+					return progress(), nil
+				}
+			}
 		}
 		if loops >= jobLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			drain()
@@ -200,6 +218,11 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		}
 	}
 }
+
+// pickupVersion guards the shorter path of a job: the first JobAssign
+// stores the job (no JobStart round trip), and a job with nothing in
+// flight and nothing queued after JobAwait completes at once.
+const pickupVersion = "pickup-v2"
 
 // progressMemoVersion guards the memo upsert added to CrawlJob: a job
 // started before it replays without it.

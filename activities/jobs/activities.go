@@ -101,6 +101,11 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		return AssignResult{}, err
 	}
 	log := a.log(ctx, "job", in.Spec.ID)
+	if in.Start {
+		if _, err := a.JobStart(ctx, in.Spec); err != nil {
+			return AssignResult{}, err
+		}
+	}
 	c := metadata.NewCluster(a.Meta, a.Root, in.Spec.Group)
 	g, _, err := c.GetGroup(ctx)
 	if err != nil {
@@ -167,10 +172,10 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 				return res, err
 			}
 			t := roles.EmptyTask()
-			t.Epoch = epoch
 			t.Job = &roles.JobRef{ID: in.Spec.ID, Batch: batch, Size: info.Size}
-			t.Holder, t.RunningStatus = r, roles.TaskProcessing
-			if _, err := c.Store.Set(ctx, c.TaskPath(r), metadata.Encode(t), v); err != nil {
+			t.RunningStatus = roles.TaskProcessing
+			_, op := c.FenceTask(r, v, t, r, epoch)
+			if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
 				if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
 					continue
 				}
@@ -293,8 +298,10 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 			}
 			if ok && t.Job != nil && t.Job.Batch == b.Batch {
 				fencedT := t.Clone()
-				fencedT.RunningStatus, fencedT.Epoch = roles.TaskTerminate, epoch
-				if _, err := c.Store.Set(ctx, c.TaskPath(holder), metadata.Encode(fencedT), versions[holder]); err != nil {
+				fencedT.RunningStatus = roles.TaskTerminate
+				// Its holder stays: only the raised epoch fences it.
+				_, op := c.FenceTask(holder, versions[holder], fencedT, t.Holder, epoch)
+				if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
 					log.Warn("could not mark the dead holder's Task terminate (the store fences it anyway)", "runner", holder, "err", err)
 				}
 			}

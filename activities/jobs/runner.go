@@ -109,7 +109,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 			todo = append(todo, e.Entry)
 		}
 	}
-	ran, fenced, err := r.crawl(ctx, in, spec, todo)
+	ran, fenced, err := r.crawl(ctx, in, spec, todo, len(entries))
 	if err != nil {
 		return activities.BatchOutcome{Ran: ran}, err
 	}
@@ -126,97 +126,151 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 	return activities.BatchOutcome{Success: fin.Success, Fail: fin.Failed, Ran: ran}, nil
 }
 
-// crawl fetches and records todo with up to Concurrency requests in
-// flight. It stops at the first refusal by the store (fenced says why) or
-// error.
-func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Spec, todo []Entry) (ran int, fenced string, err error) {
+// crawl fetches todo with up to Concurrency requests in flight and
+// records the pages as they come, in group commits (one transaction for
+// the pages that finished while the previous commit ran). It pulls more
+// URLs from the job's frontier into the batch (Store.Extend) as the queue
+// runs low, so the Runner never idles while the frontier has work: the
+// batch grows until it holds the job's batch size (then the job hands out
+// the next one) or the frontier is empty with nothing of ours in flight.
+// It stops at the first refusal by the store (fenced says why) or error;
+// pages fetched but not yet committed then are not recorded (the next
+// holder fetches them again).
+func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Spec, todo []Entry, size int) (ran int, fenced string, err error) {
 	conc := r.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency
 	}
-	conc = min(conc, len(todo))
+	limit := max(spec.BatchSize, size)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		mu       sync.Mutex
-		firstErr error
-	)
-	fail := func(e error, stale bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil && fenced == "" {
-			if stale {
-				fenced = e.Error()
-			} else {
-				firstErr = e
-			}
+	auth := crawl.Auth{Cookie: spec.Cookie, Authorization: spec.Authorization}
+	type fetchedPage struct {
+		rec Record
+		err error
+	}
+	type commit struct {
+		n, added int
+		err      error
+	}
+	fetched := make(chan fetchedPage, conc)
+	committed := make(chan commit, 1)
+	queue := todo
+	var pending []Record // fetched, waiting for the next commit
+	inflight, recording := 0, false
+	// exhausted: the frontier had nothing for us at the last pull, and no
+	// page of ours has added links since.
+	exhausted := false
+	stop := func(e error) {
+		if fenced != "" || err != nil {
+			return
+		}
+		if errors.Is(e, ErrStale) {
+			fenced = e.Error()
+		} else {
+			err = e
 		}
 		cancel()
 	}
-	work := make(chan Entry)
-	var wg sync.WaitGroup
-	auth := crawl.Auth{Cookie: spec.Cookie, Authorization: spec.Authorization}
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for e := range work {
-				if err := r.one(ctx, in, spec, auth, e); err != nil {
-					if ctx.Err() != nil && !errors.Is(err, ErrStale) {
-						return
-					}
-					fail(err, errors.Is(err, ErrStale))
-					return
-				}
-				mu.Lock()
-				ran++
-				mu.Unlock()
+	for {
+		stopping := fenced != "" || err != nil
+		if !stopping && !exhausted && size < limit && len(queue) <= conc/2 {
+			more, xerr := r.Store.Extend(ctx, in.Job, in.Batch, in.Epoch, min(conc, limit-size))
+			switch {
+			case xerr != nil:
+				stop(xerr)
+			case len(more) == 0:
+				exhausted = true
+			default:
+				size += len(more)
+				queue = append(queue, more...)
 			}
-		}()
-	}
-feed:
-	for _, e := range todo {
+			stopping = fenced != "" || err != nil
+		}
+		for !stopping && inflight < conc && len(queue) > 0 && len(pending) < conc {
+			e := queue[0]
+			queue = queue[1:]
+			inflight++
+			go func() {
+				rec, err := r.fetch(ctx, in, spec, auth, e)
+				fetched <- fetchedPage{rec, err}
+			}()
+		}
+		if !stopping && !recording && len(pending) > 0 {
+			group := pending
+			pending = nil
+			recording = true
+			go func() {
+				got, err := r.Store.RecordAll(ctx, group)
+				c := commit{n: len(group), err: err}
+				for _, g := range got {
+					c.added += g.Added
+				}
+				committed <- c
+			}()
+		}
+		if inflight == 0 && !recording && (len(pending) == 0 || stopping) {
+			if !stopping && len(queue) == 0 && !exhausted && size < limit {
+				continue // pull again: the frontier may have grown
+			}
+			break
+		}
 		select {
-		case work <- e:
-		case <-ctx.Done():
-			break feed
+		case f := <-fetched:
+			inflight--
+			switch {
+			case f.err != nil:
+				if ctx.Err() == nil {
+					stop(f.err)
+				}
+			case !stopping:
+				pending = append(pending, f.rec)
+			}
+		case c := <-committed:
+			recording = false
+			switch {
+			case c.err != nil:
+				if ctx.Err() == nil || errors.Is(c.err, ErrStale) {
+					stop(c.err)
+				}
+			default:
+				ran += c.n
+				if c.added > 0 {
+					exhausted = false
+				}
+			}
 		}
 	}
-	close(work)
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if firstErr == nil && fenced == "" && ctx.Err() != nil {
-		firstErr = ctx.Err()
+	if fenced == "" && err == nil && ctx.Err() != nil {
+		err = ctx.Err()
 	}
-	return ran, fenced, firstErr
+	return ran, fenced, err
 }
 
-// one fetches one URL and records it.
-func (r *BatchRunner) one(ctx context.Context, in activities.BatchRun, spec Spec, auth crawl.Auth, e Entry) error {
+// fetch fetches one URL and returns what to record for it.
+func (r *BatchRunner) fetch(ctx context.Context, in activities.BatchRun, spec Spec, auth crawl.Auth, e Entry) (Record, error) {
 	req := roles.Request{URL: e.URL, Method: "GET", Depth: e.Depth}
 	page := r.Pages.Fetch(ctx, req, auth, e.Depth, spec.Options)
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return Record{}, ctx.Err()
 	}
 	rec := Record{Job: in.Job, Batch: in.Batch, Runner: in.Runner, Epoch: in.Epoch, URL: e.URL}
 	if page.Disallowed {
 		// Refused by robots.txt: not fetched, so not a page of the results.
 		r.Metrics.PageError()
-	} else {
-		r.Metrics.Page(page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
-		pr := PageRecord{Page: page, Job: in.Job, Batch: in.Batch, Runner: in.Runner, Epoch: in.Epoch}
-		if pr.URL == "" {
-			pr.URL = e.URL
-		}
-		rec.Page = &pr
-		rec.Links = make([]Entry, 0, len(page.Links))
-		for _, l := range page.Links {
-			rec.Links = append(rec.Links, Entry{URL: l, Depth: e.Depth + 1})
-		}
+		return rec, nil
 	}
-	_, err := r.Store.Record(ctx, rec)
-	return err
+	r.Metrics.Page(page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
+	pr := PageRecord{Page: page, Job: in.Job, Batch: in.Batch, Runner: in.Runner, Epoch: in.Epoch}
+	if pr.URL == "" {
+		pr.URL = e.URL
+	}
+	rec.Page = &pr
+	rec.Links = make([]Entry, 0, len(page.Links))
+	for _, l := range page.Links {
+		rec.Links = append(rec.Links, Entry{URL: l, Depth: e.Depth + 1})
+	}
+	return rec, nil
 }
 
 // isTransient: worth retrying (the activity is retried by Temporal).

@@ -410,7 +410,7 @@ func TestRunBatchIsFencedByAClaimAtAHigherEpoch(t *testing.T) {
 	eventually(t, func() bool { _, in, _ := e.pages.count(); return in == 1 }, "first fetch")
 	e.pages.gate <- struct{}{}
 	eventually(t, func() bool { c, in, _ := e.pages.count(); return c == 2 && in == 1 }, "second fetch")
-	require.Len(t, e.results(), 1)
+	eventually(t, func() bool { return len(e.results()) == 1 }, "first page recorded")
 	// Meanwhile a backup takes the batch over.
 	other := nodeName(2)
 	_, err := e.store.Claim(e.ctx, e.spec.ID, e.batch, other, 2)
@@ -422,7 +422,9 @@ func TestRunBatchIsFencedByAClaimAtAHigherEpoch(t *testing.T) {
 	assert.Contains(t, out.Reason, "epoch")
 	assert.Equal(t, 1, out.Ran)
 	calls, in, _ := e.pages.count()
-	assert.Equal(t, 2, calls, "no fetch after the refusal")
+	// Fetching runs ahead of recording by at most one slot per request in
+	// flight: the refusal comes at the next commit.
+	assert.LessOrEqual(t, calls, 3, "no fetch beyond the slots in flight after the refusal")
 	assert.Zero(t, in)
 	res := e.results()
 	require.Len(t, res, 1, "no record after the claim")
@@ -448,7 +450,7 @@ func TestRunBatchFencedWhileManyFetchesAreInFlight(t *testing.T) {
 	assert.Zero(t, out.Ran)
 	assert.Empty(t, e.results(), "every write of the old holder refused")
 	calls, _, _ := e.pages.count()
-	assert.LessOrEqual(t, calls, 3, "no new fetch once fenced")
+	assert.LessOrEqual(t, calls, 6, "no fetch beyond one round of slots once fenced")
 	assert.Equal(t, jobs.BatchRunning, e.info().State)
 }
 

@@ -136,6 +136,9 @@ type AssignInput struct {
 	Spec     Spec       `json:"spec"`
 	InFlight []BatchRef `json:"in_flight"`
 	Seq      int        `json:"seq"` // number of the next batch
+	// Start stores the job first (what JobStart does), so a new job's
+	// first batches go out in the same activity.
+	Start bool `json:"start,omitempty"`
 }
 
 // AssignResult lists the batches handed out.

@@ -98,6 +98,11 @@ type Store interface {
 	// Records of the old holder are refused from then on. A batch that is
 	// no longer running is returned as it is.
 	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
+	// Extend moves up to n more queued URLs (within max_pages) into a
+	// running batch held at epoch, and returns them; ErrStale when epoch
+	// is not the batch's. A Runner pulls work this way as it frees slots,
+	// so it never waits for the next batch while the frontier has URLs.
+	Extend(ctx context.Context, job, id string, epoch int64, n int) ([]Entry, error)
 	// Entries lists a batch's URLs with their progress.
 	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
 	// Record, in one transaction checked against the batch's epoch:
@@ -105,6 +110,9 @@ type Store interface {
 	// links (once per job and URL, within max_pages), marks the URL
 	// finished in its batch and counts it.
 	Record(ctx context.Context, r Record) (Recorded, error)
+	// RecordAll is Record for several URLs of one batch at one epoch, in
+	// one transaction (one commit, one fsync, for them all).
+	RecordAll(ctx context.Context, rs []Record) ([]Recorded, error)
 	// FinishBatch marks a running batch whose URLs are all finished done,
 	// at epoch, and returns it with its counters.
 	FinishBatch(ctx context.Context, job, id string, epoch int64) (BatchInfo, error)

@@ -113,6 +113,52 @@ func (c *Cluster) GetHeartbeat(ctx context.Context, name string) (roles.Heartbea
 	return get(ctx, c.Store, c.HeartbeatPath(name), roles.DecodeHeartbeat)
 }
 
+// SetNode writes name's NodeState at version, as Put does (AnyVersion
+// ignores the version and creates a missing znode). Like every Store write,
+// it is safe for concurrent use; a writer that passes the version it read
+// gets ErrBadVersion when another writer got there first.
+func (c *Cluster) SetNode(ctx context.Context, name string, n roles.NodeState, version int32) (int32, error) {
+	return c.Put(ctx, c.NodePath(name), n, version)
+}
+
+// SetTask writes name's Task at version, as Put does (AnyVersion ignores
+// the version and creates a missing znode). It writes the Task as given:
+// a write that must fence a holder goes through FenceTask. Like every Store
+// write, it is safe for concurrent use; a writer that passes the version it
+// read gets ErrBadVersion when another writer got there first.
+func (c *Cluster) SetTask(ctx context.Context, name string, t roles.Task, version int32) (int32, error) {
+	return c.Put(ctx, c.TaskPath(name), t, version)
+}
+
+// SetHeartbeat writes name's Heartbeat at version, as Put does (AnyVersion
+// ignores the version and creates a missing znode). Like every Store
+// write, it is safe for concurrent use; a writer that passes the version it
+// read gets ErrBadVersion when another writer got there first.
+func (c *Cluster) SetHeartbeat(ctx context.Context, name string, hb roles.Heartbeat, version int32) (int32, error) {
+	return c.Put(ctx, c.HeartbeatPath(name), hb, version)
+}
+
+// FenceTask is the fencing rule for owner's Task znode: it returns t with
+// its holder and epoch set, and the Op that writes it with one
+// compare-and-set at version, the version of owner's Task read before t was
+// made. It writes nothing: the caller applies the Op, with Store.Multi
+// (alone, or with other Ops in one transaction, such as a second fenced
+// Task or a CheckOp) or with Store.Set(ctx, op.Path, op.Data, op.Version).
+//
+// Concurrency: the write succeeds only if nobody wrote owner's Task since
+// it was read, so of several instances fencing the same Task from the same
+// read exactly one wins and the others get ErrBadVersion (ErrNotFound if it
+// was deleted); they must read again before they decide anything. The
+// caller chooses epoch: higher than the Task's to take it away from its
+// former holder, whose later writes (made at the old epoch or the old
+// version) are then refused; equal to keep holding it. FenceTask itself
+// only builds values and is safe for concurrent use; t is taken by value
+// and the caller's copy is not changed.
+func (c *Cluster) FenceTask(owner string, version int32, t roles.Task, holder string, epoch int64) (roles.Task, Op) {
+	t.Holder, t.Epoch = holder, epoch
+	return t, SetOp(c.TaskPath(owner), Encode(t), version)
+}
+
 // Put writes v to p at version (AnyVersion to ignore it), creating p when it
 // does not exist and version is AnyVersion.
 func (c *Cluster) Put(ctx context.Context, p string, v any, version int32) (int32, error) {

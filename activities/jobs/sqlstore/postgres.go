@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,9 +31,21 @@ func OpenPostgres(ctx context.Context, dsn, password string) (*Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("postgres store %s (user %s): %w", location, cfg.User, redact(err, cfg.Password))
+	// A server still starting (or restarting) is waited for until ctx
+	// ends; a refusal (bad password, no such database) fails at once.
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			break
+		}
+		if !pgTransient(err) || ctx.Err() != nil {
+			db.Close()
+			return nil, fmt.Errorf("postgres store %s (user %s): %w", location, cfg.User, redact(err, cfg.Password))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	return newStore(ctx, db, postgresDialect, "postgres", location)
 }

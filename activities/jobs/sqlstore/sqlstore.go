@@ -351,46 +351,89 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 		if !errors.Is(err, jobs.ErrNoBatch) {
 			return err
 		}
-		maxPages, err := s.jobMaxPages(ctx, tx, job)
+		out = jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}
+		taken, err := s.handOut(ctx, tx, job, id, "~assign", n)
+		if err != nil || len(taken) == 0 {
+			return err
+		}
+		out.Size = len(taken)
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_batches (job, id, holder, epoch, size, state) VALUES (?, ?, '', 0, ?, ?)`),
+			job, id, out.Size, jobs.BatchRunning); err != nil {
+			return fmt.Errorf("take batch %s: %w", id, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// handOut moves up to n queued URLs of job into batch id (within
+// max_pages URLs handed out in all), counts them as taken by shard, and
+// returns them in frontier order.
+func (s *Store) handOut(ctx context.Context, tx *sql.Tx, job, id, shard string, n int) ([]jobs.Entry, error) {
+	maxPages, err := s.jobMaxPages(ctx, tx, job)
+	if err != nil {
+		return nil, err
+	}
+	if maxPages > 0 {
+		if s.d.forUpdate != "" {
+			// Serialise the job's hand-outs: two transactions reading the
+			// same counters would both take the remainder and hand out
+			// more than max_pages URLs. (SQLite has one writer.)
+			var one int
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM baton_jobs WHERE id = ?`+s.d.forUpdate), job).Scan(&one); err != nil {
+				return nil, fmt.Errorf("hand out job %s: lock the job: %w", job, err)
+			}
+		}
+		c, err := s.sums(ctx, tx, job) // a new snapshot, after the lock
+		if err != nil {
+			return nil, err
+		}
+		n = min(n, maxPages-(c.taken-c.requeued))
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, s.q(`UPDATE baton_frontier SET state = 1, batch = ?
+		WHERE job = ? AND url IN (SELECT url FROM baton_frontier WHERE job = ? AND state = 0
+			ORDER BY `+s.d.seqCol+` LIMIT ?`+s.d.skipLocked+`)
+		RETURNING url, depth`), id, job, job, n)
+	if err != nil {
+		return nil, fmt.Errorf("hand out job %s batch %s: %w", job, id, err)
+	}
+	var out []jobs.Entry
+	for rows.Next() {
+		var e jobs.Entry
+		if err := rows.Scan(&e.URL, &e.Depth); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, s.count(ctx, tx, job, shard, counts{taken: len(out)})
+}
+
+// Extend moves up to n more queued URLs into a running batch held at
+// epoch (a Runner pulling work as it frees slots).
+func (s *Store) Extend(ctx context.Context, job, id string, epoch int64, n int) ([]jobs.Entry, error) {
+	var out []jobs.Entry
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = nil
+		b, err := s.checkEpoch(ctx, tx, job, id, epoch, s.d.forUpdate)
 		if err != nil {
 			return err
 		}
-		if maxPages > 0 {
-			if s.d.forUpdate != "" {
-				// Serialise the job's hand-outs: two transactions reading
-				// the same counters would both take the remainder and hand
-				// out more than max_pages URLs. (SQLite has one writer.)
-				var one int
-				if err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM baton_jobs WHERE id = ?`+s.d.forUpdate), job).Scan(&one); err != nil {
-					return fmt.Errorf("take batch %s: lock job %s: %w", id, job, err)
-				}
-			}
-			c, err := s.sums(ctx, tx, job) // a new snapshot, after the lock
-			if err != nil {
-				return err
-			}
-			n = min(n, maxPages-(c.taken-c.requeued))
+		if out, err = s.handOut(ctx, tx, job, id, b.Holder, n); err != nil || len(out) == 0 {
+			return err
 		}
-		out = jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}
-		if n <= 0 {
-			return nil
-		}
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 1, batch = ?
-			WHERE job = ? AND url IN (SELECT url FROM baton_frontier WHERE job = ? AND state = 0
-				ORDER BY `+s.d.seqCol+` LIMIT ?`+s.d.skipLocked+`)`), id, job, job, n)
-		if err != nil {
-			return fmt.Errorf("take batch %s: %w", id, err)
-		}
-		k, _ := res.RowsAffected()
-		out.Size = int(k)
-		if k == 0 {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_batches (job, id, holder, epoch, size, state) VALUES (?, ?, '', 0, ?, ?)`),
-			job, id, k, jobs.BatchRunning); err != nil {
-			return fmt.Errorf("take batch %s: %w", id, err)
-		}
-		return s.count(ctx, tx, job, "~assign", counts{taken: int(k)})
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(out), job, id)
+		return err
 	})
 	return out, err
 }
@@ -459,68 +502,90 @@ func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoc
 
 // Record writes one finished URL of a batch (see jobs.Store).
 func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error) {
-	var out jobs.Recorded
-	var rec []byte
-	failed := 0
-	if r.Page != nil {
-		var err error
-		if rec, err = json.Marshal(r.Page); err != nil {
-			return out, err
+	out, err := s.RecordAll(ctx, []jobs.Record{r})
+	if err != nil {
+		return jobs.Recorded{}, err
+	}
+	return out[0], nil
+}
+
+// RecordAll writes finished URLs of one batch at one epoch in one
+// transaction (a group commit: one fsync for them all); see Record.
+func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
+	recs := make([][]byte, len(rs))
+	for i, r := range rs {
+		if r.Job != job || r.Batch != batch || r.Epoch != epoch {
+			return nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", job, batch, epoch, r.Job, r.Batch, r.Epoch)
 		}
-		if r.Page.Error != "" {
-			failed = 1
+		if r.Page != nil {
+			var err error
+			if recs[i], err = json.Marshal(r.Page); err != nil {
+				return nil, err
+			}
 		}
 	}
+	out := make([]jobs.Recorded, len(rs))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = jobs.Recorded{}
+		clear(out)
 		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
 		// to other share lockers ahead of a queued FOR UPDATE, so a holder
 		// recording from several goroutines would starve the Claim or
 		// Requeue that fences it. This serialises one batch's Records.
-		if _, err := s.checkEpoch(ctx, tx, r.Job, r.Batch, r.Epoch, s.d.forUpdate); err != nil {
+		if _, err := s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
 			return err
-		}
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 2 WHERE job = ? AND url = ? AND batch = ? AND state = 1`),
-			r.Job, r.URL, r.Batch)
-		if err != nil {
-			return err
-		}
-		if k, _ := res.RowsAffected(); k == 0 {
-			return nil // finished before (a retried write)
 		}
 		var c counts
-		if r.Page != nil {
-			res, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_results (job, url, batch, failed, record) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (job, url) DO NOTHING`), r.Job, r.URL, r.Batch, failed, string(rec))
-			if err != nil {
-				return fmt.Errorf("record %s: %w", r.URL, err)
-			}
-			if k, _ := res.RowsAffected(); k == 1 {
-				out.Wrote = true
-				c.recorded, c.failed = 1, failed
-			}
-		}
-		links := r.Links
-		if len(links) > 0 {
-			maxPages, err := s.jobMaxPages(ctx, tx, r.Job)
+		for i, r := range rs {
+			res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 2 WHERE job = ? AND url = ? AND batch = ? AND state = 1`),
+				job, r.URL, batch)
 			if err != nil {
 				return err
 			}
-			if maxPages > 0 {
-				// URLs beyond max_pages are never handed out (TakeBatch
-				// counts exactly); skip queuing them once enough are seen.
-				sc, err := s.sums(ctx, tx, r.Job)
+			if k, _ := res.RowsAffected(); k == 0 {
+				continue // finished before (a retried write)
+			}
+			if r.Page != nil {
+				failed := 0
+				if r.Page.Error != "" {
+					failed = 1
+				}
+				res, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_results (job, url, batch, failed, record) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (job, url) DO NOTHING`), job, r.URL, batch, failed, string(recs[i]))
+				if err != nil {
+					return fmt.Errorf("record %s: %w", r.URL, err)
+				}
+				if k, _ := res.RowsAffected(); k == 1 {
+					out[i].Wrote = true
+					c.recorded += 1
+					c.failed += failed
+				}
+			}
+			links := r.Links
+			if len(links) > 0 {
+				maxPages, err := s.jobMaxPages(ctx, tx, job)
 				if err != nil {
 					return err
 				}
-				links = links[:max(0, min(len(links), maxPages-sc.seen))]
+				if maxPages > 0 {
+					// URLs beyond max_pages are never handed out (handOut
+					// counts exactly); skip queuing them once enough are seen.
+					sc, err := s.sums(ctx, tx, job)
+					if err != nil {
+						return err
+					}
+					links = links[:max(0, min(len(links), maxPages-sc.seen-c.seen))]
+				}
+				if out[i].Added, err = s.insertEntries(ctx, tx, job, links); err != nil {
+					return err
+				}
+				c.seen += out[i].Added
 			}
-			if out.Added, err = s.insertEntries(ctx, tx, r.Job, links); err != nil {
-				return err
-			}
-			c.seen = out.Added
 		}
-		return s.count(ctx, tx, r.Job, r.Runner, c)
+		return s.count(ctx, tx, job, rs[0].Runner, c)
 	})
 	return out, err
 }

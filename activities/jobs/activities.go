@@ -322,11 +322,21 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, res.Stats)
 		}
-		if err := waitAny(ctx, chans, spec.Timers.CheckCrawlerState*2); err != nil {
+		// The frontier is in the store, which has no watch: while URLs are
+		// queued, look again soon so an idle Runner is not left waiting.
+		every := spec.Timers.CheckCrawlerState * 2
+		if res.Stats.Queued > 0 {
+			every = min(every, awaitQueuedPoll)
+		}
+		if err := waitAny(ctx, chans, every); err != nil {
 			return res, err
 		}
 	}
 }
+
+// awaitQueuedPoll is how often JobAwait re-reads the store while URLs are
+// queued and some Runner might be idle.
+const awaitQueuedPoll = 200 * time.Millisecond
 
 // waitAny blocks until one of chans fires, d passes or ctx ends.
 func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) error {

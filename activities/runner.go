@@ -219,7 +219,8 @@ func (a *Activities) runTask(ctx context.Context, in RunTaskInput) (RunTaskResul
 	defer stopFetch()
 	fetchAt := func(i int) <-chan fetched {
 		ch := make(chan fetched, 1)
-		go func() { ch <- a.fetchRequest(fctx, owner, t, i) }()
+		task := t // the loop below replaces t; the fetch reads this copy
+		go func() { ch <- a.fetchRequest(fctx, owner, task, i) }()
 		return ch
 	}
 	pending := fetchAt(t.NextIndex)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,7 +162,9 @@ func BenchmarkCrawlCluster(b *testing.B) {
 	var pg *testsuite.Postgres // one server for both shapes, stopped at the end
 	outer := b
 	for _, engine := range []string{"sqlite", "postgres"} {
-		for _, shape := range []struct{ runners, conc int }{{1, 24}, {3, 8}} {
+		// 3 × 1 is the shape of the file store's figure (one fetch at a
+		// time per Runner), for comparison with it.
+		for _, shape := range []struct{ runners, conc int }{{1, 24}, {3, 8}, {3, 1}} {
 			b.Run(fmt.Sprintf("%s/%dx%d", engine, shape.runners, shape.conc), func(b *testing.B) {
 				opts := []testsuite.ClusterOption{testsuite.FastTimers,
 					testsuite.WithWorkerArgs("--concurrency", strconv.Itoa(shape.conc))}
@@ -193,6 +196,19 @@ func BenchmarkCrawlCluster(b *testing.B) {
 				}
 				slices.Sort(first)
 				slices.Sort(whole)
+				// And as a user sees it: `baton crawl URL --wait`, from the
+				// command's start to its exit.
+				var cli []time.Duration
+				for i := 0; i < 10; i++ {
+					args := append(c.StarterArgs(), "crawl", "--id", fmt.Sprintf("%s-cli-%d", prefix, i), "--max-pages", "1",
+						"--timers", "fast", "--wait", srv.URL+"/page/"+strconv.Itoa(20+i)+".html")
+					start := time.Now()
+					if out, err := exec.Command(c.Starter, args...).CombinedOutput(); err != nil {
+						b.Fatalf("baton crawl: %v: %s", err, out)
+					}
+					cli = append(cli, time.Since(start))
+				}
+				slices.Sort(cli)
 
 				o := crawl.DefaultOptions()
 				o.Follow, o.MaxDepth, o.AllowedDomains = true, 100, []string{"127.0.0.1"}
@@ -220,12 +236,13 @@ func BenchmarkCrawlCluster(b *testing.B) {
 				b.ReportMetric(rate/bareRate, "ratio")
 				b.ReportMetric(float64(first[len(first)/2].Milliseconds()), "pickup-first-fetch-median-ms")
 				b.ReportMetric(float64(whole[len(whole)/2].Milliseconds()), "pickup-done-median-ms")
+				b.ReportMetric(float64(cli[len(cli)/2].Milliseconds()), "pickup-cli-median-ms")
 				b.ReportMetric(float64(events)*1000/float64(pages), "job-events/1000pages")
 				b.ReportMetric(float64(writes)*1000/float64(pages), "zk-task-writes/1000pages")
 				b.ReportMetric(float64(peak)/1024, "worker-peak-MiB")
-				b.Logf("%s %dx%d: %d pages in %v (%.1f/s, %.2f of bare Colly); pickup first fetch %v, done %v; %d job events (%d batches, %d runs); %d Task writes; peak RSS %d MiB",
+				b.Logf("%s %dx%d: %d pages in %v (%.1f/s, %.2f of bare Colly); pickup first fetch %v, done %v, CLI %v; %d job events (%d batches, %d runs); %d Task writes; peak RSS %d MiB",
 					engine, shape.runners, shape.conc, pages, took.Round(time.Millisecond), rate, rate/bareRate,
-					first, whole, events, prog.Batches, prog.Runs+1, writes, peak/1024)
+					first, whole, cli, events, prog.Batches, prog.Runs+1, writes, peak/1024)
 			})
 		}
 	}

@@ -136,6 +136,20 @@ func TestCrawlJobSurvivesRunnerKill(t *testing.T) {
 	out, code = baton(c, "jobs")
 	require.Equal(t, 0, code, out)
 	assert.Contains(t, out, "e2e")
+
+	// With no worker left, a finished job still answers: its status from
+	// the workflow's history, its results and the job list from the store.
+	c.Kill(1)
+	c.Kill(3)
+	out, code = baton(c, "status", "e2e")
+	require.Equal(t, 0, code, out, "a finished job's status needs no worker")
+	assert.Contains(t, out, `"state": "completed"`)
+	out, code = baton(c, "results", "e2e")
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, len(recs), strings.Count(out, "\n"), "one JSON line per page")
+	out, code = baton(c, "jobs")
+	require.Equal(t, 0, code, out)
+	assert.Regexp(t, `e2e\s+completed`, out)
 }
 
 // A Runner dies when no backup is left to take over: the job re-queues the

@@ -137,6 +137,76 @@ func testCluster(t *testing.T, s Store) {
 		assert.Equal(t, hb, gotHB)
 	})
 
+	t.Run("TypedWrites", func(t *testing.T) {
+		c := newCluster(t)
+		node := roles.NodeState{Group: "g", Role: roles.RoleBackup}
+		tk := roles.EmptyTask()
+		tk.Epoch = 2
+		hb := roles.NewHeartbeat(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC), roles.DefaultTimers())
+		writes := []struct {
+			name string
+			set  func(version int32) (int32, error)
+			path string
+			want any
+		}{
+			{"node", func(v int32) (int32, error) { return c.SetNode(ctx, "g_1", node, v) }, c.NodePath("g_1"), node},
+			{"task", func(v int32) (int32, error) { return c.SetTask(ctx, "g_1", tk, v) }, c.TaskPath("g_1"), tk},
+			{"heartbeat", func(v int32) (int32, error) { return c.SetHeartbeat(ctx, "g_1", hb, v) }, c.HeartbeatPath("g_1"), hb},
+		}
+		for _, w := range writes {
+			t.Run(w.name, func(t *testing.T) {
+				_, err := w.set(0)
+				require.ErrorIs(t, err, ErrNotFound, "a write at a version does not create")
+				_, err = w.set(AnyVersion)
+				require.NoError(t, err, "AnyVersion creates")
+				data, _, err := s.Get(ctx, w.path)
+				require.NoError(t, err)
+				assert.JSONEq(t, string(Encode(w.want)), string(data))
+				_, err = w.set(7)
+				require.ErrorIs(t, err, ErrBadVersion)
+				v, err := w.set(0)
+				require.NoError(t, err)
+				assert.Equal(t, int32(1), v)
+			})
+		}
+	})
+
+	t.Run("FenceTask", func(t *testing.T) {
+		c := newCluster(t)
+		old := roles.EmptyTask()
+		old.RunningContent = []roles.Request{{TaskID: 1, URL: "http://x/", Method: "GET"}}
+		old.Holder, old.Epoch = "g_1", 4
+		_, err := c.SetTask(ctx, "g_1", old, AnyVersion)
+		require.NoError(t, err)
+		_, v, err := c.GetTask(ctx, "g_1")
+		require.NoError(t, err)
+
+		next, op := c.FenceTask("g_1", v, old, "g_2", 5)
+		assert.Equal(t, "g_1", old.Holder, "the caller's Task is not changed")
+		assert.Equal(t, int64(4), old.Epoch)
+		assert.Equal(t, "g_2", next.Holder)
+		assert.Equal(t, int64(5), next.Epoch)
+		assert.Equal(t, SetOp(c.TaskPath("g_1"), Encode(next), v), op)
+
+		// Two instances fence from the same read: exactly one wins.
+		_, other := c.FenceTask("g_1", v, old, "g_3", 5)
+		require.NoError(t, s.Multi(ctx, op))
+		require.ErrorIs(t, s.Multi(ctx, other), ErrBadVersion)
+		got, _, err := c.GetTask(ctx, "g_1")
+		require.NoError(t, err)
+		assert.Equal(t, next, got)
+
+		// Two znodes fenced in one transaction: all or nothing.
+		_, v2, err := c.GetTask(ctx, "g_1")
+		require.NoError(t, err)
+		_, a := c.FenceTask("g_1", v2, got, "g_3", 6)
+		_, b := c.FenceTask("g_9", 0, got, "g_3", 6)
+		require.ErrorIs(t, s.Multi(ctx, a, b), ErrNotFound)
+		got, _, err = c.GetTask(ctx, "g_1")
+		require.NoError(t, err)
+		assert.Equal(t, next, got, "nothing written")
+	})
+
 	t.Run("UpdateGroup", func(t *testing.T) {
 		c := newCluster(t)
 		g, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {

@@ -312,9 +312,8 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 		if err != nil {
 			return res, err
 		}
-		if res.Stats.Queued > 0 {
-			res.Idle = len(a.idleRunners(ctx, c, g, tasks, inflight, 0)) > 0
-		}
+		someIdle := len(a.idleRunners(ctx, c, g, tasks, inflight, 0)) > 0
+		res.Idle = someIdle && res.Stats.Queued > 0
 		if len(res.Done) > 0 || len(res.Requeued) > 0 || len(res.Failed) > 0 || res.Idle ||
 			a.now().After(deadline) || len(inflight) == 0 && res.Stats.Queued == 0 {
 			return res, nil
@@ -322,11 +321,13 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, res.Stats)
 		}
-		// The frontier is in the store, which has no watch: while URLs are
-		// queued, look again soon so an idle Runner is not left waiting.
+		// A busy Runner that becomes idle writes its Task (a watch wakes
+		// us); the frontier is in the store, which has no watch: while a
+		// Runner is idle, look at it often so that URLs found by the others
+		// reach it at once.
 		every := spec.Timers.CheckCrawlerState * 2
-		if res.Stats.Queued > 0 {
-			every = min(every, awaitQueuedPoll)
+		if someIdle {
+			every = min(every, awaitIdlePoll)
 		}
 		if err := waitAny(ctx, chans, every); err != nil {
 			return res, err
@@ -334,9 +335,9 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 	}
 }
 
-// awaitQueuedPoll is how often JobAwait re-reads the store while URLs are
-// queued and some Runner might be idle.
-const awaitQueuedPoll = 200 * time.Millisecond
+// awaitIdlePoll is how often JobAwait re-reads the frontier's counters
+// while a Runner is idle.
+const awaitIdlePoll = 50 * time.Millisecond
 
 // waitAny blocks until one of chans fires, d passes or ctx ends.
 func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) error {

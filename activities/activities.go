@@ -133,15 +133,7 @@ func lastDetails(ctx context.Context, v any) bool {
 
 // wait blocks until ch fires, d passes or ctx ends.
 func wait(ctx context.Context, ch <-chan struct{}, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
+	return metadata.WaitAny(ctx, d, ch)
 }
 
 // corrupt logs a corrupted-znode error (a *metadata.CorruptError in err's

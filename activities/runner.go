@@ -48,16 +48,7 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 			}
 		}
 		heartbeat(ctx)
-		merged := make(chan struct{})
-		go func() {
-			select {
-			case <-nch:
-			case <-tch:
-			case <-ctx.Done():
-			}
-			close(merged)
-		}()
-		if err := wait(ctx, merged, min(m.Timers.CheckTask, 2*time.Second)); err != nil {
+		if err := metadata.WaitAny(ctx, min(m.Timers.CheckTask, 2*time.Second), nch, tch); err != nil {
 			return WaitTaskResult{}, err
 		}
 	}

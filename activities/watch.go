@@ -3,9 +3,10 @@ package activities
 import (
 	"context"
 	"errors"
-	"go.temporal.io/sdk/activity"
 	"slices"
 	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"

@@ -329,7 +329,7 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 		if someIdle {
 			every = min(every, awaitIdlePoll)
 		}
-		if err := waitAny(ctx, chans, every); err != nil {
+		if err := metadata.WaitAny(ctx, every, chans...); err != nil {
 			return res, err
 		}
 	}
@@ -338,34 +338,6 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 // awaitIdlePoll is how often JobAwait re-reads the frontier's counters
 // while a Runner is idle.
 const awaitIdlePoll = 50 * time.Millisecond
-
-// waitAny blocks until one of chans fires, d passes or ctx ends.
-func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) error {
-	merged := make(chan struct{}, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	for _, ch := range chans {
-		go func(ch <-chan struct{}) {
-			select {
-			case <-ch:
-				select {
-				case merged <- struct{}{}:
-				default:
-				}
-			case <-stop:
-			}
-		}(ch)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-merged:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
 
 // idleRunners lists the group's runners that are alive (fresh heartbeat)
 // and have no pending Task, in order of availability (rotated by seq to

@@ -179,7 +179,7 @@ func BenchmarkCrawlCluster(b *testing.B) {
 				c.StartAll()
 				c.WaitElected(90 * time.Second)
 				tc := c.Temporal.Client(b)
-				prefix := fmt.Sprintf("%s-%d", engine, shape.runners)
+				prefix := fmt.Sprintf("%s-%dx%d", engine, shape.runners, shape.conc)
 
 				// Pickup, 10 one-page jobs on the idle cluster.
 				var first, whole []time.Duration
@@ -187,7 +187,11 @@ func BenchmarkCrawlCluster(b *testing.B) {
 					fh.Arm()
 					start := time.Now()
 					run := submit(b, c, tc, fmt.Sprintf("%s-pickup-%d", prefix, i), []string{srv.URL + "/page/" + strconv.Itoa(i) + ".html"}, crawl.DefaultOptions(), 1)
-					<-fh.hit
+					select {
+					case <-fh.hit:
+					case <-time.After(time.Minute):
+						b.Fatalf("pickup job %d: no page fetched within a minute", i)
+					}
 					first = append(first, fh.at.Sub(start))
 					if err := run.Get(context.Background(), nil); err != nil {
 						b.Fatal(err)

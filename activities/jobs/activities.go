@@ -82,7 +82,11 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 		}
 		seeds = append(seeds, Entry{URL: n})
 	}
-	return js.CreateJob(ctx, spec, seeds)
+	st, err := js.CreateJob(ctx, spec, seeds)
+	if errors.Is(err, ErrJobExists) {
+		return st, badJob("%w: choose another job ID", err)
+	}
+	return st, err
 }
 
 // BatchID is the ID of a job's seq-th batch.

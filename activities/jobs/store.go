@@ -11,6 +11,9 @@ import (
 var (
 	// ErrNoJob: the job is not in this store.
 	ErrNoJob = errors.New("no such job")
+	// ErrJobExists: another job with this ID (another spec, or another
+	// group sharing the store) is in the store.
+	ErrJobExists = errors.New("job ID taken")
 	// ErrNoBatch: the batch is not in this store.
 	ErrNoBatch = errors.New("no such batch")
 	// ErrStale: the writer's epoch is not the batch's (a hand-over or a
@@ -84,7 +87,8 @@ type Store interface {
 	// Identity names the store.
 	Identity() Identity
 	// CreateJob stores spec and queues its seeds (normalised); calling it
-	// again for the same job changes nothing and returns its counters.
+	// again with the same spec changes nothing and returns its counters;
+	// with another spec under the same ID it fails with ErrJobExists.
 	CreateJob(ctx context.Context, spec Spec, seeds []Entry) (Stats, error)
 	// Spec returns a job's spec, or ErrNoJob.
 	Spec(ctx context.Context, job string) (Spec, error)

@@ -74,6 +74,7 @@ var postgresDialect = &dialect{
 	bigint:     "BIGINT",
 	lockSchema: "SELECT pg_advisory_xact_lock(73726564)",
 	transient:  pgTransient,
+	retryFirst: 50 * time.Millisecond, retryMax: time.Second,
 }
 
 // pgTransient: the server is restarting or unreachable, or a transaction

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	"modernc.org/sqlite"
 )
@@ -50,7 +51,7 @@ func OpenSQLiteExisting(ctx context.Context, dir string) (*Store, error) {
 
 func sqliteDSN(path string) string {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(15000)", "journal_mode(WAL)", "synchronous(FULL)"} {
+	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -75,6 +76,10 @@ var sqliteDialect = &dialect{
 	seqCol:       "rowid",
 	bigint:       "INTEGER",
 	serialWrites: true,
+	// Another process holding the write lock is waited for here, in short
+	// jittered steps (SQLite's own busy handler sleeps up to 100 ms at a
+	// time, long after a 3 ms commit freed the lock).
+	retryFirst: time.Millisecond, retryMax: 8 * time.Millisecond,
 	transient: func(err error) bool {
 		var se *sqlite.Error
 		if errors.As(err, &se) {

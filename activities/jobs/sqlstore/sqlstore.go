@@ -7,12 +7,13 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +43,11 @@ type dialect struct {
 	// serialWrites: one write transaction at a time per process (SQLite
 	// has one writer; waiting in Go is cheaper than its busy handler).
 	serialWrites bool
-	// transient reports errors worth retrying (a server restarting).
-	transient func(error) bool
+	// transient reports errors worth retrying (a server restarting, a
+	// lock held by another process); retryFirst and retryMax bound the
+	// jittered, doubling wait between tries.
+	transient            func(error) bool
+	retryFirst, retryMax time.Duration
 }
 
 // Store is a jobs.Store on a SQL database. It is safe for concurrent use.
@@ -88,7 +92,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			}
 		}
 		b := make([]byte, 16)
-		_, _ = rand.Read(b)
+		_, _ = crand.Read(b)
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('id', ?) ON CONFLICT (key) DO NOTHING`), hex.EncodeToString(b)); err != nil {
 			return err
 		}
@@ -134,20 +138,20 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 		retryFor = 30 * time.Second
 	}
 	deadline := time.Now().Add(retryFor)
-	backoff := 50 * time.Millisecond
+	backoff := s.d.retryFirst
 	for {
 		err := s.writeOnce(ctx, fn)
 		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1)) // jittered: writers in other processes retry too
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return err
 		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, s.d.retryMax)
 	}
 }
 
@@ -182,7 +186,7 @@ func (s *Store) read(ctx context.Context, fn func() error) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(s.d.retryMax):
 		}
 	}
 }
@@ -280,7 +284,16 @@ func (s *Store) CreateJob(ctx context.Context, spec jobs.Spec, seeds []jobs.Entr
 			return fmt.Errorf("create job %s: %w", spec.ID, err)
 		}
 		if k, _ := res.RowsAffected(); k == 0 {
-			return nil // created before
+			// Created before: by a retry of this call (same spec), or
+			// another job under the same ID.
+			var grp, stored string
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT grp, spec FROM baton_jobs WHERE id = ?`), spec.ID).Scan(&grp, &stored); err != nil {
+				return err
+			}
+			if stored != string(data) {
+				return fmt.Errorf("job %s in %s was created by group %s with another spec: %w", spec.ID, s.id, grp, jobs.ErrJobExists)
+			}
+			return nil
 		}
 		added, err := s.insertEntries(ctx, tx, spec.ID, seeds)
 		if err != nil {

@@ -311,13 +311,19 @@ func testCreateJob(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	assert.Equal(t, spec, got, "Spec round trip")
 
-	// A second call, even with another spec and more seeds, changes nothing.
+	// A second call with the same spec (a retried activity) changes
+	// nothing, even with more seeds.
+	st2, err := f.s.CreateJob(f.ctx, spec, Entries(0, urls("a", "d", "e")...))
+	require.NoError(t, err, "CreateJob again")
+	assert.Equal(t, st, st2, "CreateJob again returns the job's counters unchanged")
+	assert.Equal(t, st, f.stats(id))
+	// Another spec under the same ID (another group sharing the store) is
+	// refused, and changes nothing either.
 	other := spec
 	other.Group = "elsewhere"
 	other.MaxPages = 1
-	st2, err := f.s.CreateJob(f.ctx, other, Entries(0, urls("a", "d", "e")...))
-	require.NoError(t, err, "CreateJob again")
-	assert.Equal(t, st, st2, "CreateJob again returns the job's counters unchanged")
+	_, err = f.s.CreateJob(f.ctx, other, Entries(0, urls("a", "d", "e")...))
+	require.ErrorIs(t, err, jobs.ErrJobExists)
 	assert.Equal(t, st, f.stats(id))
 	got, err = f.s.Spec(f.ctx, id)
 	require.NoError(t, err)

@@ -75,7 +75,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 	}
 	spec, err := r.spec(ctx, in.Job)
 	if err != nil {
-		if errors.Is(err, ErrNoJob) || !isTransient(ctx, err) {
+		if ctx.Err() == nil && (errors.Is(err, ErrNoJob) || errors.Is(err, ErrBadSpec)) {
 			reason := fmt.Sprintf("job %s: its spec cannot be read from %s: %v", in.Job, r.Store.Identity(), err)
 			if ferr := r.Store.FailBatch(ctx, in.Job, in.Batch, in.Epoch, reason); ferr != nil && !errors.Is(ferr, ErrNoBatch) && !errors.Is(ferr, ErrStale) {
 				return activities.BatchOutcome{}, ferr
@@ -271,9 +271,4 @@ func (r *BatchRunner) fetch(ctx context.Context, in activities.BatchRun, spec Sp
 		rec.Links = append(rec.Links, Entry{URL: l, Depth: e.Depth + 1})
 	}
 	return rec, nil
-}
-
-// isTransient: worth retrying (the activity is retried by Temporal).
-func isTransient(ctx context.Context, err error) bool {
-	return ctx.Err() != nil || !errors.Is(err, ErrNoJob) && !errors.Is(err, ErrBadSpec)
 }

@@ -65,7 +65,6 @@ func redact(err error, secret string) error {
 var postgresDialect = &dialect{
 	name:       "postgres",
 	dollar:     true,
-	forShare:   " FOR SHARE",
 	forUpdate:  " FOR UPDATE",
 	skipLocked: " FOR UPDATE SKIP LOCKED",
 	seqCol:     "seq",

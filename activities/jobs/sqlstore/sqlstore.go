@@ -27,9 +27,9 @@ type dialect struct {
 	name string
 	// dollar: placeholders are $1, $2… (PostgreSQL); else ?.
 	dollar bool
-	// forShare and forUpdate are appended to a SELECT of a batch row (row
+	// forUpdate is appended to a SELECT of a batch or job row (row
 	// locks; empty where the engine locks the whole database per write).
-	forShare, forUpdate string
+	forUpdate string
 	// skipLocked is appended to the frontier hand-out's inner SELECT.
 	skipLocked string
 	// seqCol orders rows by insertion; seqDDL declares it (", seq …").

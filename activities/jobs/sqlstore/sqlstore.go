@@ -239,33 +239,59 @@ func stats(c counts, maxPages int) jobs.Stats {
 	return st
 }
 
-// insertEntries queues entries new to the job's frontier and returns how
-// many were new.
-func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
-	added := 0
+// returning runs a statement over rows in chunks (head with headArgs,
+// then one tuple per row, then tail, which ends in "RETURNING url") and
+// returns the URLs it reports, so one statement serves many rows.
+func (s *Store) returning(ctx context.Context, tx *sql.Tx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
 	const chunk = 200
-	for len(entries) > 0 {
-		n := min(chunk, len(entries))
+	out := map[string]bool{}
+	for len(rows) > 0 {
+		n := min(chunk, len(rows))
 		var b strings.Builder
-		b.WriteString(`INSERT INTO baton_frontier (job, url, depth, state) VALUES `)
-		args := make([]any, 0, 3*n)
-		for i, e := range entries[:n] {
+		b.WriteString(head)
+		args := append([]any(nil), headArgs...)
+		for i, r := range rows[:n] {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, 0)")
-			args = append(args, job, e.URL, e.Depth)
+			b.WriteString(tuple)
+			args = append(args, r...)
 		}
-		b.WriteString(` ON CONFLICT (job, url) DO NOTHING`)
-		res, err := tx.ExecContext(ctx, s.q(b.String()), args...)
+		b.WriteString(tail)
+		res, err := tx.QueryContext(ctx, s.q(b.String()), args...)
 		if err != nil {
-			return added, fmt.Errorf("queue links: %w", err)
+			return nil, err
 		}
-		k, _ := res.RowsAffected()
-		added += int(k)
-		entries = entries[n:]
+		for res.Next() {
+			var u string
+			if err := res.Scan(&u); err != nil {
+				res.Close()
+				return nil, err
+			}
+			out[u] = true
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return nil, err
+		}
+		rows = rows[n:]
 	}
-	return added, nil
+	return out, nil
+}
+
+// insertEntries queues entries new to the job's frontier and returns how
+// many were new.
+func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
+	rows := make([][]any, len(entries))
+	for i, e := range entries {
+		rows[i] = []any{job, e.URL, e.Depth}
+	}
+	added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
+		` ON CONFLICT (job, url) DO NOTHING RETURNING url`, rows)
+	if err != nil {
+		return 0, fmt.Errorf("queue URLs: %w", err)
+	}
+	return len(added), nil
 }
 
 // CreateJob stores the job and queues its seeds; idempotent.
@@ -551,52 +577,78 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		if _, err := s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
 			return err
 		}
-		var c counts
+		// One statement per kind of row for the whole group, not per page.
+		urls := make([][]any, len(rs))
 		for i, r := range rs {
-			res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 2 WHERE job = ? AND url = ? AND batch = ? AND state = 1`),
-				job, r.URL, batch)
+			urls[i] = []any{r.URL}
+		}
+		finished, err := s.returning(ctx, tx, `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`,
+			[]any{job, batch}, "?", `) RETURNING url`, urls)
+		if err != nil {
+			return fmt.Errorf("record: finish URLs: %w", err)
+		}
+		var c counts
+		var results [][]any
+		for i, r := range rs {
+			if !finished[r.URL] || r.Page == nil {
+				continue // finished before (a retried write), or no page
+			}
+			failed := 0
+			if r.Page.Error != "" {
+				failed = 1
+			}
+			results = append(results, []any{job, r.URL, batch, failed, string(recs[i])})
+		}
+		wrote, err := s.returning(ctx, tx, `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `, nil, "(?, ?, ?, ?, ?)",
+			` ON CONFLICT (job, url) DO NOTHING RETURNING url`, results)
+		if err != nil {
+			return fmt.Errorf("record: results: %w", err)
+		}
+		// The links of the group, each once, owned by the first page that
+		// found it; within max_pages.
+		var links [][]any
+		owner := map[string]int{}
+		for i, r := range rs {
+			if !finished[r.URL] {
+				continue
+			}
+			if r.Page != nil && wrote[r.URL] {
+				out[i].Wrote = true
+				c.recorded++
+				if r.Page.Error != "" {
+					c.failed++
+				}
+			}
+			for _, l := range r.Links {
+				if _, ok := owner[l.URL]; !ok {
+					owner[l.URL] = i
+					links = append(links, []any{job, l.URL, l.Depth})
+				}
+			}
+		}
+		if len(links) > 0 {
+			maxPages, err := s.jobMaxPages(ctx, tx, job)
 			if err != nil {
 				return err
 			}
-			if k, _ := res.RowsAffected(); k == 0 {
-				continue // finished before (a retried write)
-			}
-			if r.Page != nil {
-				failed := 0
-				if r.Page.Error != "" {
-					failed = 1
-				}
-				res, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_results (job, url, batch, failed, record) VALUES (?, ?, ?, ?, ?)
-					ON CONFLICT (job, url) DO NOTHING`), job, r.URL, batch, failed, string(recs[i]))
-				if err != nil {
-					return fmt.Errorf("record %s: %w", r.URL, err)
-				}
-				if k, _ := res.RowsAffected(); k == 1 {
-					out[i].Wrote = true
-					c.recorded += 1
-					c.failed += failed
-				}
-			}
-			links := r.Links
-			if len(links) > 0 {
-				maxPages, err := s.jobMaxPages(ctx, tx, job)
+			if maxPages > 0 {
+				// URLs beyond max_pages are never handed out (handOut
+				// counts exactly); skip queuing them once enough are seen.
+				sc, err := s.sums(ctx, tx, job)
 				if err != nil {
 					return err
 				}
-				if maxPages > 0 {
-					// URLs beyond max_pages are never handed out (handOut
-					// counts exactly); skip queuing them once enough are seen.
-					sc, err := s.sums(ctx, tx, job)
-					if err != nil {
-						return err
-					}
-					links = links[:max(0, min(len(links), maxPages-sc.seen-c.seen))]
-				}
-				if out[i].Added, err = s.insertEntries(ctx, tx, job, links); err != nil {
-					return err
-				}
-				c.seen += out[i].Added
+				links = links[:max(0, min(len(links), maxPages-sc.seen))]
 			}
+			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
+				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, links)
+			if err != nil {
+				return fmt.Errorf("record: queue links: %w", err)
+			}
+			for u := range added {
+				out[owner[u]].Added++
+			}
+			c.seen = len(added)
 		}
 		return s.count(ctx, tx, job, rs[0].Runner, c)
 	})

@@ -139,11 +139,13 @@ func bareColly(base string, parallelism int) (int64, float64) {
 
 // BenchmarkCrawlCluster measures a Baton cluster against bare Colly at the
 // same total concurrency (24), side by side in one run, on the demo site
-// with 20 ms per page and 3,000 pages, on both job stores (SQLite, and
+// with 20 ms per page and 10,000 pages, on both job stores (SQLite, and
 // PostgreSQL with every worker on its own data directory) and two shapes:
 // 1 Runner × 24 and 3 Runners × 8 (each cluster has one backup too, real
-// ZooKeeper, Temporal and worker processes). For each it reports:
-//   - throughput: pages/s, and the ratio to bare Colly at 24;
+// ZooKeeper, Temporal and worker processes); and 3 Runners × 1 on a
+// 1,000-page site against bare Colly at 3, the shape of the figures before
+// concurrent Runners. For each it reports:
+//   - throughput: pages/s, and the ratio to bare Colly;
 //   - pickup: submit → first page fetched, and submit → job completed, for
 //     one-page jobs on the idle cluster (10 each);
 //   - orchestration: CrawlJob history events and ZooKeeper Task writes per
@@ -153,19 +155,33 @@ func bareColly(base string, parallelism int) (int64, float64) {
 // Run it with: make bench BENCH=CrawlCluster PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
 func BenchmarkCrawlCluster(b *testing.B) {
 	const latency = 20 * time.Millisecond
-	site := demosite.New(demosite.Config{Pages: 3000, Seed: 11, BrokenLinks: 5, Latency: latency})
-	fh := &firstHit{h: site}
-	srv := httptest.NewServer(fh)
-	b.Cleanup(srv.Close)
-	barePages, bareRate := bareColly(srv.URL, 24)
-	b.Logf("bare Colly, parallelism 24: %d pages, %.1f pages/s (the site's limit is %.0f)", barePages, bareRate, 24/latency.Seconds())
-	var pg *testsuite.Postgres // one server for both shapes, stopped at the end
+	type site struct {
+		url         string
+		hit         *firstHit
+		bare        float64 // bare Colly's pages/s on it
+		parallelism int     // bare Colly's parallelism
+	}
+	serve := func(pages, parallelism int) site {
+		fh := &firstHit{h: demosite.New(demosite.Config{Pages: pages, Seed: 11, BrokenLinks: 5, Latency: latency})}
+		srv := httptest.NewServer(fh)
+		b.Cleanup(srv.Close)
+		n, rate := bareColly(srv.URL, parallelism)
+		b.Logf("bare Colly, parallelism %d: %d pages, %.1f pages/s (the site's limit is %.0f)", parallelism, n, rate, float64(parallelism)/latency.Seconds())
+		return site{url: srv.URL, hit: fh, bare: rate, parallelism: parallelism}
+	}
+	// 10,000 pages for the shapes at 24 requests at once; the 1,000-page
+	// site of the file store's figure (3 Runners, one fetch at a time) for
+	// comparison with it.
+	big, small := serve(10000, 24), serve(1000, 3)
+	var pg *testsuite.Postgres // one server for every shape, stopped at the end
 	outer := b
 	for _, engine := range []string{"sqlite", "postgres"} {
-		// 3 × 1 is the shape of the file store's figure (one fetch at a
-		// time per Runner), for comparison with it.
-		for _, shape := range []struct{ runners, conc int }{{1, 24}, {3, 8}, {3, 1}} {
+		for _, shape := range []struct {
+			runners, conc int
+			site          site
+		}{{1, 24, big}, {3, 8, big}, {3, 1, small}} {
 			b.Run(fmt.Sprintf("%s/%dx%d", engine, shape.runners, shape.conc), func(b *testing.B) {
+				fh, base, bareRate := shape.site.hit, shape.site.url, shape.site.bare
 				opts := []testsuite.ClusterOption{testsuite.FastTimers,
 					testsuite.WithWorkerArgs("--concurrency", strconv.Itoa(shape.conc))}
 				if engine == "postgres" {
@@ -186,7 +202,7 @@ func BenchmarkCrawlCluster(b *testing.B) {
 				for i := 0; i < 10; i++ {
 					fh.Arm()
 					start := time.Now()
-					run := submit(b, c, tc, fmt.Sprintf("%s-pickup-%d", prefix, i), []string{srv.URL + "/page/" + strconv.Itoa(i) + ".html"}, crawl.DefaultOptions(), 1)
+					run := submit(b, c, tc, fmt.Sprintf("%s-pickup-%d", prefix, i), []string{base + "/page/" + strconv.Itoa(i) + ".html"}, crawl.DefaultOptions(), 1)
 					select {
 					case <-fh.hit:
 					case <-time.After(time.Minute):
@@ -205,7 +221,7 @@ func BenchmarkCrawlCluster(b *testing.B) {
 				var cli []time.Duration
 				for i := 0; i < 10; i++ {
 					args := append(c.StarterArgs(), "crawl", "--id", fmt.Sprintf("%s-cli-%d", prefix, i), "--max-pages", "1",
-						"--timers", "fast", "--wait", srv.URL+"/page/"+strconv.Itoa(20+i)+".html")
+						"--timers", "fast", "--wait", base+"/page/"+strconv.Itoa(20+i)+".html")
 					start := time.Now()
 					if out, err := exec.Command(c.Starter, args...).CombinedOutput(); err != nil {
 						b.Fatalf("baton crawl: %v: %s", err, out)
@@ -216,11 +232,11 @@ func BenchmarkCrawlCluster(b *testing.B) {
 
 				o := crawl.DefaultOptions()
 				o.Follow, o.MaxDepth, o.AllowedDomains = true, 100, []string{"127.0.0.1"}
-				o.Parallelism = 24
+				o.Parallelism = max(shape.conc, 8)
 				writes0 := taskWrites(b, c, n)
 				b.ResetTimer()
 				t0 := time.Now()
-				run := submit(b, c, tc, prefix+"-throughput", []string{srv.URL + "/"}, o, 0)
+				run := submit(b, c, tc, prefix+"-throughput", []string{base + "/"}, o, 0)
 				var prog workflows.JobProgress
 				if err := run.Get(context.Background(), &prog); err != nil {
 					b.Fatal(err)
@@ -236,7 +252,7 @@ func BenchmarkCrawlCluster(b *testing.B) {
 					peak = max(peak, rssKB(c.Process(i).Pid()))
 				}
 				b.ReportMetric(rate, "pages/s")
-				b.ReportMetric(bareRate, "colly24-pages/s")
+				b.ReportMetric(bareRate, fmt.Sprintf("colly%d-pages/s", shape.site.parallelism))
 				b.ReportMetric(rate/bareRate, "ratio")
 				b.ReportMetric(float64(first[len(first)/2].Milliseconds()), "pickup-first-fetch-median-ms")
 				b.ReportMetric(float64(whole[len(whole)/2].Milliseconds()), "pickup-done-median-ms")

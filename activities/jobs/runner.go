@@ -24,6 +24,11 @@ type PageFetcher interface {
 // DefaultConcurrency is how many requests a Runner keeps in flight.
 const DefaultConcurrency = 16
 
+// maxCommits is how many group commits of one batch may be under way at
+// once: they write their rows side by side and queue only for the batch's
+// epoch check and the commit.
+const maxCommits = 2
+
 // BatchRunner runs crawl-job batches for a Runner (activities.BatchRunner)
 // on the job store: up to Concurrency URLs of a batch are fetched at once
 // (the job's per-domain parallelism and delay, robots.txt Crawl-delay and
@@ -153,14 +158,22 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 		n, added int
 		err      error
 	}
+	type pulled struct {
+		entries []Entry
+		gen     int // linksGen when the pull started
+		err     error
+	}
 	fetched := make(chan fetchedPage, conc)
-	committed := make(chan commit, 1)
+	committed := make(chan commit, maxCommits)
+	extended := make(chan pulled, 1)
 	queue := todo
 	var pending []Record // fetched, waiting for the next commit
-	inflight, recording := 0, false
+	inflight, recording, extending := 0, 0, false
+	committing := 0 // records in the commits under way
 	// exhausted: the frontier had nothing for us at the last pull, and no
-	// page of ours has added links since.
-	exhausted := false
+	// page of ours has added links since (linksGen counts the commits that
+	// added some).
+	exhausted, linksGen := false, 0
 	stop := func(e error) {
 		if fenced != "" || err != nil {
 			return
@@ -174,20 +187,17 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 	}
 	for {
 		stopping := fenced != "" || err != nil
-		if !stopping && !exhausted && size < limit && len(queue) <= conc/2 {
-			more, xerr := r.Store.Extend(ctx, in.Job, in.Batch, in.Epoch, min(conc, limit-size))
-			switch {
-			case xerr != nil:
-				stop(xerr)
-			case len(more) == 0:
-				exhausted = true
-			default:
-				size += len(more)
-				queue = append(queue, more...)
-			}
-			stopping = fenced != "" || err != nil
+		// Pull, commit and fetch all run at once: none waits for another.
+		if !stopping && !extending && !exhausted && size < limit && len(queue) <= conc/2 {
+			extending = true
+			n, gen := min(conc, limit-size), linksGen
+			go func() {
+				more, err := r.Store.Extend(ctx, in.Job, in.Batch, in.Epoch, n)
+				extended <- pulled{more, gen, err}
+			}()
 		}
-		for !stopping && inflight < conc && len(queue) > 0 && len(pending) < conc {
+		// Fetching runs ahead of the commits by at most two rounds of slots.
+		for !stopping && inflight < conc && len(queue) > 0 && len(pending)+committing < 2*conc {
 			e := queue[0]
 			queue = queue[1:]
 			inflight++
@@ -196,10 +206,11 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 				fetched <- fetchedPage{rec, err}
 			}()
 		}
-		if !stopping && !recording && len(pending) > 0 {
+		if !stopping && recording < maxCommits && len(pending) > 0 {
 			group := pending
 			pending = nil
-			recording = true
+			recording++
+			committing += len(group)
 			go func() {
 				got, err := r.Store.RecordAll(ctx, group)
 				c := commit{n: len(group), err: err}
@@ -209,7 +220,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 				committed <- c
 			}()
 		}
-		if inflight == 0 && !recording && (len(pending) == 0 || stopping) {
+		if inflight == 0 && recording == 0 && !extending && (len(pending) == 0 || stopping) {
 			if !stopping && len(queue) == 0 && !exhausted && size < limit {
 				continue // pull again: the frontier may have grown
 			}
@@ -227,7 +238,8 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 				pending = append(pending, f.rec)
 			}
 		case c := <-committed:
-			recording = false
+			recording--
+			committing -= c.n
 			switch {
 			case c.err != nil:
 				if ctx.Err() == nil || errors.Is(c.err, ErrStale) {
@@ -237,7 +249,21 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 				ran += c.n
 				if c.added > 0 {
 					exhausted = false
+					linksGen++
 				}
+			}
+		case p := <-extended:
+			extending = false
+			switch {
+			case p.err != nil:
+				if ctx.Err() == nil || errors.Is(p.err, ErrStale) {
+					stop(p.err)
+				}
+			case len(p.entries) == 0:
+				exhausted = p.gen == linksGen
+			default:
+				size += len(p.entries)
+				queue = append(queue, p.entries...)
 			}
 		}
 	}

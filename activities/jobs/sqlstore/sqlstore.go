@@ -570,14 +570,10 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 	out := make([]jobs.Recorded, len(rs))
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		clear(out)
-		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
-		// to other share lockers ahead of a queued FOR UPDATE, so a holder
-		// recording from several goroutines would starve the Claim or
-		// Requeue that fences it. This serialises one batch's Records.
-		if _, err := s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
-			return err
-		}
 		// One statement per kind of row for the whole group, not per page.
+		// The batch's epoch is checked last, under its row lock (below):
+		// two groups of one holder write their rows at the same time and
+		// only queue for that lock and the commit.
 		urls := make([][]any, len(rs))
 		for i, r := range rs {
 			urls[i] = []any{r.URL}
@@ -650,7 +646,16 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 			}
 			c.seen = len(added)
 		}
-		return s.count(ctx, tx, job, rs[0].Runner, c)
+		if err := s.count(ctx, tx, job, rs[0].Runner, c); err != nil {
+			return err
+		}
+		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
+		// to other share lockers ahead of a queued FOR UPDATE, so a holder
+		// recording from several goroutines would starve the Claim or
+		// Requeue that fences it. Held from here to the commit, so no
+		// group commits after a Claim or Requeue raised the epoch.
+		_, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate)
+		return err
 	})
 	return out, err
 }
@@ -714,33 +719,51 @@ func (s *Store) FailBatch(ctx context.Context, job, id string, epoch int64, reas
 }
 
 // Requeue fences a running batch at epoch and returns its unfinished URLs
-// to the frontier.
+// to the frontier. Two transactions: the first raises the epoch (from its
+// commit on, every write of the old holder is refused), the second moves
+// the URLs back, taking the frontier rows before the batch row as a
+// holder's group commit does, so the two never wait for each other.
 func (s *Store) Requeue(ctx context.Context, job, id string, epoch int64) (int, error) {
-	n := 0
+	running := true
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		n = 0
 		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
 		if err != nil {
 			return err
 		}
-		if b.State != jobs.BatchRunning {
+		if running = b.State == jobs.BatchRunning; !running {
 			return nil
 		}
 		if b.Epoch > epoch {
 			return fmt.Errorf("requeue job %s batch %s at epoch %d: held by %s at epoch %d: %w", job, id, epoch, b.Holder, b.Epoch, jobs.ErrStale)
 		}
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET epoch = ? WHERE job = ? AND id = ?`), epoch, job, id)
+		return err
+	})
+	if err != nil || !running {
+		return 0, err
+	}
+	n := 0
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 0, batch = NULL WHERE job = ? AND batch = ? AND state = 1`), job, id)
 		if err != nil {
 			return err
 		}
 		k, _ := res.RowsAffected()
 		n = int(k)
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, epoch = ? WHERE job = ? AND id = ?`), jobs.BatchRequeued, epoch, job, id); err != nil {
+		res, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ? WHERE job = ? AND id = ? AND state = ? AND epoch = ?`),
+			jobs.BatchRequeued, job, id, jobs.BatchRunning, epoch)
+		if err != nil {
 			return err
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return fmt.Errorf("requeue job %s batch %s at epoch %d: claimed meanwhile: %w", job, id, epoch, jobs.ErrStale)
 		}
 		return s.count(ctx, tx, job, "~assign", counts{requeued: n})
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // Batches returns the named batches' rows.

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -623,6 +624,10 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 			}
 		}
 		if len(links) > 0 {
+			// Rows are locked in URL order, the same order in every
+			// transaction, so two groups finding the same links never wait
+			// for each other in a cycle.
+			slices.SortFunc(links, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
 			maxPages, err := s.jobMaxPages(ctx, tx, job)
 			if err != nil {
 				return err

@@ -469,7 +469,10 @@ func (s *Store) Extend(ctx context.Context, job, id string, epoch int64, n int) 
 		if err != nil {
 			return err
 		}
-		if out, err = s.handOut(ctx, tx, job, id, b.Holder, n); err != nil || len(out) == 0 {
+		// Counted on a row of its own, not the holder's: a group commit of
+		// the holder holds that one while it queues for the batch's lock,
+		// which this transaction holds.
+		if out, err = s.handOut(ctx, tx, job, id, b.Holder+"/pull", n); err != nil || len(out) == 0 {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(out), job, id)

@@ -94,12 +94,7 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			a.Metrics.ForgetPeer(p)
 		}
 	}()
-	det := roles.NewDetector(m.Timers)
-	var st watchState
-	if lastDetails(ctx, &st) && st.Counts != nil {
-		det.Counts = st.Counts
-	}
-	gr := newGrace(ctx, a, m.Timers.UpdateTimeout)
+	det, gr := a.resumeDetector(ctx, m.Timers)
 	tick := time.NewTicker(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
@@ -197,12 +192,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			a.Metrics.ForgetPeer(watched)
 		}
 	}()
-	det := roles.NewDetector(m.Timers)
-	var st watchState
-	if lastDetails(ctx, &st) && st.Counts != nil {
-		det.Counts = st.Counts
-	}
-	gr := newGrace(ctx, a, m.Timers.UpdateTimeout)
+	det, gr := a.resumeDetector(ctx, m.Timers)
 	for {
 		node, _, err := c.GetNode(ctx, m.Name)
 		if errors.Is(err, metadata.ErrNotFound) {
@@ -278,4 +268,17 @@ func watcherRole(m Member) roles.Role {
 		return roles.RoleRunner
 	}
 	return roles.RoleBackup
+}
+
+// resumeDetector returns a dead-peer detector with the counts the previous
+// attempt of this activity recorded in its heartbeat details (a retried
+// watch does not start counting from zero), and the grace after the
+// watcher's own ZooKeeper trouble.
+func (a *Activities) resumeDetector(ctx context.Context, t roles.Timers) (*roles.Detector, *grace) {
+	det := roles.NewDetector(t)
+	var st watchState
+	if lastDetails(ctx, &st) && st.Counts != nil {
+		det.Counts = st.Counts
+	}
+	return det, newGrace(ctx, a, t.UpdateTimeout)
 }

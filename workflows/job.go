@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -136,6 +137,8 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 			st.InFlight = append(st.InFlight, ar.Assigned...)
 			st.Seq += len(ar.Assigned)
 			st.Stats = ar.Stats
+			st.InFlight = removeBatches(st.InFlight, ar.Done)
+			st.Batches += len(ar.Done)
 		}
 		if len(st.InFlight) == 0 {
 			switch {
@@ -183,15 +186,7 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		}
 		if awaited && awErr == nil {
 			st.Stats = aw.Stats
-			ended := append(append(aw.Done, aw.Requeued...), aw.Failed...)
-			for _, b := range ended {
-				for i, f := range st.InFlight {
-					if f.Batch == b.Batch {
-						st.InFlight = append(st.InFlight[:i], st.InFlight[i+1:]...)
-						break
-					}
-				}
-			}
+			st.InFlight = removeBatches(st.InFlight, append(append(aw.Done, aw.Requeued...), aw.Failed...))
 			st.Batches += len(aw.Done)
 			st.Requeued += len(aw.Requeued)
 			if len(aw.Failed) > 0 {
@@ -219,9 +214,21 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 	}
 }
 
+// removeBatches returns inflight without the batches in ended.
+func removeBatches(inflight, ended []jobs.BatchRef) []jobs.BatchRef {
+	out := inflight[:0:0]
+	for _, f := range inflight {
+		if !slices.ContainsFunc(ended, func(b jobs.BatchRef) bool { return b.Batch == f.Batch }) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // pickupVersion guards the shorter path of a job: the first JobAssign
-// stores the job (no JobStart round trip), and a job with nothing in
-// flight and nothing queued after JobAwait completes at once.
+// stores the job (no JobStart round trip) and waits a moment for its first
+// batches, and a job with nothing in flight and nothing queued after
+// JobAwait completes at once.
 const pickupVersion = "pickup-v2"
 
 // progressMemoVersion guards the memo upsert added to CrawlJob: a job

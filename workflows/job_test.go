@@ -182,3 +182,32 @@ func TestCrawlJobRequeuedBatchesLeaveFlight(t *testing.T) {
 	assert.Equal(t, 1, p.Requeued)
 	assert.Equal(t, 0, p.Batches)
 }
+
+// A one-page job: the first JobAssign stores the job, hands out its batch
+// and sees it done; the job completes without a JobStart or JobAwait round.
+func TestCrawlJobSmallJobCompletesAfterOneActivity(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(CrawlJob)
+	env.RegisterActivity(ja.JobStart)
+	env.RegisterActivity(ja.JobAssign)
+	env.RegisterActivity(ja.JobAwait)
+	var calls []jobs.AssignInput
+	env.OnActivity(ja.JobAssign, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in jobs.AssignInput) (jobs.AssignResult, error) {
+			calls = append(calls, in)
+			b := jobs.BatchRef{Batch: "b0", Runner: crawler(1), Size: 1}
+			return jobs.AssignResult{Assigned: []jobs.BatchRef{b}, Done: []jobs.BatchRef{b}, Stats: jobs.Stats{Seen: 1, Recorded: 1}}, nil
+		})
+	env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+	require.NoError(t, env.GetWorkflowError())
+	var p JobProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	assert.Equal(t, JobCompleted, p.State)
+	assert.Equal(t, 1, p.Batches)
+	assert.Empty(t, p.InFlight)
+	require.Len(t, calls, 1, "one activity for the whole job")
+	assert.True(t, calls[0].Start, "the first JobAssign stores the job")
+	env.AssertNotCalled(t, "JobStart", mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, "JobAwait", mock.Anything, mock.Anything, mock.Anything)
+}

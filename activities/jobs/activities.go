@@ -191,8 +191,26 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		seq++
 	}
 	res.Stats, err = js.Stats(ctx, in.Spec.ID)
-	return res, err
+	if err != nil || !in.Start || len(res.Assigned) == 0 {
+		return res, err
+	}
+	// A new job: wait a moment for its first batches here, so that a small
+	// job (one page) completes without a JobAwait round trip.
+	actx, cancel := context.WithTimeout(ctx, startLinger)
+	defer cancel()
+	aw, err := a.await(actx, in.Spec, res.Assigned, a.now().Add(startLinger))
+	switch {
+	case err == nil:
+		res.Done, res.Stats = aw.Done, aw.Stats
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	}
+	return res, nil
 }
+
+// startLinger is how long a new job's first JobAssign waits for its
+// first batches to finish.
+const startLinger = 250 * time.Millisecond
 
 // JobAwait waits until a batch in flight finishes, fails or must be
 // re-queued, or an idle Runner could take more work (while the frontier has
@@ -204,6 +222,11 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 // fenced (epoch raised in the store, its Task marked terminate) and its
 // unfinished URLs re-queued.
 func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRef) (AwaitResult, error) {
+	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second))
+}
+
+// await is JobAwait until deadline (on the activities' clock).
+func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, deadline time.Time) (AwaitResult, error) {
 	js, err := a.store()
 	if err != nil {
 		return AwaitResult{}, err
@@ -211,7 +234,6 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 	log := a.log(ctx, "job", spec.ID)
 	c := metadata.NewCluster(a.Meta, a.Root, spec.Group)
 	orphanAfter := 2*spec.Timers.DetectionBound() + 2*time.Second
-	deadline := a.now().Add(5 * time.Second)
 	ids := make([]string, len(inflight))
 	for i, b := range inflight {
 		ids[i] = b.Batch

@@ -144,7 +144,10 @@ type AssignInput struct {
 // AssignResult lists the batches handed out.
 type AssignResult struct {
 	Assigned []BatchRef `json:"assigned"`
-	Stats    Stats      `json:"stats"`
+	// Done lists assigned batches that finished before the call returned
+	// (a new job's first call waits a moment for them).
+	Done  []BatchRef `json:"done,omitempty"`
+	Stats Stats      `json:"stats"`
 }
 
 // AwaitResult is what changed for a job's batches.

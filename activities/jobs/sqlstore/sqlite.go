@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -64,9 +65,21 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	// Several workers opening the file at once take turns (a connection
+	// sets WAL mode under the file's lock).
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			break
+		}
+		if !sqliteDialect.transient(err) || ctx.Err() != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(1+rand.IntN(8)) * time.Millisecond):
+		}
 	}
 	return newStore(ctx, db, sqliteDialect, "sqlite", path)
 }

@@ -72,7 +72,9 @@ func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location stri
 		return nil, err
 	}
 	var id string
-	if err := db.QueryRowContext(ctx, s.q(`SELECT value FROM baton_store WHERE key = 'id'`)).Scan(&id); err != nil {
+	if err := s.read(ctx, func() error {
+		return db.QueryRowContext(ctx, s.q(`SELECT value FROM baton_store WHERE key = 'id'`)).Scan(&id)
+	}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%s store %s: read identity: %w", engine, location, err)
 	}
@@ -870,7 +872,12 @@ func (s *Store) Results(ctx context.Context, job string, fn func(jobs.PageRecord
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return err
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT record FROM baton_results WHERE job = ? ORDER BY `+s.d.seqCol), job)
+	var rows *sql.Rows
+	err := s.read(ctx, func() error {
+		var err error
+		rows, err = s.db.QueryContext(ctx, s.q(`SELECT record FROM baton_results WHERE job = ? ORDER BY `+s.d.seqCol), job)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("results of job %s: %w", job, err)
 	}

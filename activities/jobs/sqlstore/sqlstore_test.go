@@ -445,3 +445,48 @@ func TestPostgresWrongPassword(t *testing.T) {
 	require.NoError(t, err, "the password argument replaces the DSN's")
 	require.NoError(t, s.Close())
 }
+
+// Workers started together open one SQLite file at the same moment (each
+// connection sets WAL mode under the file's lock): every process opens it
+// and sees the same identity.
+func TestSQLiteOpenedByManyProcessesAtOnce(t *testing.T) {
+	if dir := os.Getenv("BATON_TEST_SQLITE_OPEN"); dir != "" {
+		s, err := sqlstore.OpenSQLite(context.Background(), dir)
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		if _, err := s.Jobs(context.Background()); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		fmt.Println("ID", s.Identity().ID)
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	const n = 8
+	outs := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSQLiteOpenedByManyProcessesAtOnce$")
+			cmd.Env = append(os.Environ(), "BATON_TEST_SQLITE_OPEN="+dir)
+			out, err := cmd.CombinedOutput()
+			outs[i], errs[i] = string(out), err
+		}()
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for i := range n {
+		require.NoError(t, errs[i], "process %d: %s", i, outs[i])
+		for _, line := range strings.Split(outs[i], "\n") {
+			if id, ok := strings.CutPrefix(line, "ID "); ok {
+				ids[id] = true
+			}
+		}
+	}
+	require.Len(t, ids, 1, "one identity for every process")
+}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/testsuite"
 	"github.com/batoncrawl/baton/workflows"
@@ -87,4 +86,3 @@ func BenchmarkFrontierMemory(b *testing.B) {
 		})
 	}
 }
-

@@ -87,7 +87,9 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 	m := activities.Member{Group: spec.Group, Timers: spec.Timers}
 	sctx := withShort(ctx, m)
 	lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Hour, HeartbeatTimeout: 20 * time.Second,
+		// JobAwait heartbeats at least every 2 × check_crawler_state; when
+		// the worker running it is killed, another takes over after this.
+		StartToCloseTimeout: time.Hour, HeartbeatTimeout: max(3*time.Second, 6*spec.Timers.CheckCrawlerState),
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: 2 * time.Second,
 			NonRetryableErrorTypes: []string{jobs.ErrTypeBadJob}},
 	})

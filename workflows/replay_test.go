@@ -56,3 +56,35 @@ func TestReplayPrimaryBackupHistory(t *testing.T) {
 	assert.Equal(t, failOverSteps, scheduled)
 	assert.True(t, completed)
 }
+
+// crawlJobV1History is a CrawlJob recorded on a real Temporal dev server
+// by the code before the job store and the shorter pickup path (commit
+// 9428e5d: JobStart, JobAssign, JobAwait, JobAssign, completed), with
+// stand-in activities under the real activity names.
+const crawlJobV1History = "testdata/crawl_job_v1_history.json"
+
+// TestReplayCrawlJobV1History replays a job started before pickup-v2 with
+// the current code: the GetVersion guards keep it on its old path (a
+// JobStart first, a JobAssign round before completing).
+func TestReplayCrawlJobV1History(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	Register(r)
+	var logger log.Logger
+	if !testing.Verbose() {
+		logger = log.NewStructuredLogger(quietLogger())
+	}
+	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, crawlJobV1History))
+
+	f, err := os.Open(crawlJobV1History)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	var scheduled []string
+	for _, e := range h.GetEvents() {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled = append(scheduled, a.GetActivityType().GetName())
+		}
+	}
+	assert.Equal(t, []string{"JobStart", "JobAssign", "JobAwait", "JobAssign"}, scheduled)
+}

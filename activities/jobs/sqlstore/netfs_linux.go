@@ -2,13 +2,23 @@ package sqlstore
 
 import "golang.org/x/sys/unix"
 
-// networkFS reports whether dir is on a network file system, and which.
-func networkFS(dir string) (string, bool) {
+// statfsType returns the file system type (magic number) of dir; tests
+// replace it.
+var statfsType = func(dir string) (uint32, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return uint32(st.Type), nil
+}
+
+// networkFS reports whether dir is on a network file system, and which.
+func networkFS(dir string) (string, bool) {
+	typ, err := statfsType(dir)
+	if err != nil {
 		return "", false
 	}
-	switch uint32(st.Type) {
+	switch typ {
 	case 0x6969:
 		return "NFS", true
 	case 0x517B, 0xFF534D42, 0xFE534D42:

@@ -115,6 +115,11 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 			st.State = JobCanceling
 		}
 	}
+	finish := func(state string) (JobProgress, error) {
+		st.State, st.FinishedAt = state, workflow.Now(ctx)
+		upsertProgressMemo(ctx, st)
+		return progress(), nil
+	}
 	start := false // the first JobAssign stores the job (one activity less before the first page)
 	if !st.Started {
 		st.State, st.StartedAt = JobRunning, workflow.Now(ctx)
@@ -145,13 +150,9 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		if len(st.InFlight) == 0 {
 			switch {
 			case st.State == JobCanceling:
-				st.State, st.FinishedAt = JobCanceled, workflow.Now(ctx)
-				upsertProgressMemo(ctx, st)
-				return progress(), nil
+				return finish(JobCanceled)
 			case st.State == JobRunning && st.Stats.Queued == 0:
-				st.State, st.FinishedAt = JobCompleted, workflow.Now(ctx)
-				upsertProgressMemo(ctx, st)
-				return progress(), nil
+				return finish(JobCompleted)
 			}
 		}
 		if st.State == JobPaused && len(st.InFlight) == 0 {
@@ -201,9 +202,7 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 				if st.State == JobRunning {
 					// Nothing in flight and nothing queued: nothing can add
 					// URLs any more, so no JobAssign round before completing.
-					st.State, st.FinishedAt = JobCompleted, workflow.Now(ctx)
-					upsertProgressMemo(ctx, st)
-					return progress(), nil
+					return finish(JobCompleted)
 				}
 			}
 		}

@@ -22,18 +22,25 @@ func jobSpec() jobs.Spec {
 
 // fakeJob is a frontier the mocked job activities share: queued URLs,
 // batches in flight, and the order things happened in.
-type fakeJob struct {
-	queued, recorded, seq int
-	assigns, awaits       int
-}
-
-func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.TestWorkflowEnvironment {
+// newCrawlJobEnv is a test environment with CrawlJob and its activities
+// registered (to be mocked).
+func newCrawlJobEnv() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(CrawlJob)
 	env.RegisterActivity(ja.JobStart)
 	env.RegisterActivity(ja.JobAssign)
 	env.RegisterActivity(ja.JobAwait)
+	return env
+}
+
+type fakeJob struct {
+	queued, recorded, seq int
+	assigns, awaits       int
+}
+
+func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.TestWorkflowEnvironment {
+	env := newCrawlJobEnv()
 	env.OnActivity(ja.JobStart, mock.Anything, mock.Anything).Return(
 		func(context.Context, jobs.Spec) (jobs.Stats, error) {
 			return jobs.Stats{Seen: fj.queued, Queued: fj.queued}, nil
@@ -156,12 +163,7 @@ func TestCrawlJobContinuesAsNewWithItsState(t *testing.T) {
 }
 
 func TestCrawlJobRequeuedBatchesLeaveFlight(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(CrawlJob)
-	env.RegisterActivity(ja.JobStart)
-	env.RegisterActivity(ja.JobAssign)
-	env.RegisterActivity(ja.JobAwait)
+	env := newCrawlJobEnv()
 	env.OnActivity(ja.JobStart, mock.Anything, mock.Anything).Return(jobs.Stats{Queued: 5}, nil)
 	assigned := false
 	env.OnActivity(ja.JobAssign, mock.Anything, mock.Anything).Return(
@@ -186,12 +188,7 @@ func TestCrawlJobRequeuedBatchesLeaveFlight(t *testing.T) {
 // A one-page job: the first JobAssign stores the job, hands out its batch
 // and sees it done; the job completes without a JobStart or JobAwait round.
 func TestCrawlJobSmallJobCompletesAfterOneActivity(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(CrawlJob)
-	env.RegisterActivity(ja.JobStart)
-	env.RegisterActivity(ja.JobAssign)
-	env.RegisterActivity(ja.JobAwait)
+	env := newCrawlJobEnv()
 	var calls []jobs.AssignInput
 	env.OnActivity(ja.JobAssign, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in jobs.AssignInput) (jobs.AssignResult, error) {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -27,20 +28,8 @@ const primaryBackupHistory = "testdata/primary_backup_history.json"
 // TestReplayPrimaryBackupHistory replays the recorded history with the
 // current workflow code: a non-deterministic change fails it.
 func TestReplayPrimaryBackupHistory(t *testing.T) {
-	r := worker.NewWorkflowReplayer()
-	Register(r)
-	var logger log.Logger
-	if !testing.Verbose() {
-		logger = log.NewStructuredLogger(quietLogger())
-	}
-	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, primaryBackupHistory))
-
+	h := replay(t, primaryBackupHistory)
 	// The history is the one described above.
-	f, err := os.Open(primaryBackupHistory)
-	require.NoError(t, err)
-	defer f.Close()
-	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	require.NoError(t, err)
 	var scheduled []string
 	var completed bool
 	for _, e := range h.GetEvents() {
@@ -67,19 +56,7 @@ const crawlJobV1History = "testdata/crawl_job_v1_history.json"
 // the current code: the GetVersion guards keep it on its old path (a
 // JobStart first, a JobAssign round before completing).
 func TestReplayCrawlJobV1History(t *testing.T) {
-	r := worker.NewWorkflowReplayer()
-	Register(r)
-	var logger log.Logger
-	if !testing.Verbose() {
-		logger = log.NewStructuredLogger(quietLogger())
-	}
-	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, crawlJobV1History))
-
-	f, err := os.Open(crawlJobV1History)
-	require.NoError(t, err)
-	defer f.Close()
-	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	require.NoError(t, err)
+	h := replay(t, crawlJobV1History)
 	var scheduled []string
 	for _, e := range h.GetEvents() {
 		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
@@ -87,4 +64,23 @@ func TestReplayCrawlJobV1History(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"JobStart", "JobAssign", "JobAwait", "JobAssign"}, scheduled)
+}
+
+// replay replays the recorded history at path with the current workflow
+// code (a non-deterministic change fails the test) and returns it.
+func replay(t *testing.T, path string) *historypb.History {
+	t.Helper()
+	r := worker.NewWorkflowReplayer()
+	Register(r)
+	var logger log.Logger
+	if !testing.Verbose() {
+		logger = log.NewStructuredLogger(quietLogger())
+	}
+	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, path))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	return h
 }

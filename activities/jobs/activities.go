@@ -167,26 +167,26 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if err != nil && !errors.As(err, &ce) && !errors.Is(err, metadata.ErrNotFound) {
 			return res, err
 		}
-		if cur.Job == nil || cur.Job.ID != in.Spec.ID || cur.Job.Batch != batch {
-			if cur.Pending() {
-				continue // became busy meanwhile; the batch goes to the next idle Runner
-			}
-			epoch := max(cur.Epoch, info.Epoch) + 1
-			if _, err := js.Claim(ctx, in.Spec.ID, batch, r, epoch); err != nil {
-				return res, err
-			}
-			t := roles.EmptyTask()
-			t.Job = &roles.JobRef{ID: in.Spec.ID, Batch: batch, Size: info.Size}
-			t.RunningStatus = roles.TaskProcessing
-			_, op := c.FenceTask(r, v, t, r, epoch)
-			if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
-				if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
-					continue
-				}
-				return res, err
-			}
-			log.Debug("batch assigned", "batch", batch, "runner", r, "epoch", epoch, "size", info.Size)
+		// (A batch an earlier attempt delivered was reported above: this
+		// one is new, or was taken but never delivered.)
+		if cur.Pending() {
+			continue // became busy meanwhile; the batch goes to the next idle Runner
 		}
+		epoch := max(cur.Epoch, info.Epoch) + 1
+		if _, err := js.Claim(ctx, in.Spec.ID, batch, r, epoch); err != nil {
+			return res, err
+		}
+		t := roles.EmptyTask()
+		t.Job = &roles.JobRef{ID: in.Spec.ID, Batch: batch, Size: info.Size}
+		t.RunningStatus = roles.TaskProcessing
+		_, op := c.FenceTask(r, v, t, r, epoch)
+		if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
+			if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
+				continue
+			}
+			return res, err
+		}
+		log.Debug("batch assigned", "batch", batch, "runner", r, "epoch", epoch, "size", info.Size)
 		res.Assigned = append(res.Assigned, BatchRef{Batch: batch, Runner: r, Size: info.Size})
 		seq++
 	}

@@ -35,14 +35,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Describe names the store without credentials.
-func (c Config) Describe() string {
-	if IsPostgresDSN(c.Store) {
-		return "postgres " + redactDSN(c.Store)
-	}
-	return "sqlite under " + c.DataDir
-}
-
 // Open opens the store chosen by c.
 func Open(ctx context.Context, c Config) (*Store, error) {
 	if err := c.Validate(); err != nil {

@@ -200,9 +200,6 @@ func (s *Store) Identity() jobs.Identity { return s.id }
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// DB is the underlying database (for tests and tools).
-func (s *Store) DB() *sql.DB { return s.db }
-
 type counts struct{ seen, taken, requeued, recorded, failed int }
 
 func (s *Store) count(ctx context.Context, tx *sql.Tx, job, shard string, c counts) error {
@@ -511,26 +508,14 @@ func (s *Store) Claim(ctx context.Context, job, id, holder string, epoch int64) 
 
 // Entries lists a batch's URLs.
 func (s *Store) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry, error) {
-	var out []jobs.BatchEntry
-	err := s.read(ctx, func() error {
-		out = out[:0]
-		rows, err := s.db.QueryContext(ctx, s.q(`SELECT url, depth, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol), job, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+	return queryAll(ctx, s, `SELECT url, depth, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol,
+		[]any{job, id}, func(rows *sql.Rows) (jobs.BatchEntry, error) {
 			var e jobs.BatchEntry
 			var state int
-			if err := rows.Scan(&e.URL, &e.Depth, &state); err != nil {
-				return err
-			}
+			err := rows.Scan(&e.URL, &e.Depth, &state)
 			e.Done = state == 2
-			out = append(out, e)
-		}
-		return rows.Err()
-	})
-	return out, err
+			return e, err
+		})
 }
 
 func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {
@@ -778,34 +763,20 @@ func (s *Store) Requeue(ctx context.Context, job, id string, epoch int64) (int, 
 
 // Batches returns the named batches' rows.
 func (s *Store) Batches(ctx context.Context, job string, ids []string) ([]jobs.BatchInfo, error) {
-	var out []jobs.BatchInfo
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	err := s.read(ctx, func() error {
-		out = out[:0]
-		args := []any{job}
-		ph := make([]string, len(ids))
-		for i, id := range ids {
-			ph[i] = "?"
-			args = append(args, id)
-		}
-		rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, holder, epoch, size, state, error FROM baton_batches
-			WHERE job = ? AND id IN (`+strings.Join(ph, ", ")+`)`), args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+	args := []any{job}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return queryAll(ctx, s, `SELECT id, holder, epoch, size, state, error FROM baton_batches
+		WHERE job = ? AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args,
+		func(rows *sql.Rows) (jobs.BatchInfo, error) {
 			b := jobs.BatchInfo{Job: job}
-			if err := rows.Scan(&b.ID, &b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error); err != nil {
-				return err
-			}
-			out = append(out, b)
-		}
-		return rows.Err()
-	})
-	return out, err
+			err := rows.Scan(&b.ID, &b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error)
+			return b, err
+		})
 }
 
 // Recorded reports whether url has a page in the results.
@@ -837,25 +808,14 @@ func (s *Store) Stats(ctx context.Context, job string) (jobs.Stats, error) {
 
 // Jobs lists the jobs, newest first.
 func (s *Store) Jobs(ctx context.Context) ([]jobs.JobInfo, error) {
-	var out []jobs.JobInfo
-	err := s.read(ctx, func() error {
-		out = out[:0]
-		rows, err := s.db.QueryContext(ctx, `SELECT id, grp, created_ms FROM baton_jobs ORDER BY created_ms DESC, id`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+	out, err := queryAll(ctx, s, `SELECT id, grp, created_ms FROM baton_jobs ORDER BY created_ms DESC, id`, nil,
+		func(rows *sql.Rows) (jobs.JobInfo, error) {
 			var j jobs.JobInfo
 			var ms int64
-			if err := rows.Scan(&j.ID, &j.Group, &ms); err != nil {
-				return err
-			}
+			err := rows.Scan(&j.ID, &j.Group, &ms)
 			j.Created = time.UnixMilli(ms).UTC()
-			out = append(out, j)
-		}
-		return rows.Err()
-	})
+			return j, err
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -896,4 +856,27 @@ func (s *Store) Results(ctx context.Context, job string, fn func(jobs.PageRecord
 		}
 	}
 	return rows.Err()
+}
+
+// queryAll runs a query (retried while the database is unreachable) and
+// scans every row with scan.
+func queryAll[T any](ctx context.Context, s *Store, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	var out []T
+	err := s.read(ctx, func() error {
+		out = out[:0]
+		rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return rows.Err()
+	})
+	return out, err
 }

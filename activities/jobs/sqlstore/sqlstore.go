@@ -197,6 +197,10 @@ func (s *Store) read(ctx context.Context, fn func() error) error {
 // Identity names the store.
 func (s *Store) Identity() jobs.Identity { return s.id }
 
+// DB is the underlying database (for tests and tools, e.g. an integrity
+// check).
+func (s *Store) DB() *sql.DB { return s.db }
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 

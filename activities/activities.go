@@ -133,7 +133,8 @@ func lastDetails(ctx context.Context, v any) bool {
 
 // wait blocks until ch fires, d passes or ctx ends.
 func wait(ctx context.Context, ch <-chan struct{}, d time.Duration) error {
-	return metadata.WaitAny(ctx, d, ch)
+	_, err := metadata.WaitAny(ctx, d, ch)
+	return err
 }
 
 // corrupt logs a corrupted-znode error (a *metadata.CorruptError in err's

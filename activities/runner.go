@@ -48,7 +48,7 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 			}
 		}
 		heartbeat(ctx)
-		if err := metadata.WaitAny(ctx, min(m.Timers.CheckTask, 2*time.Second), nch, tch); err != nil {
+		if _, err := metadata.WaitAny(ctx, min(m.Timers.CheckTask, 2*time.Second), nch, tch); err != nil {
 			return WaitTaskResult{}, err
 		}
 	}

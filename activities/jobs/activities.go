@@ -347,16 +347,35 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, res.Stats)
 		}
-		// A busy Runner that becomes idle writes its Task (a watch wakes
-		// us); the frontier is in the store, which has no watch: while a
-		// Runner is idle, look at it often so that URLs found by the others
-		// reach it at once.
-		every := spec.Timers.CheckCrawlerState * 2
-		if someIdle {
-			every = min(every, awaitIdlePoll)
+		// A busy Runner that becomes idle writes its Task: a watch wakes
+		// us for a full look. The frontier is in the store, which has no
+		// watch: while a Runner is idle, its counters alone are read often,
+		// so that URLs found by the others reach it at once.
+		if !someIdle {
+			if _, err := metadata.WaitAny(ctx, spec.Timers.CheckCrawlerState*2, chans...); err != nil {
+				return res, err
+			}
+			continue
 		}
-		if err := metadata.WaitAny(ctx, every, chans...); err != nil {
-			return res, err
+		for !a.now().After(deadline) {
+			fired, err := metadata.WaitAny(ctx, awaitIdlePoll, chans...)
+			if err != nil || fired {
+				if err != nil {
+					return res, err
+				}
+				break
+			}
+			st, err := js.Stats(ctx, spec.ID)
+			if err != nil {
+				return res, err
+			}
+			if st.Queued > 0 {
+				res.Stats, res.Idle = st, true
+				return res, nil
+			}
+			if activity.IsActivity(ctx) {
+				activity.RecordHeartbeat(ctx, st)
+			}
 		}
 	}
 }

@@ -6,10 +6,11 @@ import (
 )
 
 // WaitAny blocks until one of the watch channels fires (is closed or
-// receives), d passes, or ctx ends; only the last is an error. It is how
-// an activity waits on several one-shot watches at once (re-arm them after
-// it returns). Safe for concurrent use; it leaves no goroutine behind.
-func WaitAny(ctx context.Context, d time.Duration, chans ...<-chan struct{}) error {
+// receives), d passes, or ctx ends; only the last is an error, and fired
+// says whether a watch fired. It is how an activity waits on several
+// one-shot watches at once (re-arm them after a watch fired). Safe for
+// concurrent use; it leaves no goroutine behind.
+func WaitAny(ctx context.Context, d time.Duration, chans ...<-chan struct{}) (fired bool, err error) {
 	merged := make(chan struct{}, 1)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -29,9 +30,10 @@ func WaitAny(ctx context.Context, d time.Duration, chans ...<-chan struct{}) err
 	defer t.Stop()
 	select {
 	case <-merged:
+		return true, nil
 	case <-t.C:
+		return false, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
-	return nil
 }

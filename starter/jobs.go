@@ -200,7 +200,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.IntVar(&retries, "retries", def.Retries, "retries of transient failures (timeouts, 429, 5xx)")
 	f.DurationVar(&timeout, "timeout", def.Timeout, "time limit of one request")
 	f.Int64Var(&maxBody, "max-body", def.MaxBodyBytes, "largest body read, in bytes")
-	f.IntVar(&batch, "batch-size", 2000, "most URLs in one batch (a Runner's lease on the job: it starts small and grows as the Runner pulls work; then the job hands out the next)")
+	f.IntVar(&batch, "batch-size", 0, "most URLs in one batch, a Runner's lease on the job (it starts small and grows as the Runner pulls work; then the job hands out the next); 0: a lease lasts while the frontier has work")
 	f.StringArrayVar(&cookies, "cookie", nil, "cookie name=value sent with every request (repeatable)")
 	f.StringArrayVar(&authz, "authorization", nil, "authorization: Bearer=TOKEN, Basic=B64 or Header=value (repeatable)")
 	f.StringVar(&profile, "timers", "default", "timer profile of the cluster (default or fast), for dead-runner re-assignment")

@@ -56,7 +56,7 @@ func (f *firstHit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func submit(b *testing.B, c *testsuite.Cluster, tc client.Client, id string, seeds []string, opts crawl.Options, maxPages int) client.WorkflowRun {
 	b.Helper()
-	spec := jobs.Spec{ID: id, Group: c.Group, Seeds: seeds, Options: opts, MaxPages: maxPages, BatchSize: 2000, Timers: roles.FastTimers()}
+	spec := jobs.Spec{ID: id, Group: c.Group, Seeds: seeds, Options: opts, MaxPages: maxPages, Timers: roles.FastTimers()}
 	run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: workflows.JobWorkflowID(c.Group, id), TaskQueue: workflows.JobQueue(c.Group),
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,

@@ -146,6 +146,11 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	// it among all the Runners instead of giving it to the first idle ones,
 	// so that no Runner is left with a long batch while the others idle.
 	size := in.Spec.BatchSize
+	if size == 0 {
+		// An unbounded batch starts with a Runner's first round or two;
+		// it pulls the rest as it frees slots.
+		size = firstTake
+	}
 	st, err := js.Stats(ctx, in.Spec.ID)
 	if err != nil {
 		return res, err
@@ -207,6 +212,10 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	}
 	return res, nil
 }
+
+// firstTake is the size of an unbounded batch when it is handed out (a
+// Runner pulls the rest from the frontier as it frees slots).
+const firstTake = 2 * DefaultConcurrency
 
 // startLinger is how long a new job's first JobAssign waits for its
 // first batches to finish.

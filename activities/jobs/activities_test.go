@@ -339,7 +339,7 @@ func TestJobStartRejectsAnInvalidSpecNamingTheField(t *testing.T) {
 		{"bad seed", func(s *jobs.Spec) { s.Seeds = []string{"http://example.test/", "ftp://example.test/x"} }, "seeds[1]"},
 		{"relative seed", func(s *jobs.Spec) { s.Seeds = []string{"/just/a/path"} }, "seeds[0]"},
 		{"negative max_pages", func(s *jobs.Spec) { s.MaxPages = -1 }, "max_pages"},
-		{"zero batch_size", func(s *jobs.Spec) { s.BatchSize = 0 }, "batch_size"},
+		{"negative batch_size", func(s *jobs.Spec) { s.BatchSize = -1 }, "batch_size"},
 		{"bad options", func(s *jobs.Spec) { s.Options.MaxDepth = -2 }, "max_depth"},
 	}
 	for _, tc := range cases {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -104,17 +105,11 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 		log.Info("batch no longer running", "state", info.State)
 		return activities.BatchOutcome{}, nil
 	}
-	entries, err := r.Store.Entries(ctx, in.Job, in.Batch)
+	todo, err := r.Store.Unfinished(ctx, in.Job, in.Batch)
 	if err != nil {
 		return activities.BatchOutcome{}, err
 	}
-	var todo []Entry
-	for _, e := range entries {
-		if !e.Done {
-			todo = append(todo, e.Entry)
-		}
-	}
-	ran, fenced, err := r.crawl(ctx, in, spec, todo, len(entries))
+	ran, fenced, err := r.crawl(ctx, in, spec, todo, info.Size)
 	if err != nil {
 		return activities.BatchOutcome{Ran: ran}, err
 	}
@@ -136,8 +131,9 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 // the pages that finished while the previous commit ran). It pulls more
 // URLs from the job's frontier into the batch (Store.Extend) as the queue
 // runs low, so the Runner never idles while the frontier has work: the
-// batch grows until it holds the job's batch size (then the job hands out
-// the next one) or the frontier is empty with nothing of ours in flight.
+// batch grows until the frontier is empty with nothing of ours in flight,
+// or until it holds the job's batch size when one is set (then the job
+// hands out the next one).
 // It stops at the first refusal by the store (fenced says why) or error;
 // pages fetched but not yet committed then are not recorded (the next
 // holder fetches them again).
@@ -147,6 +143,9 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 		conc = DefaultConcurrency
 	}
 	limit := max(spec.BatchSize, size)
+	if spec.BatchSize == 0 {
+		limit = math.MaxInt // the lease lasts while the frontier has work
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	auth := crawl.Auth{Cookie: spec.Cookie, Authorization: spec.Authorization}

@@ -565,3 +565,33 @@ func TestRunBatchMetrics(t *testing.T) {
 	require.NotNil(t, b)
 	assert.Equal(t, float64(1015), b.GetMetric()[0].GetCounter().GetValue())
 }
+
+// An unbounded batch (batch size 0, the CLI's default) is a Runner's lease
+// on the job: it pulls every URL its pages add to the frontier, however
+// many, and ends only when the frontier is empty and nothing is in flight.
+func TestRunBatchUnboundedPullsTheWholeFrontier(t *testing.T) {
+	root := "http://example.test/"
+	e := newBatchEnv(t, 4, []string{root}, func(s *jobs.Spec) { s.BatchSize = 0 })
+	// A tree: the root links 10 pages, each of those links 10 more.
+	var links []string
+	for i := range 10 {
+		u := fmt.Sprintf("http://example.test/%d", i)
+		links = append(links, u)
+		var sub []string
+		for j := range 10 {
+			sub = append(sub, fmt.Sprintf("http://example.test/%d/%d", i, j))
+		}
+		e.pages.pages[u] = crawl.Page{URL: u, StatusCode: 200, Links: sub}
+	}
+	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: links}
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, activities.BatchOutcome{Success: 111, Ran: 111}, out)
+	assert.Equal(t, jobs.Stats{Seen: 111, Queued: 0, Recorded: 111}, e.stats())
+	b := e.info()
+	assert.Equal(t, jobs.BatchDone, b.State)
+	assert.Equal(t, 111, b.Size, "one batch held the whole crawl")
+	for u, n := range e.pages.perURL() {
+		assert.Equal(t, 1, n, "%s fetched %d times", u, n)
+	}
+}

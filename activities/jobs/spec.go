@@ -30,7 +30,7 @@ type Spec struct {
 	Seeds         []string          `json:"seeds"`
 	Options       crawl.Options     `json:"options"`
 	MaxPages      int               `json:"max_pages"`  // 0: no limit
-	BatchSize     int               `json:"batch_size"` // URLs per batch
+	BatchSize     int               `json:"batch_size"` // most URLs per batch; 0: a Runner's batch lasts while the frontier has work
 	Cookie        map[string]string `json:"cookie,omitempty"`
 	Authorization map[string]string `json:"authorization,omitempty"`
 	Timers        roles.Timers      `json:"timers"`
@@ -69,8 +69,8 @@ func (s Spec) Validate() error {
 	if s.MaxPages < 0 {
 		return fmt.Errorf("max_pages: %d is negative", s.MaxPages)
 	}
-	if s.BatchSize < 1 {
-		return fmt.Errorf("batch_size: %d, must be >= 1", s.BatchSize)
+	if s.BatchSize < 0 {
+		return fmt.Errorf("batch_size: %d is negative (0: a Runner's lease lasts while the frontier has work)", s.BatchSize)
 	}
 	if err := s.Options.Validate(); err != nil {
 		return fmt.Errorf("options: %w", err)

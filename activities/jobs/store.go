@@ -109,6 +109,10 @@ type Store interface {
 	Extend(ctx context.Context, job, id string, epoch int64, n int) ([]Entry, error)
 	// Entries lists a batch's URLs with their progress.
 	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
+	// Unfinished lists a batch's URLs handed out and not finished yet, in
+	// hand-out order: what a new holder runs (at most what the old one had
+	// pulled ahead, however large the batch has grown).
+	Unfinished(ctx context.Context, job, id string) ([]Entry, error)
 	// Record, in one transaction checked against the batch's epoch:
 	// inserts the page into the results (once per job and URL), queues its
 	// links (once per job and URL, within max_pages), marks the URL

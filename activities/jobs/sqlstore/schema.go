@@ -40,6 +40,9 @@ func schema(d *dialect) []string {
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
+		// A batch's unfinished URLs (a hand-over, a requeue) without a
+		// scan of all it has finished: a Runner's lease may span the job.
+		`CREATE INDEX IF NOT EXISTS baton_frontier_claimed ON baton_frontier (job, batch) WHERE state = 1`,
 		`CREATE TABLE IF NOT EXISTS baton_batches (
 			job TEXT NOT NULL,
 			id TEXT NOT NULL,

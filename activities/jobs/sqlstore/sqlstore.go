@@ -522,6 +522,16 @@ func (s *Store) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry,
 		})
 }
 
+// Unfinished lists a batch's URLs not finished yet (see jobs.Store).
+func (s *Store) Unfinished(ctx context.Context, job, id string) ([]jobs.Entry, error) {
+	return queryAll(ctx, s, `SELECT url, depth FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1 ORDER BY `+s.d.seqCol,
+		[]any{job, id}, func(rows *sql.Rows) (jobs.Entry, error) {
+			var e jobs.Entry
+			err := rows.Scan(&e.URL, &e.Depth)
+			return e, err
+		})
+}
+
 func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {
 	b, err := s.batchRow(ctx, tx, job, id, lock)
 	if err != nil {

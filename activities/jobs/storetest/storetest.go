@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"RecordNilPage", testRecordNilPage},
 		{"ResultsOrderAndFields", testResults},
 		{"Requeue", testRequeue},
+		{"UnfinishedAfterExtend", testUnfinished},
 		{"RequeueStaleEpoch", testRequeueStale},
 		{"FailBatch", testFailBatch},
 		{"ConcurrentRecord", testConcurrentRecord},
@@ -713,6 +714,27 @@ func testResults(t *testing.T, f *fixture) {
 }
 
 // ---- Requeue and FailBatch ----
+
+// testUnfinished: a new holder gets exactly the URLs handed out and not
+// finished, those pulled by Extend included, in hand-out order.
+func testUnfinished(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "a", "b", "c", "d", "e")
+	_, got := f.take(job, "b1", 2)
+	require.Equal(t, urls("a", "b"), got)
+	f.claim(job, "b1", "r1", 1)
+	more, err := f.s.Extend(f.ctx, job, "b1", 1, 2)
+	require.NoError(t, err)
+	require.Len(t, more, 2)
+	f.record(job, "b1", "r1", 1, URL("a"))
+	f.record(job, "b1", "r1", 1, URL("c"))
+	un, err := f.s.Unfinished(f.ctx, job, "b1")
+	require.NoError(t, err)
+	assert.Equal(t, Entries(0, URL("b"), URL("d")), un, "Unfinished after two of four finished")
+	assert.Equal(t, 4, f.batch(job, "b1").Size, "Size counts what Extend pulled")
+	un, err = f.s.Unfinished(f.ctx, job, "no-such-batch")
+	require.NoError(t, err)
+	assert.Empty(t, un)
+}
 
 func testRequeue(t *testing.T, f *fixture) {
 	job := f.newJob("j", 0, "a", "b", "c", "d")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +28,8 @@ const defaultMetricsAddr = "127.0.0.1:9090"
 
 // metricsServer serves a worker's Prometheus metrics at /metrics: the
 // Temporal SDK's (through tally, Temporal's documented way) and Baton's own
-// (activities/telemetry), plus the Go runtime's and the process's.
+// (activities/telemetry), plus the Go runtime's and the process's, and
+// Go's profiler at /debug/pprof/.
 type metricsServer struct {
 	// Temporal is the client's MetricsHandler; nil when metrics are off.
 	Temporal client.MetricsHandler
@@ -83,6 +85,10 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}))
+	// Go's profiler, beside the metrics (the same address: keep it private).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -72,6 +72,8 @@ type ZooKeeper struct {
 	session atomic.Int64
 	mu      sync.Mutex
 	ephem   map[string][]byte // non-sequential ephemerals to re-create
+	wmu     sync.Mutex
+	watches map[string]chan struct{} // GetW's live watch per path (closed when fired); guarded by wmu
 	done    chan struct{}
 	acl     []zk.ACL
 }
@@ -221,8 +223,24 @@ func (z *ZooKeeper) Get(_ context.Context, p string) ([]byte, int32, error) {
 	return data, st.Version, nil
 }
 
-// GetW implements Store.
+// GetW implements Store. One watch per path is kept: while a watch armed
+// by an earlier GetW has not fired, the node is read without arming
+// another and that watch's channel is returned (it fires at the next
+// change all the same). A loop that re-reads a quiet znode on a timer so
+// piles up no watches, which would each hold a goroutine and a watcher in
+// the client until the node next changes. A failed read is not cached.
 func (z *ZooKeeper) GetW(_ context.Context, p string) ([]byte, int32, <-chan struct{}, error) {
+	if ch := z.liveWatch(p); ch != nil {
+		data, st, err := z.conn.Get(p)
+		switch {
+		case err == nil:
+			return data, st.Version, ch, nil
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, 0, ch, z.mapErr("get", p, err)
+		default:
+			return nil, 0, nil, z.mapErr("get", p, err)
+		}
+	}
 	data, st, ev, err := z.conn.GetW(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		ok, _, ev2, err2 := z.conn.ExistsW(p)
@@ -232,19 +250,48 @@ func (z *ZooKeeper) GetW(_ context.Context, p string) ([]byte, int32, <-chan str
 		if ok { // created in between: read again
 			return z.GetW(context.Background(), p)
 		}
-		return nil, 0, toSignal(ev2), z.mapErr("get", p, err)
+		return nil, 0, z.shareWatch(p, ev2), z.mapErr("get", p, err)
 	}
 	if err != nil {
 		return nil, 0, nil, z.mapErr("get", p, err)
 	}
-	return data, st.Version, toSignal(ev), nil
+	return data, st.Version, z.shareWatch(p, ev), nil
 }
 
-func toSignal(ev <-chan zk.Event) <-chan struct{} {
+// liveWatch returns the channel of p's watch if it has not fired yet.
+func (z *ZooKeeper) liveWatch(p string) <-chan struct{} {
+	z.wmu.Lock()
+	defer z.wmu.Unlock()
+	ch := z.watches[p]
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	default:
+		return ch
+	}
+}
+
+// shareWatch turns ev into a channel closed when it fires, kept as p's
+// watch until then.
+func (z *ZooKeeper) shareWatch(p string, ev <-chan zk.Event) <-chan struct{} {
 	ch := make(chan struct{})
+	z.wmu.Lock()
+	if z.watches == nil {
+		z.watches = map[string]chan struct{}{}
+	}
+	z.watches[p] = ch
+	z.wmu.Unlock()
 	go func() {
 		<-ev
 		close(ch)
+		z.wmu.Lock()
+		if z.watches[p] == ch {
+			delete(z.watches, p)
+		}
+		z.wmu.Unlock()
 	}()
 	return ch
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,60 @@ func TestZooKeeperStore(t *testing.T) {
 		metadata.LockAcross(t, z, other)
 	})
 	t.Run("Closed", func(t *testing.T) { metadata.ContractClosed(t, dialZK(t, server.Addr(), 10*time.Second)) })
+}
+
+// TestZooKeeperGetWKeepsOneWatchPerPath: a loop that re-reads a quiet
+// znode with GetW on a timer (as WaitTask and JobAwait do) must not pile
+// up watches: each would hold a goroutine and a client watcher until the
+// node changes, for hours in a long crawl.
+func TestZooKeeperGetWKeepsOneWatchPerPath(t *testing.T) {
+	server := testsuite.StartZooKeeper(t)
+	z := dialZK(t, server.Addr(), 10*time.Second)
+	ctx := context.Background()
+	base := metadata.FreshPath(t)
+	p, missing := base+"/quiet", base+"/missing"
+	_, err := z.Create(ctx, p, []byte("v1"), metadata.Persistent)
+	require.NoError(t, err)
+
+	_, _, first, err := z.GetW(ctx, p)
+	require.NoError(t, err)
+	_, _, firstMissing, err := z.GetW(ctx, missing)
+	require.ErrorIs(t, err, metadata.ErrNotFound)
+	before := runtime.NumGoroutine()
+	for i := 0; i < 500; i++ {
+		data, _, ch, err := z.GetW(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, "v1", string(data))
+		require.Equal(t, first, ch, "read %d armed a second watch on a quiet znode", i)
+		_, _, ch, err = z.GetW(ctx, missing)
+		require.ErrorIs(t, err, metadata.ErrNotFound)
+		require.Equal(t, firstMissing, ch, "read %d armed a second watch on a missing znode", i)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+5, "goroutines grew with re-reads")
+
+	// A change fires the shared watch; the next read arms a new one and
+	// sees the new data.
+	_, err = z.Set(ctx, p, []byte("v2"), metadata.AnyVersion)
+	require.NoError(t, err)
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not fire on a change")
+	}
+	data, _, ch, err := z.GetW(ctx, p)
+	require.NoError(t, err)
+	assert.Equal(t, "v2", string(data))
+	assert.NotEqual(t, first, ch, "a fired watch was handed out again")
+	_, err = z.Create(ctx, missing, []byte("m"), metadata.Persistent)
+	require.NoError(t, err)
+	select {
+	case <-firstMissing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch on a missing znode did not fire when it was created")
+	}
+	data, _, _, err = z.GetW(ctx, missing)
+	require.NoError(t, err)
+	assert.Equal(t, "m", string(data))
 }
 
 // proxy is a TCP relay between the store and the server; Cut drops every

@@ -158,9 +158,12 @@ func launchTemporal(t testing.TB, bin, dir string, attempt int, cfg temporalConf
 		args = append(args, "--search-attribute", sa+"=Keyword")
 	}
 	// One partition per task queue, as the local stack does: on a single dev
-	// server the default four partitions add ~40 ms to every dispatch.
+	// server the default four partitions add ~40 ms to every dispatch. Eager
+	// activities, as the local stack has too: an activity scheduled on the
+	// workflow's own task queue comes back in the workflow task's reply.
 	args = append(args, "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1")
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true")
 	for _, dc := range cfg.dynamicConfig {
 		args = append(args, "--dynamic-config-value", dc)
 	}

@@ -205,8 +205,12 @@ temporal_up() {
     done
     # One partition per task queue: on a single dev server, the default four
     # partitions add ~40 ms of forwarding to every task dispatch.
+    # Eager activities: an activity a workflow task schedules on its own
+    # task queue goes back to the worker in the task's reply, not through
+    # matching (~40 ms less per hop, e.g. a job's first JobAssign).
     args+=(--dynamic-config-value matching.numTaskqueueReadPartitions=1
-           --dynamic-config-value matching.numTaskqueueWritePartitions=1)
+           --dynamic-config-value matching.numTaskqueueWritePartitions=1
+           --dynamic-config-value system.enableActivityEagerExecution=true)
     log "temporal: starting on ${HOST}:${TEMPORAL_PORT}, UI http://${HOST}:${UI_PORT} (log ${TEMPORAL_LOG})"
     spawn "${TEMPORAL_PID}" "${TEMPORAL_PORT} ${UI_PORT}" "${TEMPORAL_LOG}" "${bin}" "${args[@]}"
   fi

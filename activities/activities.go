@@ -35,6 +35,11 @@ type Activities struct {
 	Log *slog.Logger
 	// Metrics are Baton's Prometheus metrics; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Leaving is set by the worker when it stops (SIGTERM) to leave the
+	// cluster: running crawl-job batches stop pulling URLs and end with
+	// what they hold, so the instance leaves with nothing to hand over.
+	// nil: never.
+	Leaving *atomic.Bool
 
 	// lastRole is the role this process's instance was last seen with: the
 	// role of log lines of activities that do not know it themselves.

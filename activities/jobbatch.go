@@ -29,6 +29,11 @@ type BatchRun struct {
 	Epoch              int64
 	// Log is the activity's logger (instance, role, job, batch, epoch).
 	Log *slog.Logger
+	// Drain, when set, is asked before the runner pulls more URLs into the
+	// batch; true stops its growth: the runner finishes what it holds and
+	// ends the batch (it steps down after a scale-down, or its worker is
+	// leaving). Safe for concurrent use; it must be cheap.
+	Drain func() bool
 }
 
 // BatchOutcome is how a batch run ended.

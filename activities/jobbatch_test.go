@@ -18,6 +18,7 @@ type fakeBatches struct {
 	outcome BatchOutcome
 	runs    []BatchRun
 	claims  []string // "job/batch holder@epoch"
+	drained []bool   // what Drain said when each run started
 }
 
 func (f *fakeBatches) Claim(_ context.Context, job, batch, holder string, epoch int64) error {
@@ -31,6 +32,10 @@ func (f *fakeBatches) RunBatch(_ context.Context, in BatchRun) (BatchOutcome, er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in.Log = nil
+	if in.Drain != nil {
+		f.drained = append(f.drained, in.Drain())
+	}
+	in.Drain = nil
 	f.runs = append(f.runs, in)
 	return f.outcome, nil
 }
@@ -69,6 +74,7 @@ func TestRunTaskRunsAJobBatchThroughTheStore(t *testing.T) {
 	res, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, []BatchRun{{Job: "j", Batch: "j-b000003", Runner: name(1), Epoch: tk.Epoch}}, fb.runs)
+	assert.Equal(t, []bool{false}, fb.drained, "a runner the group wants is not drained")
 	assert.Equal(t, 9, res.Ran)
 	got := f.task(1)
 	assert.Equal(t, roles.TaskDone, got.RunningStatus)

@@ -17,8 +17,12 @@ import (
 // the group lock: its name goes into current_crawler, the totals are set
 // when the group is new, and its NodeState, Task and Heartbeat znodes are
 // written. It is idempotent: a member already registered resumes its role,
-// and a member that was declared dead rejoins as a backup (or as a runner
-// in All-are-Runner mode) once its old Task has been handed over.
+// and a member that was declared dead rejoins once its old Task has been
+// handed over. A member that was declared dead, or is new to a group that
+// has elected already (a worker added to a running cluster), joins at
+// once without an election: as a runner in All-are-Runner mode or while
+// the group has fewer runners than total_runner (and keeps min_backup
+// backups), else as a backup; the totals count it.
 func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, error) {
 	c := a.cluster(m.Group)
 	if _, err := roles.ParseName(m.Name); err != nil {
@@ -61,30 +65,60 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 			reclaim = true
 		}
 	}
-	g, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+	joined := roles.Role("") // the role taken at once when joining a formed group
+	_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+		joined = ""
 		if g.TotalCrawler == 0 && len(g.CurrentCrawler) == 0 && len(g.FailCrawler) == 0 {
 			g.TotalRunner, g.TotalBackup, g.TotalCrawler = m.Runner, m.Backup, m.Runner+m.Backup
+			all := m.AllAreRunners()
+			g.AllRunner = &all
 		}
-		if rejoin || slices.Contains(g.FailCrawler, m.Name) {
-			g.FailCrawler = roles.Remove(g.FailCrawler, m.Name)
-			g.FailRunner = roles.Remove(g.FailRunner, m.Name)
-			g.FailBackup = roles.Remove(g.FailBackup, m.Name)
+		back := rejoin || slices.Contains(g.FailCrawler, m.Name)
+		// A member new to a group that has elected already (a worker added
+		// to a running cluster) joins it at once, like one coming back.
+		late := !back && !slices.Contains(g.CurrentCrawler, m.Name) && g.Formed()
+		if !back && !late {
+			if slices.Contains(g.CurrentCrawler, m.Name) {
+				return metadata.ErrNoChange
+			}
 			g.CurrentCrawler = roles.Add(g.CurrentCrawler, m.Name)
-			if g.AllAreRunners() {
-				g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
-			} else if !slices.Contains(g.CurrentBackup, m.Name) {
-				g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
-				g.TotalBackup++
-			}
-			if g.StandbyID == "" {
-				g.StandbyID = g.NextStandby()
-			}
 			return nil
 		}
-		if slices.Contains(g.CurrentCrawler, m.Name) {
-			return metadata.ErrNoChange
-		}
+		g.FailCrawler = roles.Remove(g.FailCrawler, m.Name)
+		g.FailRunner = roles.Remove(g.FailRunner, m.Name)
+		g.FailBackup = roles.Remove(g.FailBackup, m.Name)
 		g.CurrentCrawler = roles.Add(g.CurrentCrawler, m.Name)
+		switch {
+		case g.AllAreRunners():
+			if late {
+				g.TotalRunner++
+				g.TotalCrawler++
+			}
+			g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
+			joined = roles.RoleRunner
+		case slices.Contains(g.CurrentRunner, m.Name):
+			joined = roles.RoleRunner
+		case slices.Contains(g.CurrentBackup, m.Name):
+			joined = roles.RoleBackup
+		case g.WantsRunner(false):
+			// The group is short of runners (scaled up, or its backups
+			// are used up): this member crawls at once.
+			if late {
+				g.TotalCrawler++
+			}
+			g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
+			joined = roles.RoleRunner
+		default:
+			if late {
+				g.TotalCrawler++
+			}
+			g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
+			g.TotalBackup++
+			joined = roles.RoleBackup
+		}
+		if g.StandbyID == "" {
+			g.StandbyID = g.NextStandby()
+		}
 		return nil
 	})
 	if err != nil {
@@ -92,14 +126,12 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 	}
 	res := RegisterResult{Role: node.Role, Rejoined: rejoin, Resumed: exists && !rejoin}
 	switch {
-	case rejoin && g.AllAreRunners():
-		res.Role = roles.RoleRunner
-	case rejoin:
-		res.Role = roles.RoleBackup
+	case joined != "":
+		res.Role = joined
 	case !exists:
 		res.Role = roles.RoleInitial
 	}
-	if !exists || rejoin {
+	if !exists || rejoin || joined != "" && joined != node.Role {
 		if _, err := c.SetNode(ctx, m.Name, roles.NodeState{Group: m.Group, Role: res.Role}, metadata.AnyVersion); err != nil {
 			return res, fmt.Errorf("register %s: write NodeState: %w", m.Name, err)
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/metadata"
@@ -12,12 +14,15 @@ import (
 )
 
 // WaitTask blocks until the Runner's own Task has requests to run, or until
-// the Runner is no longer a runner (marked dead: it must stop). It is woken
-// by ZooKeeper watches on its Task and NodeState (re-armed after each
-// event), with check_task as a safety re-read.
+// the Runner is no longer a runner (marked dead: it must stop; or, idle
+// while the group has more runners than total_runner, it stepped down to a
+// backup: Fenced with Role backup-runner). It is woken by ZooKeeper watches
+// on its Task, NodeState and GroupState (re-armed after each event), with
+// check_task as a safety re-read.
 func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, error) {
 	ctx = logWith(ctx, roles.RoleRunner, "crawler", m.Name)
 	c := a.cluster(m.Group)
+	var watches []<-chan struct{}
 	for {
 		nd, _, nch, err := a.Store.GetW(ctx, c.NodePath(m.Name))
 		if errors.Is(err, metadata.ErrNotFound) {
@@ -33,7 +38,7 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 		if node.Role != roles.RoleRunner {
 			return WaitTaskResult{Fenced: true, Role: node.Role}, nil
 		}
-		td, _, tch, err := a.Store.GetW(ctx, c.TaskPath(m.Name))
+		td, tv, tch, err := a.Store.GetW(ctx, c.TaskPath(m.Name))
 		if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 			return WaitTaskResult{}, err
 		}
@@ -45,10 +50,27 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 				a.corrupt(ctx, &metadata.CorruptError{Path: c.TaskPath(m.Name), Err: err})
 			case t.Pending() && (t.Holder == "" || t.Holder == m.Name):
 				return WaitTaskResult{Pending: true, Role: node.Role}, nil
+			default:
+				// Idle: a runner the group no longer wants steps down now.
+				gd, _, gch, err := a.Store.GetW(ctx, c.GroupPath())
+				if err != nil {
+					return WaitTaskResult{}, err
+				}
+				watches = append(watches[:0], gch)
+				if g, err := roles.DecodeGroupState(gd); err == nil && slices.Contains(g.Surplus(), m.Name) {
+					down, err := a.stepDown(ctx, c, m, t, tv)
+					if err != nil {
+						return WaitTaskResult{}, err
+					}
+					if down {
+						return WaitTaskResult{Fenced: true, Role: roles.RoleBackup}, nil
+					}
+					continue
+				}
 			}
 		}
 		heartbeat(ctx)
-		if _, err := metadata.WaitAny(ctx, min(m.Timers.CheckTask, 2*time.Second), nch, tch); err != nil {
+		if _, err := metadata.WaitAny(ctx, min(m.Timers.CheckTask, 2*time.Second), append(watches, nch, tch)...); err != nil {
 			return WaitTaskResult{}, err
 		}
 	}
@@ -320,7 +342,20 @@ func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t rol
 	defer keepAlive(ctx, m.Timers.UpdateTime)()
 	log := a.log(ctx)
 	log.Info("running task", "batch_size", t.Job.Size)
-	out, err := a.Batches.RunBatch(ctx, BatchRun{Job: t.Job.ID, Batch: t.Job.Batch, Runner: m.Name, Epoch: t.Epoch, Log: log})
+	c := a.cluster(m.Group)
+	var (
+		mu    sync.Mutex
+		group watchedZnode
+	)
+	drain := func() bool {
+		if a.Leaving != nil && a.Leaving.Load() {
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return owner == m.Name && a.surplus(ctx, c, m, &group)
+	}
+	out, err := a.Batches.RunBatch(ctx, BatchRun{Job: t.Job.ID, Batch: t.Job.Batch, Runner: m.Name, Epoch: t.Epoch, Log: log, Drain: drain})
 	if err != nil {
 		return res, fmt.Errorf("run job %s batch %s: %w", t.Job.ID, t.Job.Batch, err)
 	}

@@ -85,6 +85,9 @@ type WatchResult struct {
 	DeadRole roles.Role `json:"dead_role,omitempty"` // the role it had: runner or backup-runner
 	Changed  bool       `json:"changed"`             // the watcher's own position changed
 	Position Position   `json:"position"`
+	// Promote: the watcher is the standby and the group wants more runners
+	// than it has (a scale-up); the Primary Backup runs Promote.
+	Promote bool `json:"promote,omitempty"`
 	// DetectedAfter is the dead peer's heartbeat age when it was declared dead.
 	DetectedAfter time.Duration `json:"detected_after,omitempty"`
 }

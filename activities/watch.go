@@ -81,9 +81,11 @@ func (g *grace) blind(now func() time.Time) bool {
 // mode, every runner's monitor of its peers). Every check_crawler_state it
 // reads GroupState and the Heartbeat of each runner, and of each other
 // backup, and feeds their ages to the dead-runner detector. It returns the
-// first peer declared dead, or Changed when the watcher's own position
-// changed (it is no longer the standby, or was itself marked dead). Peers
-// already claimed by another instance are skipped.
+// first peer declared dead, Changed when the watcher's own position
+// changed (it is no longer the standby, or was itself marked dead), or
+// Promote when the group wants more runners than it has and can spare the
+// standby (a scale-up). Peers already claimed by another instance are
+// skipped.
 func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResult, error) {
 	m := in.Member
 	ctx = logWith(ctx, watcherRole(m))
@@ -116,6 +118,8 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			}
 		} else if !pos.Standby {
 			return WatchResult{Changed: true, Position: pos}, nil
+		} else if g.WantsRunner(true) {
+			return WatchResult{Promote: true, Position: pos}, nil
 		}
 		type peer struct {
 			name string

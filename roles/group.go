@@ -18,12 +18,23 @@ type GroupState struct {
 	FailCrawler    []string `json:"fail_crawler"`
 	FailRunner     []string `json:"fail_runner"`
 	FailBackup     []string `json:"fail_backup"`
+	// MinBackup is how many backups a scale-up keeps (`baton cluster scale
+	// --backups`): promotions to reach total_runner stop there. A Baton
+	// field, not the reference's; 0 when absent.
+	MinBackup int `json:"min_backup,omitempty"`
+	// AllRunner records the group's mode when it formed: true for
+	// All-are-Runner (configured without backups). A Baton field; when
+	// absent (a group formed by an older Baton) the mode is read from the
+	// totals, as the reference does.
+	AllRunner *bool `json:"all_runner,omitempty"`
 }
 
 // NewGroupState returns an empty group configured for runner Runners and
 // backup Backup Runners.
 func NewGroupState(runner, backup int) GroupState {
+	all := backup == 0 && runner > 0
 	return GroupState{
+		AllRunner:    &all,
 		TotalCrawler: runner + backup, TotalRunner: runner, TotalBackup: backup,
 		CurrentCrawler: []string{}, CurrentRunner: []string{}, CurrentBackup: []string{},
 		FailCrawler: []string{}, FailRunner: []string{}, FailBackup: []string{},
@@ -49,6 +60,8 @@ func (g GroupState) Validate() error {
 		return fieldErr(o, "total_runner", "is %d, must be >= 0", g.TotalRunner)
 	case g.TotalBackup < 0:
 		return fieldErr(o, "total_backup", "is %d, must be >= 0", g.TotalBackup)
+	case g.MinBackup < 0:
+		return fieldErr(o, "min_backup", "is %d, must be >= 0", g.MinBackup)
 	}
 	lists := []struct {
 		field string
@@ -82,6 +95,9 @@ func (g GroupState) Validate() error {
 
 // AllAreRunners reports whether the group runs in All-are-Runner mode.
 func (g GroupState) AllAreRunners() bool {
+	if g.AllRunner != nil {
+		return *g.AllRunner
+	}
 	return g.TotalBackup == 0 && g.TotalRunner == g.TotalCrawler
 }
 
@@ -93,6 +109,10 @@ func (g GroupState) Clone() GroupState {
 	g.FailCrawler = slices.Clone(g.FailCrawler)
 	g.FailRunner = slices.Clone(g.FailRunner)
 	g.FailBackup = slices.Clone(g.FailBackup)
+	if g.AllRunner != nil {
+		all := *g.AllRunner
+		g.AllRunner = &all
+	}
 	return g
 }
 
@@ -138,4 +158,37 @@ func (g GroupState) NextStandby() string {
 		return ""
 	}
 	return itoa(best)
+}
+
+// Formed reports whether the group has elected: a member that registers
+// now joins it at once (as a backup, or as a runner while the group wants
+// more runners) instead of waiting for an election.
+func (g GroupState) Formed() bool {
+	return len(g.CurrentRunner) > 0 || len(g.CurrentBackup) > 0
+}
+
+// WantsRunner reports whether the group has fewer runners than
+// total_runner and may take one more from its backups (or from a member
+// joining) without going below min_backup.
+func (g GroupState) WantsRunner(fromBackup bool) bool {
+	if g.AllAreRunners() || len(g.CurrentRunner) >= g.TotalRunner {
+		return false
+	}
+	if fromBackup {
+		return len(g.CurrentBackup)-1 >= g.MinBackup
+	}
+	return len(g.CurrentBackup) >= g.MinBackup
+}
+
+// Surplus lists the runners beyond total_runner, the largest indexes
+// first: they step down to backups once their work is done (a scale-down).
+// Empty in All-are-Runner mode.
+func (g GroupState) Surplus() []string {
+	if g.AllAreRunners() || len(g.CurrentRunner) <= g.TotalRunner {
+		return nil
+	}
+	rs := slices.Clone(g.CurrentRunner)
+	SortNames(rs)
+	slices.Reverse(rs)
+	return rs[:len(rs)-g.TotalRunner]
 }

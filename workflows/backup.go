@@ -11,7 +11,8 @@ import (
 // is standby_id). It watches the heartbeats of every runner and every other
 // backup (WatchRunners). When a runner dies it discovers, activates and
 // hands over (three activities) and ends with ReasonActivated: the
-// instance is now a runner. When another backup dies it removes it from the
+// instance is now a runner. When the group wants more runners than it has
+// (a scale-up) it promotes itself (Promote) and ends with ReasonPromoted. When another backup dies it removes it from the
 // group and keeps watching. It ends with ReasonChanged if it stops being
 // the standby.
 func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error) {
@@ -24,6 +25,18 @@ func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error
 		}
 		if w.Changed {
 			return RoleResult{Reason: ReasonChanged, Role: w.Position.Role, TookOver: took}, nil
+		}
+		if w.Promote {
+			if workflow.GetVersion(ctx, "scale-promote", workflow.DefaultVersion, 1) == 1 {
+				var pos activities.Position
+				if err := workflow.ExecuteActivity(sctx, a.Promote, m).Get(ctx, &pos); err != nil {
+					return RoleResult{}, err
+				}
+				if pos.Role == roles.RoleRunner {
+					return RoleResult{Reason: ReasonPromoted, Role: roles.RoleRunner, TookOver: took}, nil
+				}
+			}
+			continue
 		}
 		h, claimed, err := failOver(sctx, m, w, false)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 // RoleResult is why a role workflow ended; the Lifecycle then re-reads the
 // instance's position and dispatches again.
 type RoleResult struct {
-	Reason string     `json:"reason"` // "fenced", "position-changed", "activated"
+	Reason string     `json:"reason"` // "fenced", "position-changed", "activated", "promoted"
 	Role   roles.Role `json:"role,omitempty"`
 	// TookOver lists the dead peers whose Tasks this role handed over.
 	TookOver []string `json:"took_over,omitempty"`
@@ -24,6 +24,7 @@ const (
 	ReasonFenced    = "fenced"
 	ReasonChanged   = "position-changed"
 	ReasonActivated = "activated"
+	ReasonPromoted  = "promoted"
 )
 
 // Runner is the Runner role: it waits for its Task (a ZooKeeper watch,

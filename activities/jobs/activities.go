@@ -158,6 +158,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	if n := max(len(idle), len(g.CurrentRunner)); n > 0 {
 		size = min(size, max(1, (st.Queued+n-1)/n))
 	}
+	undelivered := "" // a batch taken that no Runner got yet
 	for _, r := range idle {
 		batch := BatchID(in.Spec.ID, seq)
 		info, err := js.TakeBatch(ctx, in.Spec.ID, batch, size)
@@ -167,6 +168,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if info.Size == 0 {
 			break
 		}
+		undelivered = batch
 		cur, v, err := c.GetTask(ctx, r)
 		var ce *metadata.CorruptError
 		if err != nil && !errors.As(err, &ce) && !errors.Is(err, metadata.ErrNotFound) {
@@ -193,6 +195,27 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		}
 		log.Debug("batch assigned", "batch", batch, "runner", r, "epoch", epoch, "size", info.Size)
 		res.Assigned = append(res.Assigned, BatchRef{Batch: batch, Runner: r, Size: info.Size})
+		undelivered = ""
+		seq++
+	}
+	if undelivered != "" {
+		// Every Runner it was meant for became busy meanwhile: its URLs go
+		// back to the frontier, and it is reported (with no Runner) so that
+		// the job counts it re-queued and uses the next batch ID; otherwise
+		// nothing would be queued or in flight and the job would end with
+		// those URLs never crawled.
+		infos, err := js.Batches(ctx, in.Spec.ID, []string{undelivered})
+		if err != nil {
+			return res, err
+		}
+		if len(infos) == 1 && infos[0].State == BatchRunning {
+			n, err := js.Requeue(ctx, in.Spec.ID, undelivered, infos[0].Epoch+1)
+			if err != nil {
+				return res, err
+			}
+			log.Info("batch re-queued: its Runner became busy before it got it", "batch", undelivered, "urls", n)
+		}
+		res.Assigned = append(res.Assigned, BatchRef{Batch: undelivered})
 		seq++
 	}
 	res.Stats, err = js.Stats(ctx, in.Spec.ID)
@@ -421,8 +444,9 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, g rol
 		}
 	}
 	var idle []string
+	surplus := g.Surplus() // stepping down after a scale-down: no new work
 	for _, r := range runners {
-		if takingOver[r] || slices.ContainsFunc(busy, func(b BatchRef) bool { return b.Runner == r }) {
+		if takingOver[r] || slices.Contains(surplus, r) || slices.ContainsFunc(busy, func(b BatchRef) bool { return b.Runner == r }) {
 			continue
 		}
 		n, _, err := c.GetNode(ctx, r)

@@ -515,6 +515,34 @@ func TestJobAssignSkipsStaleDeadAndBusyRunners(t *testing.T) {
 	assert.Equal(t, 9, res.Stats.Queued)
 }
 
+// A batch taken for a Runner that became busy before its Task was written,
+// with no other idle Runner, goes back to the frontier: the job must not
+// see "nothing queued, nothing in flight" and end with those URLs lost.
+func TestJobAssignRequeuesABatchNoRunnerGot(t *testing.T) {
+	f := newFixture(t, 1, 0)
+	spec := f.spec("job-busy", 10, seedURLs(3)...)
+	f.start(spec)
+	r := f.runners[0]
+	f.meta.mu.Lock()
+	f.meta.failSet[f.c.TaskPath(r)] = metadata.ErrBadVersion // its Task changed after it was read
+	f.meta.mu.Unlock()
+	res := f.assign(spec, 0)
+	require.Len(t, res.Assigned, 1)
+	assert.Equal(t, jobs.BatchRef{Batch: jobs.BatchID(spec.ID, 0)}, res.Assigned[0], "reported with no Runner")
+	assert.Equal(t, 3, res.Stats.Queued, "its URLs are queued again")
+	infos, err := f.store.Batches(f.ctx, spec.ID, []string{jobs.BatchID(spec.ID, 0)})
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	assert.Equal(t, jobs.BatchRequeued, infos[0].State)
+
+	// The next round gives them to the Runner under the next batch ID.
+	res = f.assign(spec, 1, res.Assigned...)
+	require.Len(t, res.Assigned, 1)
+	assert.Equal(t, r, res.Assigned[0].Runner)
+	assert.Equal(t, jobs.BatchID(spec.ID, 1), res.Assigned[0].Batch)
+	assert.Equal(t, 3, res.Assigned[0].Size)
+}
+
 func TestJobAssignSkipsRunnersAlreadyInFlight(t *testing.T) {
 	f := newFixture(t, 2, 0)
 	spec := f.spec("job-inflight", 1, seedURLs(4)...)

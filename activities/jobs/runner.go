@@ -79,6 +79,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 	if log == nil {
 		log = slog.Default()
 	}
+	in.Log = log
 	spec, err := r.spec(ctx, in.Job)
 	if err != nil {
 		if ctx.Err() == nil && (errors.Is(err, ErrNoJob) || errors.Is(err, ErrBadSpec)) {
@@ -173,6 +174,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 	// page of ours has added links since (linksGen counts the commits that
 	// added some).
 	exhausted, linksGen := false, 0
+	draining := false // Drain said stop growing: exhausted for good
 	stop := func(e error) {
 		if fenced != "" || err != nil {
 			return
@@ -187,6 +189,11 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 	for {
 		stopping := fenced != "" || err != nil
 		// Pull, commit and fetch all run at once: none waits for another.
+		if !stopping && !extending && !exhausted && size < limit && len(queue) <= conc/2 && in.Drain != nil && in.Drain() {
+			// Scaled down or leaving: no more pulls, finish what we hold.
+			exhausted, draining = true, true
+			in.Log.Info("batch draining: no more URLs pulled", "ran", ran, "held", len(queue)+inflight+len(pending)+committing)
+		}
 		if !stopping && !extending && !exhausted && size < limit && len(queue) <= conc/2 {
 			extending = true
 			n, gen := min(conc, limit-size), linksGen
@@ -246,7 +253,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 				}
 			default:
 				ran += c.n
-				if c.added > 0 {
+				if c.added > 0 && !draining {
 					exhausted = false
 					linksGen++
 				}

@@ -181,6 +181,16 @@ func (c *Cluster) Put(ctx context.Context, p string, v any, version int32) (int3
 // missing GroupState starts from roles.GroupState{} with empty lists. fn
 // may return ErrNoChange to skip the write.
 func (c *Cluster) UpdateGroup(ctx context.Context, fn func(*roles.GroupState) error) (roles.GroupState, error) {
+	return c.UpdateGroupWith(ctx, func(g *roles.GroupState) ([]Op, error) { return nil, fn(g) })
+}
+
+// UpdateGroupWith is UpdateGroup whose write also applies the ops fn
+// returns, in one transaction: a version check or a write of another znode
+// (e.g. a Task, so that whoever read it before cannot write it after the
+// group changed). When those ops fail (ErrBadVersion, ErrNotFound) nothing
+// is written and the error is returned; fn runs again only when the group
+// itself changed meanwhile.
+func (c *Cluster) UpdateGroupWith(ctx context.Context, fn func(*roles.GroupState) ([]Op, error)) (roles.GroupState, error) {
 	lock := NewLock(c.Store, c.LockPath())
 	if err := lock.Acquire(ctx); err != nil {
 		return roles.GroupState{}, err
@@ -196,7 +206,8 @@ func (c *Cluster) UpdateGroup(ctx context.Context, fn func(*roles.GroupState) er
 			return g, err
 		}
 		next := g.Clone()
-		if err := fn(&next); errors.Is(err, ErrNoChange) {
+		ops, err := fn(&next)
+		if errors.Is(err, ErrNoChange) {
 			return g, nil
 		} else if err != nil {
 			return g, err
@@ -204,9 +215,22 @@ func (c *Cluster) UpdateGroup(ctx context.Context, fn func(*roles.GroupState) er
 		if err := next.Validate(); err != nil {
 			return g, fmt.Errorf("update %s: %w", c.GroupPath(), err)
 		}
-		if missing {
+		switch {
+		case len(ops) > 0 && !missing:
+			err = c.Store.Multi(ctx, append([]Op{SetOp(c.GroupPath(), Encode(next), v)}, ops...)...)
+			if IsConflict(err) {
+				// Ours or theirs? Only a changed group is worth another try.
+				if _, nv, gerr := c.GetGroup(ctx); gerr == nil && nv == v {
+					return g, err
+				}
+				continue
+			}
+		case missing:
+			if len(ops) > 0 {
+				return g, fmt.Errorf("update %s: it does not exist: %w", c.GroupPath(), ErrNotFound)
+			}
 			_, err = c.Store.Create(ctx, c.GroupPath(), Encode(next), Persistent)
-		} else {
+		default:
 			_, err = c.Store.Set(ctx, c.GroupPath(), Encode(next), v)
 		}
 		if IsConflict(err) {

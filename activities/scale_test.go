@@ -1,0 +1,180 @@
+package activities
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// setTotals changes the group's targets as `baton cluster scale` does.
+func (f *clusterFixture) setTotals(runners, minBackup int) {
+	f.t.Helper()
+	_, err := f.c().UpdateGroup(context.Background(), func(g *roles.GroupState) error {
+		g.TotalRunner, g.MinBackup = runners, minBackup
+		return nil
+	})
+	require.NoError(f.t, err)
+}
+
+// A worker started for a group that has elected already joins it at once,
+// as a backup, and the totals count it (no new group, no wiped znodes).
+func TestRegisterLateMemberJoinsAFormedGroupAsABackup(t *testing.T) {
+	f := newClusterFixture(t, 2, 1)
+	f.start()
+	ctx := context.Background()
+	res, err := f.acts(nil).Register(ctx, f.member(4))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleBackup, res.Role)
+	assert.Equal(t, roles.RoleBackup, f.node(4).Role)
+	assert.Equal(t, gs(4, 2, 2, "3", names(1, 2, 3, 4), names(1, 2), names(3, 4), nil, nil, nil), f.group())
+	// Registering again (a retried activity, a restart) changes nothing.
+	res, err = f.acts(nil).Register(ctx, f.member(4))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleBackup, res.Role)
+	assert.Equal(t, gs(4, 2, 2, "3", names(1, 2, 3, 4), names(1, 2), names(3, 4), nil, nil, nil), f.group())
+	pos, err := f.acts(nil).Position(ctx, f.member(4))
+	require.NoError(t, err)
+	assert.Equal(t, Position{Role: roles.RoleBackup}, pos, "a secondary backup")
+}
+
+// While the group has fewer runners than it wants, a joining member
+// crawls at once; in All-are-Runner mode every member is a runner.
+func TestRegisterLateMemberJoinsAsARunnerWhenTheGroupWantsOne(t *testing.T) {
+	t.Run("scaled up", func(t *testing.T) {
+		f := newClusterFixture(t, 1, 0+1)
+		f.start()
+		f.setTotals(2, 1) // two runners, keep one backup: the standby cannot go
+		res, err := f.acts(nil).Register(context.Background(), f.member(3))
+		require.NoError(t, err)
+		assert.Equal(t, roles.RoleRunner, res.Role)
+		g := f.group()
+		assert.Equal(t, names(1, 3), g.CurrentRunner)
+		assert.Equal(t, names(2), g.CurrentBackup)
+		assert.Equal(t, 3, g.TotalCrawler)
+	})
+	t.Run("all are runners", func(t *testing.T) {
+		f := newClusterFixture(t, 2, 0)
+		f.start()
+		res, err := f.acts(nil).Register(context.Background(), f.member(3))
+		require.NoError(t, err)
+		assert.Equal(t, roles.RoleRunner, res.Role)
+		g := f.group()
+		assert.Equal(t, gs(3, 3, 0, "", names(1, 2, 3), names(1, 2, 3), nil, nil, nil, nil), g)
+		require.NotNil(t, f.modeOf())
+		assert.True(t, *f.modeOf(), "the group keeps its mode")
+	})
+}
+
+// The mode is recorded when the group forms: a runners-and-backups group
+// whose backups are all promoted is not taken for All-are-Runner.
+func TestGroupModeIsRecordedAtFormation(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	require.NotNil(t, f.modeOf())
+	assert.False(t, *f.modeOf())
+	f.setTotals(2, 0)
+	pos, err := f.acts(nil).Promote(context.Background(), f.member(2))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleRunner, pos.Role)
+	g, _, err := f.c().GetGroup(context.Background())
+	require.NoError(t, err)
+	assert.False(t, g.AllAreRunners(), "2 runners, 0 backups, formed with backups")
+}
+
+// Scale-up: the standby sees the group wants more runners (WatchRunners
+// says Promote) and promotes itself; standby_id moves to the next backup.
+func TestScaleUpPromotesTheStandby(t *testing.T) {
+	f := newClusterFixture(t, 1, 2)
+	f.start()
+	f.beat(1, f.clock.Now(), roles.HeartHealthy)
+	f.beat(3, f.clock.Now(), roles.HeartHealthy)
+	f.watchQuietly(2, 1)
+	f.setTotals(2, 0)
+	ctx := context.Background()
+	w, err := f.watch(ctx, 2, 1)
+	require.NoError(t, err)
+	assert.True(t, w.Promote)
+	assert.Empty(t, w.Dead)
+
+	pos, err := f.acts(nil).Promote(ctx, f.member(2))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleRunner, pos.Role)
+	assert.Equal(t, roles.RoleRunner, f.node(2).Role)
+	assert.Equal(t, gs(3, 2, 1, "3", names(1, 2, 3), names(1, 2), names(3), nil, nil, nil), f.group())
+
+	// Reached: the next standby is not promoted, nor is a repeated call.
+	pos, err = f.acts(nil).Promote(ctx, f.member(3))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleBackup, pos.Role)
+	assert.Equal(t, gs(3, 2, 1, "3", names(1, 2, 3), names(1, 2), names(3), nil, nil, nil), f.group())
+	f.watchQuietly(3, 1)
+}
+
+// min_backup holds promotions back: the last backups stay backups.
+func TestScaleUpKeepsMinBackup(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	f.setTotals(2, 1)
+	pos, err := f.acts(nil).Promote(context.Background(), f.member(2))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleBackup, pos.Role)
+	assert.Equal(t, names(1), f.group().CurrentRunner)
+}
+
+// Scale-down: an idle surplus runner (the largest index) steps down to a
+// backup on its own; the others keep running.
+func TestScaleDownStepsDownTheIdleSurplusRunner(t *testing.T) {
+	f := newClusterFixture(t, 3, 1)
+	f.start()
+	f.setTotals(2, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	res, err := f.acts(nil).WaitTask(ctx, f.member(3))
+	require.NoError(t, err)
+	assert.Equal(t, WaitTaskResult{Fenced: true, Role: roles.RoleBackup}, res)
+	assert.Equal(t, roles.RoleBackup, f.node(3).Role)
+	g := f.group()
+	assert.Equal(t, names(1, 2), g.CurrentRunner)
+	assert.ElementsMatch(t, names(3, 4), g.CurrentBackup)
+	assert.Equal(t, 2, g.TotalBackup)
+	assert.Equal(t, "4", g.StandbyID, "the standby stays")
+
+	// Runner 2 is wanted: it keeps waiting for work.
+	qctx, qcancel := context.WithTimeout(context.Background(), quietWindow)
+	defer qcancel()
+	_, err = f.acts(nil).WaitTask(qctx, f.member(2))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A surplus runner with a pending Task runs it first; it steps down after.
+func TestScaleDownWaitsForThePendingTask(t *testing.T) {
+	f := newClusterFixture(t, 2, 0+1)
+	f.start()
+	f.assignBatch(2, "j", "j-b000001", 5)
+	f.setTotals(1, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	res, err := f.acts(nil).WaitTask(ctx, f.member(2))
+	require.NoError(t, err)
+	assert.True(t, res.Pending, "the Task runs before the runner steps down")
+	assert.Equal(t, names(1, 2), f.group().CurrentRunner)
+
+	// A job assignment made from a Task read before the step-down fails:
+	// the step-down writes the Task back, so its version moved on.
+	tk, _, err := f.c().GetTask(context.Background(), name(2))
+	require.NoError(t, err)
+	tk.RunningStatus = roles.TaskDone
+	v, err := f.c().SetTask(context.Background(), name(2), tk, metadata.AnyVersion)
+	require.NoError(t, err)
+	res, err = f.acts(nil).WaitTask(ctx, f.member(2))
+	require.NoError(t, err)
+	assert.Equal(t, WaitTaskResult{Fenced: true, Role: roles.RoleBackup}, res)
+	_, v2, err := f.c().GetTask(context.Background(), name(2))
+	require.NoError(t, err)
+	assert.Greater(t, v2, v, "the Task was written in the step-down's transaction")
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +123,51 @@ func TestWatchClusterShowsErrorsAndGoesOn(t *testing.T) {
 }
 
 func TestClusterIntervalMustBePositive(t *testing.T) {
-	if code := execute([]string{"cluster", "--watch", "--interval", "0s"}); code != 2 {
+	if code := execute([]string{"cluster", "--watch", "--interval", "0s"}, io.Discard, io.Discard); code != 2 {
 		t.Fatalf("exit code %d, want 2 (bad usage)", code)
+	}
+}
+
+// --watch --output json: one JSON document a line, each the whole cluster
+// (or the error), and the watch goes on.
+func TestWatchClusterJSONLines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clk := &stepClock{now: t0, frames: 2, stop: cancel}
+	var out bytes.Buffer
+	if err := watchClusterJSON(ctx, &out, memCluster(t), time.Second, clk); err != nil {
+		t.Fatalf("watchClusterJSON: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), out.String())
+	}
+	for i, line := range lines {
+		var v clusterView
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %d is not a cluster document: %v\n%s", i+1, err, line)
+		}
+		if v.Group != "g" || len(v.Instances) != 2 || v.Instances[0].Name != "sc-crawler_1" || v.Instances[0].Role != "runner" ||
+			v.Instances[0].Task == nil || v.Instances[0].Task.NextIndex != 1 || v.Instances[0].Task.Requests != 2 ||
+			v.Instances[1].Role != "backup-runner" || v.State.StandbyID != "2" {
+			t.Errorf("line %d: %+v", i+1, v)
+		}
+		if want := int64(1500 + 1000*i); v.Instances[0].HeartbeatAgeMS == nil || *v.Instances[0].HeartbeatAgeMS != want {
+			t.Errorf("line %d: heartbeat age %v, want %d ms", i+1, v.Instances[0].HeartbeatAgeMS, want)
+		}
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clk = &stepClock{now: t0, frames: 2, stop: cancel}
+	out.Reset()
+	if err := watchClusterJSON(ctx, &out, metadata.NewCluster(metadata.NewMemory(), "", "nogroup"), time.Second, clk); err != nil {
+		t.Fatalf("watchClusterJSON: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var e struct{ Error string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil || !strings.Contains(e.Error, "group nogroup") {
+			t.Errorf("want an error line about the group, got %q (%v)", line, err)
+		}
 	}
 }

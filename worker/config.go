@@ -146,7 +146,7 @@ func (c Config) Validate() error {
 	if err := c.Timers.Validate(); err != nil {
 		var fe *roles.FieldError
 		if errors.As(err, &fe) { // Timers.update_time is --update-time
-			return fmt.Errorf("--%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Msg)
+			return fmt.Errorf("--%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), strings.ReplaceAll(fe.Msg, "update_time", "--update-time"))
 		}
 		return err
 	}

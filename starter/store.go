@@ -354,6 +354,11 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 		}
 	}
 	js, err := tf.st.open(ctx, g)
+	if err != nil && p.State != "" {
+		// The workflow exists: its state, without counters.
+		fmt.Fprintf(os.Stderr, "note: %v; no counters (the job store: %v)\n", temporalErr, err)
+		return p, nil
+	}
 	if err != nil {
 		err = fmt.Errorf("%v; and the job store: %w", temporalErr, err)
 		if exitcode.Of(temporalErr) == exitcode.Unavailable {
@@ -364,6 +369,10 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 	defer js.Close()
 	st, err := js.Stats(ctx, job)
 	if err != nil {
+		if errors.Is(err, jobs.ErrNoJob) && p.State != "" {
+			fmt.Fprintf(os.Stderr, "note: %v; job %s is not in %s yet: no worker has started it\n", temporalErr, job, js.Identity())
+			return p, nil
+		}
 		if errors.Is(err, jobs.ErrNoJob) {
 			return p, exitcode.With(exitcode.NotFound, fmt.Errorf("no job %q: %v; not in %s either", job, temporalErr, js.Identity()))
 		}

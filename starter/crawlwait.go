@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -193,8 +194,12 @@ func (co *crawlOutput) runners(ctx context.Context, g *globals, job string) (*ru
 // Close ends the session.
 func (r *runnerCheck) Close() { r.close() }
 
-// live counts the group's Runners whose heartbeat is fresh (younger than
-// its update_timeout) and not a death (Asystole, Apparent Death).
+// live counts the group's live instances: Runners, and Backup Runners
+// (one takes over a dead Runner's work). An instance is live while its
+// heartbeat is not a death (Asystole, Apparent Death) and younger than
+// the backups would need to declare it dead (update_timeout plus
+// heart_rhythm_timeout late checks, counted at update_time): a Runner
+// being replaced, or a ZooKeeper election, is not "no Runner".
 func (r *runnerCheck) live(ctx context.Context, now time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -206,7 +211,7 @@ func (r *runnerCheck) live(ctx context.Context, now time.Time) (int, error) {
 		return 0, err
 	}
 	n := 0
-	for _, name := range gs.CurrentRunner {
+	for _, name := range gs.CurrentCrawler {
 		hb, _, err := r.c.GetHeartbeat(ctx, name)
 		if err != nil {
 			continue
@@ -214,13 +219,33 @@ func (r *runnerCheck) live(ctx context.Context, now time.Time) (int, error) {
 		if hb.HealthyState == roles.HeartAsystole || hb.HealthyState == roles.HeartApparentDeath {
 			continue
 		}
-		age, aerr := hb.Age(now)
-		timeout, terr := hb.Timeout()
-		if aerr == nil && terr == nil && age <= timeout {
+		if age, ok := liveFor(hb, now); ok && age >= 0 {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// liveFor returns a heartbeat's age and whether it is young enough to be
+// live (see runnerCheck.live).
+func liveFor(hb roles.Heartbeat, now time.Time) (time.Duration, bool) {
+	age, err := hb.Age(now)
+	if err != nil {
+		return 0, false
+	}
+	timeout, err := hb.Timeout()
+	if err != nil {
+		return 0, false
+	}
+	every, err := time.ParseDuration(hb.UpdateTime)
+	if err != nil {
+		return 0, false
+	}
+	checks, err := strconv.Atoi(hb.HeartRhythmTimeout)
+	if err != nil {
+		return 0, false
+	}
+	return age, age <= timeout+time.Duration(checks)*every
 }
 
 // runnerWatch says when the group has no live Runner and when it has one

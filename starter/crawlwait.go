@@ -163,9 +163,6 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 			if err := watch.observe(ctx, live, now); err != nil {
 				_ = pb.Exit()
 				fmt.Fprintln(bar)
-				if last.ID == "" {
-					last.ID = live.job
-				}
 				return last, err
 			}
 		case <-ctx.Done():

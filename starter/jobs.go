@@ -90,11 +90,11 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		follow, ignoreRobots, wait bool
 		denyPrivate                bool
 		depth, maxPages, batch     int
-		co                         *crawlOutput
 		parallelism, retries       int
 		delay, timeout             time.Duration
 		maxBody                    int64
 	)
+	var co *crawlOutput // --output, -q, --wait-for-runners: crawlwait.go
 	def := crawl.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "crawl SEED_URL...",

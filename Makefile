@@ -24,6 +24,10 @@ GOTEST_FLAGS  ?=
 BENCH         ?= .
 BENCH_FLAGS   ?= -benchmem
 PKGS          ?= ./...
+# Version of both binaries (--version): the git description, else what the
+# Go toolchain records (see package version).
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS       := $(if $(VERSION),-X github.com/batoncrawl/baton/version.Version=$(VERSION))
 
 SHELL         := bash
 .SHELLFLAGS   := -eu -o pipefail -c
@@ -42,9 +46,9 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make <target> [VAR=value]\n\nTargets:\n"} \
 		/^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build bin/baton-worker (./worker) and bin/baton (./starter).
-	$(GO) build -o $(BIN_DIR)/baton-worker ./worker
-	$(GO) build -o $(BIN_DIR)/baton ./starter
+build: ## Build bin/baton-worker (./worker) and bin/baton (./starter), version VERSION (default: git describe).
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/baton-worker ./worker
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/baton ./starter
 
 deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing) and the Temporal CLI into .stack/bin (if missing).
 	BATON_ZK_HOME="$(ZK_HOME)" bash $(SCRIPTS)/install-zookeeper.sh

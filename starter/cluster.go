@@ -12,20 +12,27 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
 
+// dial opens a ZooKeeper session within --connect-timeout.
 func (g *globals) dial(ctx context.Context) (*metadata.Cluster, func(), error) {
+	return g.dialWithin(ctx, g.connectTimeout)
+}
+
+// dialWithin opens a ZooKeeper session within timeout.
+func (g *globals) dialWithin(ctx context.Context, timeout time.Duration) (*metadata.Cluster, func(), error) {
 	cfg, err := g.zk.Config(quietLogger())
 	if err != nil {
-		return nil, nil, usageError{err}
+		return nil, nil, exitcode.With(exitcode.Usage, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	s, err := metadata.DialZooKeeper(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (is ZooKeeper running? start the local stack with 'make stack-up')", err)
+		return nil, nil, g.zk.Unreachable(err, timeout)
 	}
 	return metadata.NewCluster(s, g.zk.Root, g.group), func() { s.Close() }, nil
 }
@@ -34,12 +41,14 @@ func clusterCmd(g *globals) *cobra.Command {
 	var (
 		watch    bool
 		interval time.Duration
+		o        *output
 	)
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Show the group's instances: role, health, heartbeat age, task state and progress",
 		Example: `  baton cluster
-  baton cluster --watch --interval 500ms`,
+  baton cluster --watch --interval 500ms
+  baton cluster --output json | jq -r '.instances[] | select(.role == "runner") | .name'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if interval <= 0 {
@@ -50,57 +59,139 @@ func clusterCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			out := cmd.OutOrStdout()
 			if !watch {
-				return printCluster(cmd.Context(), os.Stdout, c, time.Now())
+				if o.JSON() {
+					v, err := readCluster(cmd.Context(), c, time.Now())
+					if err != nil {
+						return err
+					}
+					return writeJSON(out, v)
+				}
+				return printCluster(cmd.Context(), out, c, time.Now())
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return watchCluster(ctx, os.Stdout, c, interval, isTerminal(os.Stdout), realClock{})
+			if o.JSON() {
+				return watchClusterJSON(ctx, out, c, interval, realClock{})
+			}
+			return watchCluster(ctx, out, c, interval, isTerminal(os.Stdout), realClock{})
 		},
 	}
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh the table every --interval until Ctrl-C")
+	o = addOutputFlag(cmd)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh the table every --interval until Ctrl-C (with --output json: one JSON line each time)")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh interval of --watch")
 	return cmd
 }
 
-// printCluster writes the GroupState summary and one row per instance.
-func printCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, now time.Time) error {
+// clusterView is the group and its instances, as `baton cluster` shows them.
+type clusterView struct {
+	Group     string           `json:"group"`
+	State     roles.GroupState `json:"state"`
+	Instances []instanceView   `json:"instances"`
+	// At is when it was read.
+	At time.Time `json:"at"`
+}
+
+// instanceView is one instance; a part that could not be read is left out
+// and its error recorded.
+type instanceView struct {
+	Name           string    `json:"name"`
+	Role           string    `json:"role,omitempty"`
+	TakenOverBy    string    `json:"taken_over_by,omitempty"`
+	Health         string    `json:"health,omitempty"`
+	HeartbeatAgeMS *int64    `json:"heartbeat_age_ms,omitempty"`
+	Task           *taskView `json:"task,omitempty"`
+	Errors         []string  `json:"errors,omitempty"`
+}
+
+// taskView is the state of an instance's Task.
+type taskView struct {
+	Status    string `json:"status"`
+	Requests  int    `json:"requests"`
+	NextIndex int    `json:"next_index"`
+	OK        int    `json:"ok"`
+	Failed    int    `json:"failed"`
+	Holder    string `json:"holder,omitempty"`
+	Epoch     int64  `json:"epoch"`
+	Job       string `json:"job,omitempty"`
+}
+
+// readCluster reads GroupState and every instance's node, heartbeat and
+// Task.
+func readCluster(ctx context.Context, c *metadata.Cluster, now time.Time) (clusterView, error) {
 	gs, _, err := c.GetGroup(ctx)
 	if err != nil {
-		return fmt.Errorf("group %s: %w", c.Group, err)
+		return clusterView{}, fmt.Errorf("group %s: %w", c.Group, err)
 	}
-	fmt.Fprintf(w, "group %s: %d runners, %d backups, standby_id %q\n", c.Group, gs.TotalRunner, gs.TotalBackup, gs.StandbyID)
-	fmt.Fprintf(w, "current_runner %v  current_backup %v  fail_crawler %v\n\n", gs.CurrentRunner, gs.CurrentBackup, gs.FailCrawler)
+	v := clusterView{Group: c.Group, State: gs, At: now.UTC(), Instances: []instanceView{}}
 	names := append(append([]string{}, gs.CurrentCrawler...), gs.FailCrawler...)
 	roles.SortNames(names)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tROLE\tHEALTH\tHEARTBEAT AGE\tTASK\tPROGRESS\tHOLDER/EPOCH")
 	for _, n := range names {
-		role, health, age, task, progress, holder := "?", "?", "?", "?", "", ""
+		in := instanceView{Name: n}
 		if ns, _, err := c.GetNode(ctx, n); err == nil {
-			role = string(ns.Role)
-			if ns.TakenOverBy != "" {
-				role += " (by " + ns.TakenOverBy + ")"
-			}
+			in.Role, in.TakenOverBy = string(ns.Role), ns.TakenOverBy
 		} else {
-			role = "error: " + err.Error()
+			in.Errors = append(in.Errors, "node: "+err.Error())
 		}
 		if hb, _, err := c.GetHeartbeat(ctx, n); err == nil {
-			health = string(hb.HealthyState)
+			in.Health = string(hb.HealthyState)
 			if a, err := hb.Age(now); err == nil {
-				age = a.Round(time.Millisecond).String()
+				ms := a.Milliseconds()
+				in.HeartbeatAgeMS = &ms
 			}
+		} else {
+			in.Errors = append(in.Errors, "heartbeat: "+err.Error())
 		}
 		if t, _, err := c.GetTask(ctx, n); err == nil {
-			task = string(t.RunningStatus)
-			if len(t.RunningContent) > 0 {
-				progress = fmt.Sprintf("%d/%d (ok %d, failed %d)", t.NextIndex, len(t.RunningContent), t.RunningResult.SuccessCount, t.RunningResult.FailCount)
+			in.Task = &taskView{Status: string(t.RunningStatus), Requests: len(t.RunningContent), NextIndex: t.NextIndex,
+				OK: t.RunningResult.SuccessCount, Failed: t.RunningResult.FailCount, Holder: t.Holder, Epoch: t.Epoch}
+			if t.Job != nil {
+				in.Task.Job = t.Job.ID
+			}
+		} else {
+			in.Errors = append(in.Errors, "task: "+err.Error())
+		}
+		v.Instances = append(v.Instances, in)
+	}
+	return v, nil
+}
+
+// printCluster writes the GroupState summary and one row per instance.
+func printCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, now time.Time) error {
+	v, err := readCluster(ctx, c, now)
+	if err != nil {
+		return err
+	}
+	gs := v.State
+	fmt.Fprintf(w, "group %s: %d runners, %d backups, standby_id %q\n", c.Group, gs.TotalRunner, gs.TotalBackup, gs.StandbyID)
+	fmt.Fprintf(w, "current_runner %v  current_backup %v  fail_crawler %v\n\n", gs.CurrentRunner, gs.CurrentBackup, gs.FailCrawler)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tROLE\tHEALTH\tHEARTBEAT AGE\tTASK\tPROGRESS\tHOLDER/EPOCH")
+	for _, in := range v.Instances {
+		role, health, age, task, progress, holder := "?", "?", "?", "error", "", ""
+		if in.Role != "" {
+			role = in.Role
+			if in.TakenOverBy != "" {
+				role += " (by " + in.TakenOverBy + ")"
+			}
+		} else if len(in.Errors) > 0 {
+			role = "error: " + in.Errors[0]
+		}
+		if in.Health != "" {
+			health = in.Health
+		}
+		if in.HeartbeatAgeMS != nil {
+			age = time.Duration(*in.HeartbeatAgeMS * int64(time.Millisecond)).String()
+		}
+		if t := in.Task; t != nil {
+			task = t.Status
+			if t.Requests > 0 {
+				progress = fmt.Sprintf("%d/%d (ok %d, failed %d)", t.NextIndex, t.Requests, t.OK, t.Failed)
 			}
 			holder = fmt.Sprintf("%s/%d", t.Holder, t.Epoch)
-		} else {
-			task = "error"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, role, health, age, task, progress, holder)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, role, health, age, task, progress, holder)
 	}
 	return tw.Flush()
 }

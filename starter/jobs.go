@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -20,30 +18,18 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/batoncrawl/baton/activities/connect"
+	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/workflows"
 )
 
-// Exit codes beyond 0 (success), 1 (failure) and 2 (bad usage or input).
-const (
-	exitNotFound  = 3 // the job does not exist
-	exitJobFailed = 4 // --wait: the job ended cancelled or failed
-)
-
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e exitError) Error() string { return e.err.Error() }
-func (e exitError) Unwrap() error { return e.err }
-
 type temporalFlags struct {
 	conn  connect.Temporal
 	uiURL string
 	st    storeFlags
+	g     *globals
 }
 
 func (t *temporalFlags) add(cmd *cobra.Command) {
@@ -53,16 +39,22 @@ func (t *temporalFlags) add(cmd *cobra.Command) {
 	t.st.add(f)
 }
 
+// dial connects to Temporal within --connect-timeout.
 func (t *temporalFlags) dial(ctx context.Context) (client.Client, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	return t.dialWithin(ctx, t.g.connectTimeout)
+}
+
+// dialWithin connects to Temporal within timeout.
+func (t *temporalFlags) dialWithin(ctx context.Context, timeout time.Duration) (client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	opts, err := t.conn.Options(quietLogger())
 	if err != nil {
-		return nil, usageError{err}
+		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s: %w (is the stack up? 'make stack-up')", t.conn.Address, err)
+		return nil, t.conn.Unreachable(err, timeout)
 	}
 	return c, nil
 }
@@ -102,6 +94,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		delay, timeout             time.Duration
 		maxBody                    int64
 	)
+	var co *crawlOutput // --output, -q, --wait-for-runners: crawlwait.go
 	def := crawl.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "crawl SEED_URL...",
@@ -146,7 +139,19 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			spec := jobs.Spec{ID: id, Group: g.group, Seeds: args, Options: opts, MaxPages: maxPages,
 				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers}
 			if err := spec.Validate(); err != nil {
-				return usage("invalid crawl: %v", err)
+				return usage("invalid crawl: %v", specFlagError(err))
+			}
+			if err := co.check(cmd, wait); err != nil {
+				return err
+			}
+			var live *runnerCheck
+			if wait {
+				// Before anything is submitted: the Runners are watched
+				// in ZooKeeper while waiting.
+				if live, err = co.runners(cmd.Context(), g, id); err != nil {
+					return err
+				}
+				defer live.Close()
 			}
 			c, err := tf.dial(cmd.Context())
 			if err != nil {
@@ -170,20 +175,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				}
 				return fmt.Errorf("submit job: %w", err)
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "job %s submitted\n  workflow %s (run %s)\n  Web UI   %s\n", id, wid, run.GetRunID(), tf.link(wid))
-			if !wait {
-				return nil
-			}
-			p, err := waitJob(cmd.Context(), c, wid, os.Stderr)
-			if err != nil {
-				return err
-			}
-			printSummary(out, p)
-			if p.State != workflows.JobCompleted {
-				return exitError{exitJobFailed, fmt.Errorf("job %s ended %s", id, p.State)}
-			}
-			return nil
+			return co.report(cmd, c, submitted{ID: id, WorkflowID: wid, RunID: run.GetRunID(), WebUI: tf.link(wid)}, wait, live)
 		},
 	}
 	f := cmd.Flags()
@@ -204,7 +196,8 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.StringArrayVar(&cookies, "cookie", nil, "cookie name=value sent with every request (repeatable)")
 	f.StringArrayVar(&authz, "authorization", nil, "authorization: Bearer=TOKEN, Basic=B64 or Header=value (repeatable)")
 	f.StringVar(&profile, "timers", "default", "timer profile of the cluster (default or fast), for dead-runner re-assignment")
-	f.BoolVar(&wait, "wait", false, "wait for the job and show a live progress bar")
+	f.BoolVar(&wait, "wait", false, "wait for the job and show a live progress bar (on stderr); exit code 4 if it ends cancelled or failed")
+	co = addCrawlOutputFlags(cmd)
 	return cmd
 }
 
@@ -223,46 +216,14 @@ func queryProgress(ctx context.Context, c client.Client, wid string) (workflows.
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return p, exitError{exitNotFound, fmt.Errorf("no job with workflow ID %s", wid)}
+			return p, exitcode.With(exitcode.NotFound, fmt.Errorf("no job with workflow ID %s", wid))
 		}
 		return p, err
 	}
 	return p, v.Get(&p)
 }
 
-// waitJob shows a progress bar until the job ends.
-func waitJob(ctx context.Context, c client.Client, wid string, w io.Writer) (workflows.JobProgress, error) {
-	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("crawling"),
-		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("pages"),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	run := c.GetWorkflow(ctx, wid, "")
-	done := make(chan error, 1)
-	var final workflows.JobProgress
-	go func() { done <- run.Get(ctx, &final) }()
-	tick := time.NewTicker(300 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			_ = bar.Finish()
-			fmt.Fprintln(w)
-			if err != nil {
-				return final, fmt.Errorf("job workflow failed: %w", err)
-			}
-			return final, nil
-		case <-tick.C:
-			if p, err := queryProgress(ctx, c, wid); err == nil {
-				bar.ChangeMax(p.Stats.Seen)
-				_ = bar.Set(p.Stats.Recorded)
-				bar.Describe(fmt.Sprintf("%s: done %d, failed %d, queued %d, in flight %d batches",
-					p.State, p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, len(p.InFlight)))
-			}
-		case <-ctx.Done():
-			return final, ctx.Err()
-		}
-	}
-}
-
+// printSummary writes a finished job's outcome.
 func printSummary(w io.Writer, p workflows.JobProgress) {
 	d := p.FinishedAt.Sub(p.StartedAt)
 	rate := 0.0
@@ -274,5 +235,4 @@ func printSummary(w io.Writer, p workflows.JobProgress) {
 	if p.FailedBatches > 0 {
 		fmt.Fprintf(w, "%d batches failed; the last because: %s\n", p.FailedBatches, p.LastError)
 	}
-	fmt.Fprintf(w, "results: baton results %s [--format csv]\n", p.ID)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/connect/security"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
@@ -45,16 +47,24 @@ func (s *storeFlags) add(f *pflag.FlagSet) {
 func (s *storeFlags) open(ctx context.Context, g *globals) (*sqlstore.Store, error) {
 	pw, err := s.sec.Password()
 	if err != nil {
-		return nil, usageError{err}
+		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	cfg := sqlstore.Config{Store: s.store, DataDir: s.dataDir, Password: pw, Existing: true}
 	if err := cfg.Validate(); err != nil {
-		return nil, usageError{err}
+		return nil, usage("--%v", err)
 	}
-	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	octx, cancel := context.WithTimeout(ctx, g.connectTimeout)
 	defer cancel()
 	js, err := sqlstore.Open(octx, cfg)
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		// Read-only commands create nothing: a wrong --data-dir is bad input.
+		return nil, exitcode.With(exitcode.Usage, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, exitcode.With(exitcode.Unavailable, fmt.Errorf("the job store did not answer within %v (%w); "+
+			"check --store (BATON_STORE) and that the database is reachable from this machine", g.connectTimeout, err))
+	default:
 		return nil, err
 	}
 	if err := s.checkGroup(ctx, g, js.Identity()); err != nil {
@@ -65,14 +75,14 @@ func (s *storeFlags) open(ctx context.Context, g *globals) (*sqlstore.Store, err
 }
 
 func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identity) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	c, closeZK, err := g.dial(ctx)
+	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "note: ZooKeeper did not answer (%v): not checking that %s is group %s's store\n", err, id, g.group)
 		return nil
 	}
 	defer closeZK()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
 	p := jobs.StorePath(g.zk.Root, g.group)
 	data, _, err := c.Store.Get(ctx, p)
 	if errors.Is(err, metadata.ErrNotFound) {
@@ -87,17 +97,25 @@ func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identit
 
 func notFound(js *sqlstore.Store, job string, err error) error {
 	if errors.Is(err, jobs.ErrNoJob) {
-		return exitError{exitNotFound, fmt.Errorf("no job %q in %s (set --store or --data-dir to the workers' store)", job, js.Identity())}
+		return exitcode.With(exitcode.NotFound, fmt.Errorf("no job %q in %s (set --store or --data-dir to the workers' store)", job, js.Identity()))
 	}
 	return err
 }
 
 func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
+	var listOut *output
+	var listQuiet bool
 	list := &cobra.Command{
 		Use:   "jobs",
 		Short: "List the group's crawl jobs (from the job store; their workflow status when Temporal answers)",
-		Args:  cobra.NoArgs,
+		Example: `  baton jobs
+  baton jobs -q                                   # only the IDs, one a line
+  baton jobs --output json | jq -r '.[] | select(.status == "running") | .id'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listQuiet && listOut.JSON() {
+				return usage("-q/--quiet and --output json exclude each other: -q prints only the job IDs")
+			}
 			js, err := tf.st.open(cmd.Context(), g)
 			if err != nil {
 				return err
@@ -107,9 +125,17 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			if err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
+			if listQuiet {
+				for _, j := range all {
+					if j.Group == g.group {
+						fmt.Fprintln(out, j.ID)
+					}
+				}
+				return nil
+			}
 			status := workflowStatuses(cmd.Context(), tf, g.group)
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tSTATUS\tCREATED\tRECORDED\tFAILED\tQUEUED\tSEEN")
+			rows := []jobRow{}
 			for _, j := range all {
 				if j.Group != g.group {
 					continue
@@ -118,16 +144,29 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 				if !ok {
 					st = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", j.ID, st, j.Created.Format(time.RFC3339),
+				rows = append(rows, jobRow{JobInfo: j, Status: st})
+			}
+			if listOut.JSON() {
+				return writeJSON(out, rows)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tSTATUS\tCREATED\tRECORDED\tFAILED\tQUEUED\tSEEN")
+			for _, j := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", j.ID, j.Status, j.Created.Format(time.RFC3339),
 					j.Stats.Recorded, j.Stats.Failed, j.Stats.Queued, j.Stats.Seen)
 			}
 			return tw.Flush()
 		},
 	}
+	listOut = addOutputFlag(list)
+	list.Flags().BoolVarP(&listQuiet, "quiet", "q", false, "print only the job IDs, one a line")
+	var statusOut *output
 	status := &cobra.Command{
 		Use:   "status JOB",
-		Short: "Show a job's progress (JSON on stdout); a finished job answers without any worker running",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show a job's progress; a finished job answers without any worker running",
+		Example: `  baton status JOB
+  baton status JOB --output json | jq .stats.recorded`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := jobs.ValidID(args[0]); err != nil {
 				return usage("%v", err)
@@ -136,15 +175,19 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(p); err != nil {
+			if statusOut.JSON() {
+				err = writeJSON(cmd.OutOrStdout(), p)
+			} else {
+				err = printProgress(cmd.OutOrStdout(), p)
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "Web UI: %s\n", tf.link(workflows.JobWorkflowID(g.group, args[0])))
 			return nil
 		},
 	}
+	statusOut = addOutputFlag(status)
 	signal := func(name, short string) *cobra.Command {
 		return &cobra.Command{
 			Use:   name + " JOB",
@@ -159,7 +202,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 				err = c.SignalWorkflow(cmd.Context(), workflows.JobWorkflowID(g.group, args[0]), "", name, nil)
 				var nf *serviceerror.NotFound
 				if errors.As(err, &nf) {
-					return exitError{exitNotFound, fmt.Errorf("no running job %q in group %s", args[0], g.group)}
+					return exitcode.With(exitcode.NotFound, fmt.Errorf("no running job %q in group %s", args[0], g.group))
 				}
 				if err != nil {
 					return err
@@ -207,18 +250,45 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 		signal("resume", "Resume a paused job"), signal("cancel", "Cancel a job (in-flight batches finish, nothing new starts)"), results}
 }
 
+// jobRow is a job as `baton jobs` lists it.
+type jobRow struct {
+	jobs.JobInfo
+	// Status is its workflow's status ("running", "completed", ...; "-"
+	// when Temporal did not answer or has no such workflow).
+	Status string `json:"status"`
+}
+
+// printProgress writes a job's progress as a table.
+func printProgress(w io.Writer, p workflows.JobProgress) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "JOB\t%s\n", p.ID)
+	fmt.Fprintf(tw, "STATE\t%s\n", p.State)
+	fmt.Fprintf(tw, "PAGES\t%d recorded, %d failed, %d queued, %d seen\n", p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, p.Stats.Seen)
+	fmt.Fprintf(tw, "BATCHES\t%d done, %d in flight, %d re-queued, %d failed\n", p.Batches, len(p.InFlight), p.Requeued, p.FailedBatches)
+	if !p.StartedAt.IsZero() {
+		fmt.Fprintf(tw, "STARTED\t%s\n", p.StartedAt.UTC().Format(time.RFC3339))
+	}
+	if !p.FinishedAt.IsZero() {
+		fmt.Fprintf(tw, "FINISHED\t%s (in %v)\n", p.FinishedAt.UTC().Format(time.RFC3339), p.FinishedAt.Sub(p.StartedAt).Round(time.Millisecond))
+	}
+	if p.LastError != "" {
+		fmt.Fprintf(tw, "LAST ERROR\t%s\n", p.LastError)
+	}
+	return tw.Flush()
+}
+
 // workflowStatuses maps job IDs to their workflow status, if Temporal
 // answers within a few seconds (else an empty map).
 func workflowStatuses(ctx context.Context, tf *temporalFlags, group string) map[string]string {
 	out := map[string]string{}
-	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
-	defer cancel()
-	c, err := tf.dial(ctx)
+	c, err := tf.dialWithin(ctx, min(4*time.Second, tf.g.connectTimeout))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "note: Temporal did not answer: job statuses unknown (%v)\n", err)
 		return out
 	}
 	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
 	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Query: fmt.Sprintf("WorkflowType = 'CrawlJob' AND BatonCluster = '%s'", group), PageSize: 1000})
 	if err != nil {
@@ -284,14 +354,27 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 		}
 	}
 	js, err := tf.st.open(ctx, g)
+	if err != nil && p.State != "" {
+		// The workflow exists: its state, without counters.
+		fmt.Fprintf(os.Stderr, "note: %v; no counters (the job store: %v)\n", temporalErr, err)
+		return p, nil
+	}
 	if err != nil {
-		return p, fmt.Errorf("%v; and the job store: %w", temporalErr, err)
+		err = fmt.Errorf("%v; and the job store: %w", temporalErr, err)
+		if exitcode.Of(temporalErr) == exitcode.Unavailable {
+			err = exitcode.With(exitcode.Unavailable, err) // reaching Temporal is the first thing to fix
+		}
+		return p, err
 	}
 	defer js.Close()
 	st, err := js.Stats(ctx, job)
 	if err != nil {
+		if errors.Is(err, jobs.ErrNoJob) && p.State != "" {
+			fmt.Fprintf(os.Stderr, "note: %v; job %s is not in %s yet: no worker has started it\n", temporalErr, job, js.Identity())
+			return p, nil
+		}
 		if errors.Is(err, jobs.ErrNoJob) {
-			return p, exitError{exitNotFound, fmt.Errorf("no job %q: %v; not in %s either", job, temporalErr, js.Identity())}
+			return p, exitcode.With(exitcode.NotFound, fmt.Errorf("no job %q: %v; not in %s either", job, temporalErr, js.Identity()))
 		}
 		return p, err
 	}

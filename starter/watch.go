@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -63,3 +64,32 @@ func watchCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, interva
 
 // isTerminal reports whether f is a terminal.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// watchClusterJSON writes the cluster as one JSON line every interval
+// until ctx ends, for a program to follow (jq -c, a log shipper). An error
+// reading the cluster is a line {"at", "error"}: the watch goes on.
+func watchClusterJSON(ctx context.Context, w io.Writer, c *metadata.Cluster, interval time.Duration, clk clock) error {
+	enc := json.NewEncoder(w)
+	for {
+		now := clk.Now()
+		v, err := readCluster(ctx, c, now)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var line any = v
+		if err != nil {
+			line = struct {
+				At    time.Time `json:"at"`
+				Error string    `json:"error"`
+			}{now.UTC(), err.Error()}
+		}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clk.After(interval):
+		}
+	}
+}

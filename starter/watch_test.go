@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +123,86 @@ func TestWatchClusterShowsErrorsAndGoesOn(t *testing.T) {
 }
 
 func TestClusterIntervalMustBePositive(t *testing.T) {
-	if code := execute([]string{"cluster", "--watch", "--interval", "0s"}); code != 2 {
+	if code := execute([]string{"cluster", "--watch", "--interval", "0s"}, io.Discard, io.Discard); code != 2 {
 		t.Fatalf("exit code %d, want 2 (bad usage)", code)
+	}
+}
+
+// --watch --output json: one JSON document a line, each the whole cluster
+// (or the error), and the watch goes on.
+func TestWatchClusterJSONLines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clk := &stepClock{now: t0, frames: 2, stop: cancel}
+	var out bytes.Buffer
+	if err := watchClusterJSON(ctx, &out, memCluster(t), time.Second, clk); err != nil {
+		t.Fatalf("watchClusterJSON: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), out.String())
+	}
+	for i, line := range lines {
+		var v clusterView
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %d is not a cluster document: %v\n%s", i+1, err, line)
+		}
+		if v.Group != "g" || len(v.Instances) != 2 || v.Instances[0].Name != "sc-crawler_1" || v.Instances[0].Role != "runner" ||
+			v.Instances[0].Task == nil || v.Instances[0].Task.NextIndex != 1 || v.Instances[0].Task.Requests != 2 ||
+			v.Instances[1].Role != "backup-runner" || v.State.StandbyID != "2" {
+			t.Errorf("line %d: %+v", i+1, v)
+		}
+		if want := int64(1500 + 1000*i); v.Instances[0].HeartbeatAgeMS == nil || *v.Instances[0].HeartbeatAgeMS != want {
+			t.Errorf("line %d: heartbeat age %v, want %d ms", i+1, v.Instances[0].HeartbeatAgeMS, want)
+		}
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clk = &stepClock{now: t0, frames: 2, stop: cancel}
+	out.Reset()
+	if err := watchClusterJSON(ctx, &out, metadata.NewCluster(metadata.NewMemory(), "", "nogroup"), time.Second, clk); err != nil {
+		t.Fatalf("watchClusterJSON: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var e struct{ Error string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil || !strings.Contains(e.Error, "group nogroup") {
+			t.Errorf("want an error line about the group, got %q (%v)", line, err)
+		}
+	}
+}
+
+// An instance is live until backups could declare it dead; a death
+// heartbeat or an old one is not live; a Backup Runner counts (it takes
+// over a dead Runner's work).
+func TestLiveInstances(t *testing.T) {
+	c := memCluster(t) // heartbeats 1.5 s old at t0, fast timers (dead after 0.5 s + 2 × 0.1 s)
+	r := &runnerCheck{c: c}
+	ctx := context.Background()
+	n, err := r.live(ctx, t0.Add(-1400*time.Millisecond))
+	if err != nil || n != 2 {
+		t.Fatalf("fresh heartbeats: %d live (%v), want 2", n, err)
+	}
+	if n, _ := r.live(ctx, t0.Add(-800*time.Millisecond)); n != 2 {
+		t.Fatalf("0.7 s old heartbeats (late, not yet dead): %d live, want 2", n)
+	}
+	if n, _ := r.live(ctx, t0); n != 0 {
+		t.Fatalf("1.5 s old heartbeats: %d live, want 0", n)
+	}
+	hb := roles.NewHeartbeat(t0, roles.FastTimers())
+	hb.HealthyState = roles.HeartApparentDeath
+	if _, err := c.Put(ctx, c.HeartbeatPath("sc-crawler_1"), hb, metadata.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	hb.HealthyState = roles.HeartHealthy
+	if _, err := c.Put(ctx, c.HeartbeatPath("sc-crawler_2"), hb, metadata.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.live(ctx, t0); n != 1 {
+		t.Fatalf("a stopped runner and a fresh backup: %d live, want 1", n)
+	}
+	empty := &runnerCheck{c: metadata.NewCluster(metadata.NewMemory(), "", "nogroup")}
+	if n, err := empty.live(ctx, t0); n != 0 || err != nil {
+		t.Fatalf("a group that never formed: %d live (%v), want 0 and no error", n, err)
 	}
 }

@@ -129,7 +129,7 @@ func TestCrawlJobSurvivesRunnerKill(t *testing.T) {
 
 	out, code := baton(c, "status", "e2e")
 	require.Equal(t, 0, code, out)
-	assert.Contains(t, out, `"state": "completed"`)
+	assert.Regexp(t, `STATE\s+completed`, out)
 	out, code = baton(c, "results", "e2e", "--format", "csv")
 	require.Equal(t, 0, code, out)
 	assert.Equal(t, len(recs)+1, strings.Count(out, "\n"), "a CSV header and one row per page")
@@ -141,7 +141,7 @@ func TestCrawlJobSurvivesRunnerKill(t *testing.T) {
 	// the workflow's history, its results and the job list from the store.
 	c.Kill(1)
 	c.Kill(3)
-	out, code = baton(c, "status", "e2e")
+	out, code = baton(c, "status", "e2e", "--output", "json")
 	require.Equal(t, 0, code, out, "a finished job's status needs no worker")
 	assert.Contains(t, out, `"state": "completed"`)
 	out, code = baton(c, "results", "e2e")
@@ -187,7 +187,7 @@ func TestCrawlJobRequeuesWhenNoBackup(t *testing.T) {
 	require.NoError(t, p.Wait(3*time.Minute), p.Logs())
 	require.Equal(t, 0, p.ExitCode(), p.Logs())
 	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, "orphan"))
-	out, code := baton(c, "status", "orphan")
+	out, code := baton(c, "status", "orphan", "--output", "json")
 	require.Equal(t, 0, code, out)
 	var prog workflows.JobProgress
 	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):strings.LastIndex(out, "}")+1]), &prog))
@@ -204,9 +204,10 @@ func TestCrawlCLIRejectsBadInput(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"crawl", "ftp://127.0.0.1/x"}, 2, "seeds[0]"},
-		{[]string{"crawl", "not a url"}, 2, "seeds[0]"},
-		{[]string{"crawl", "http://127.0.0.1:1/", "--select", "p=a["}, 2, `selectors["p"]`},
+		{[]string{"crawl", "ftp://127.0.0.1/x"}, 2, "SEED_URL 1"},
+		{[]string{"crawl", "http://127.0.0.1:1/", "not a url"}, 2, "SEED_URL 2"},
+		{[]string{"crawl", "http://127.0.0.1:1/", "--select", "p=a["}, 2, "--select p: invalid CSS selector"},
+		{[]string{"crawl", "http://127.0.0.1:1/", "--depth", "-1"}, 2, "--depth: is -1"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--select", "novalue"}, 2, "name=value"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--bogus"}, 2, "unknown flag"},
 		{[]string{"crawl"}, 2, "requires at least 1 arg"},

@@ -43,6 +43,9 @@ type Config struct {
 	// Concurrency is how many requests a Runner keeps in flight.
 	Concurrency int
 	MetricsAddr string // host:port of /metrics; "" turns metrics off
+	// ConnectTimeout bounds reaching ZooKeeper, Temporal and the job store
+	// at start.
+	ConnectTimeout time.Duration
 	// StoreSecurity names where the store's password is (a file, or the
 	// environment): never the password itself.
 	StoreSecurity security.Store
@@ -55,7 +58,7 @@ func DefaultConfig() Config {
 		Timers: roles.DefaultTimers(), ZK: connect.DefaultZooKeeper(),
 		ZKSessionTimeout: 10 * time.Second, Temporal: connect.DefaultTemporal(),
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
-		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr,
+		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr, ConnectTimeout: 30 * time.Second,
 	}
 }
 
@@ -84,6 +87,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
 	c.StoreSecurity.AddFlags(fs)
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "give up reaching ZooKeeper, Temporal or the job store at start after this long (exit code 5)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")
 }
 
@@ -96,7 +100,7 @@ func (c *Config) ApplyProfile(fs *pflag.FlagSet) error {
 	case "fast":
 		p = roles.FastTimers()
 	default:
-		return fmt.Errorf("timers: unknown profile %q (want default or fast)", c.Profile)
+		return fmt.Errorf("--timers: unknown profile %q (want default or fast)", c.Profile)
 	}
 	set := func(name string, dst, src any) {
 		if fs.Changed(name) {
@@ -119,40 +123,54 @@ func (c *Config) ApplyProfile(fs *pflag.FlagSet) error {
 	return nil
 }
 
-// Validate names the first bad setting.
+// Validate names the flag of the first bad setting.
 func (c Config) Validate() error {
 	if c.Name == "" {
-		return errors.New("name: required (e.g. --name sc-crawler_1 or BATON_NAME)")
+		return errors.New("--name: required (e.g. --name sc-crawler_1, or BATON_NAME)")
 	}
 	if _, err := roles.ParseName(c.Name); err != nil {
-		return fmt.Errorf("name: %w", err)
+		return fmt.Errorf("--name: %w", err)
 	}
 	if c.Group == "" || strings.ContainsAny(c.Group, "/ ") {
-		return fmt.Errorf("group: %q must be non-empty without '/' or spaces", c.Group)
+		return fmt.Errorf("--group: %q must be non-empty without '/' or spaces", c.Group)
 	}
 	if c.Runner < 1 {
-		return fmt.Errorf("runner: is %d, must be >= 1", c.Runner)
+		return fmt.Errorf("--runner: is %d, must be >= 1", c.Runner)
 	}
 	if c.Backup < 0 {
-		return fmt.Errorf("backup: is %d, must be >= 0", c.Backup)
+		return fmt.Errorf("--backup: is %d, must be >= 0", c.Backup)
 	}
 	if c.Capacity < 1 {
-		return fmt.Errorf("capacity: is %d, must be >= 1", c.Capacity)
+		return fmt.Errorf("--capacity: is %d, must be >= 1", c.Capacity)
 	}
 	if err := c.Timers.Validate(); err != nil {
+		var fe *roles.FieldError
+		if errors.As(err, &fe) { // Timers.update_time is --update-time
+			return fmt.Errorf("--%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), strings.ReplaceAll(fe.Msg, "update_time", "--update-time"))
+		}
 		return err
 	}
 	if !strings.HasPrefix(c.ZK.Root, "/") || strings.HasSuffix(c.ZK.Root, "/") {
-		return fmt.Errorf("zk-root: %q must start with '/' and not end with one", c.ZK.Root)
+		return fmt.Errorf("--zk-root: %q must start with '/' and not end with one", c.ZK.Root)
+	}
+	if c.ZKSessionTimeout <= 0 {
+		return fmt.Errorf("--zk-session-timeout: is %v, must be > 0", c.ZKSessionTimeout)
+	}
+	if c.ConnectTimeout <= 0 {
+		return fmt.Errorf("--connect-timeout: is %v, must be > 0", c.ConnectTimeout)
 	}
 	if c.Concurrency < 1 {
-		return fmt.Errorf("concurrency: is %d, must be >= 1", c.Concurrency)
+		return fmt.Errorf("--concurrency: is %d, must be >= 1", c.Concurrency)
 	}
 	if err := c.StoreConfig("").Validate(); err != nil {
-		return err
+		return fmt.Errorf("--%w", err) // sqlstore names data-dir or store
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
-		return fmt.Errorf("log-format: %q (want text or json)", c.LogFormat)
+		return fmt.Errorf("--log-format: %q (want text or json)", c.LogFormat)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %q (want debug, info, warn or error)", c.LogLevel)
 	}
 	// Secrets' files and variables are read now: a bad one fails before
 	// any connection is tried.

@@ -1,16 +1,19 @@
 // Command baton-worker runs one Baton crawler instance: it connects to
 // ZooKeeper and Temporal, serves its own task queue, and starts or resumes
 // its Lifecycle workflow (register, elect, run its role). Every flag can be
-// set from the environment (BATON_<FLAG>).
+// set from the environment (BATON_<FLAG>). Its exit codes are package
+// exitcode's, shared with baton.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,19 +26,28 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/connect/flagenv"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/version"
 	"github.com/batoncrawl/baton/workflows"
 )
 
 func main() {
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// execute runs the worker with args until it stops, and returns the exit
+// code (package exitcode's, shared with baton).
+func execute(args []string, stdout, stderr io.Writer) int {
 	cfg := DefaultConfig()
 	cmd := &cobra.Command{
-		Use:   "baton-worker",
-		Short: "Run one Baton crawler instance (a Runner or a Backup Runner)",
+		Use:     "baton-worker",
+		Short:   "Run one Baton crawler instance (a Runner or a Backup Runner)",
+		Version: version.String(),
 		Long: `baton-worker runs one crawler instance of a Baton cluster.
 
 It registers the instance in ZooKeeper, takes part in the election, and runs
@@ -45,6 +57,12 @@ declared dead meanwhile, it rejoins as a backup.
 
 Every flag can also be set with an environment variable, shown with it.
 
+Exit codes (the same for baton):
+  0 stopped cleanly (SIGTERM, Ctrl-C)
+  1 failure at run time
+  2 bad usage or configuration (nothing was started)
+  5 ZooKeeper, Temporal or the job store unreachable within --connect-timeout
+
 Secrets are read from files or the environment, never from the command
 line: ZooKeeper digest credentials user:password from --zk-auth-file or
 $BATON_ZK_AUTH, a Temporal API key from --temporal-api-key-file or
@@ -52,27 +70,44 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 --temporal-tls-key-file.`,
 		Example: `  baton-worker --name sc-crawler_1 --runner 2 --backup 1
   BATON_NAME=sc-crawler_2 BATON_TIMERS=fast baton-worker`,
-		SilenceUsage: true,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagenv.Bind(cmd.Flags(), "BATON"); err != nil {
-				return err
+			if err := flagenv.Bind(cmd.Flags()); err != nil {
+				return exitcode.With(exitcode.Usage, err)
 			}
 			if err := cfg.ApplyProfile(cmd.Flags()); err != nil {
-				return err
+				return exitcode.With(exitcode.Usage, err)
 			}
 			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("invalid configuration: %w", err)
+				return exitcode.With(exitcode.Usage, fmt.Errorf("invalid configuration: %w", err))
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			return run(ctx, cfg)
 		},
 	}
+	cmd.SetVersionTemplate("baton-worker {{.Version}}\n")
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.With(exitcode.Usage, err) })
 	cfg.AddFlags(cmd.Flags())
 	flagenv.Document(cmd.Flags(), "BATON")
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	if err == nil {
+		return exitcode.OK
 	}
+	fmt.Fprintf(stderr, "baton-worker: %v\n", err)
+	code := exitcode.Of(err)
+	if code == exitcode.Failure && strings.Contains(err.Error(), "unknown command") {
+		code = exitcode.Usage // cobra.NoArgs: a stray argument
+	}
+	if code == exitcode.Usage {
+		fmt.Fprintln(stderr, "Run 'baton-worker --help' for usage.")
+	}
+	return code
 }
 
 func newLogger(cfg Config) *slog.Logger {
@@ -94,24 +129,24 @@ func run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer metrics.Close()
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	zc, err := cfg.ZooKeeper(log)
 	if err != nil {
-		return err
+		return exitcode.With(exitcode.Usage, err)
 	}
 	store, err := metadata.DialZooKeeper(dctx, zc)
 	if err != nil {
-		return err
+		return cfg.ZK.Unreachable(err, cfg.ConnectTimeout)
 	}
 	defer store.Close()
 	topts, err := cfg.TemporalOptions(log.With("component", "temporal"), metrics.Temporal)
 	if err != nil {
-		return err
+		return exitcode.With(exitcode.Usage, err)
 	}
 	tc, err := client.DialContext(dctx, topts)
 	if err != nil {
-		return fmt.Errorf("connect temporal %s: %w", cfg.Temporal.Address, err)
+		return cfg.Temporal.Unreachable(err, cfg.ConnectTimeout)
 	}
 	defer tc.Close()
 	if err := EnsureSearchAttributes(dctx, tc, cfg.Temporal.Namespace); err != nil {
@@ -124,6 +159,10 @@ func run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	js, err := sqlstore.Open(dctx, cfg.StoreConfig(pw))
+	if errors.Is(err, context.DeadlineExceeded) {
+		return exitcode.With(exitcode.Unavailable, fmt.Errorf("job store: did not answer within %v (%w); "+
+			"check --store (BATON_STORE) and that the database is reachable from this machine", cfg.ConnectTimeout, err))
+	}
 	if err != nil {
 		return fmt.Errorf("job store: %w", err)
 	}

@@ -109,10 +109,11 @@ func TestMetricsAddrFlag(t *testing.T) {
 		cfg := DefaultConfig()
 		fs := pflag.NewFlagSet("w", pflag.ContinueOnError)
 		cfg.AddFlags(fs)
+		flagenv.Document(fs, "BATON")
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		if err := flagenv.Bind(fs, "BATON"); err != nil {
+		if err := flagenv.Bind(fs); err != nil {
 			t.Fatal(err)
 		}
 		if cfg.MetricsAddr != c.want {
@@ -123,7 +124,8 @@ func TestMetricsAddrFlag(t *testing.T) {
 	cfg := DefaultConfig()
 	fs := pflag.NewFlagSet("w", pflag.ContinueOnError)
 	cfg.AddFlags(fs)
-	if err := flagenv.Bind(fs, "BATON"); err != nil || cfg.MetricsAddr != "" {
+	flagenv.Document(fs, "BATON")
+	if err := flagenv.Bind(fs); err != nil || cfg.MetricsAddr != "" {
 		t.Fatalf("BATON_METRICS_ADDR= (empty) gives %q, %v; want metrics off", cfg.MetricsAddr, err)
 	}
 }

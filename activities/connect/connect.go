@@ -5,8 +5,10 @@
 // secrets of those connections (security) and the BATON_<FLAG>
 // environment variables of every flag (flagenv).
 //
-// Dialling stays with the callers: each binary has its own time limits and
-// its own error messages.
+// Dialling stays with the callers (each binary has its own time limits);
+// Unreachable gives both the same error, with a hint that fits the address,
+// when a server does not answer. The exit codes of both binaries are in
+// exitcode.
 package connect
 
 import (

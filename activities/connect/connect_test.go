@@ -1,16 +1,19 @@
 package connect
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/connect/security"
 	"github.com/batoncrawl/baton/activities/metadata"
 )
@@ -74,4 +77,22 @@ func TestTemporalOptions(t *testing.T) {
 
 	_, err = Temporal{Address: "t:7", Security: security.Temporal{KeyFile: "/k"}}.Options(quiet())
 	require.EqualError(t, err, "--temporal-tls-key-file /k: needs --temporal-tls-cert-file (mutual TLS takes a certificate and its key)")
+}
+
+func TestUnreachableHintsFitTheAddress(t *testing.T) {
+	cause := errors.New("connection refused")
+	local := DefaultZooKeeper().Unreachable(cause, time.Second)
+	assert.Equal(t, exitcode.Unavailable, exitcode.Of(local))
+	assert.ErrorIs(t, local, cause)
+	assert.Contains(t, local.Error(), "ZooKeeper at 127.0.0.1:2181 did not answer within 1s")
+	assert.Contains(t, local.Error(), "make stack-up")
+	prod := ZooKeeper{Hosts: "zk1:2181,zk2:2181"}.Unreachable(cause, time.Second)
+	assert.NotContains(t, prod.Error(), "make stack-up", "no local-stack advice for a production ensemble")
+	assert.Contains(t, prod.Error(), "--zk-hosts (BATON_ZK_HOSTS)")
+
+	assert.Contains(t, DefaultTemporal().Unreachable(cause, time.Second).Error(), "make stack-up")
+	prodT := Temporal{Address: "temporal.example:7233"}.Unreachable(cause, 2*time.Second)
+	assert.Equal(t, exitcode.Unavailable, exitcode.Of(prodT))
+	assert.NotContains(t, prodT.Error(), "make stack-up")
+	assert.Contains(t, prodT.Error(), "Temporal at temporal.example:7233 did not answer within 2s")
 }

@@ -33,6 +33,7 @@ func OpenPostgres(ctx context.Context, dsn, password string) (*Store, error) {
 	db.SetMaxIdleConns(32)
 	// A server still starting (or restarting) is waited for until ctx
 	// ends; a refusal (bad password, no such database) fails at once.
+	var last error
 	for {
 		err := db.PingContext(ctx)
 		if err == nil {
@@ -40,8 +41,13 @@ func OpenPostgres(ctx context.Context, dsn, password string) (*Store, error) {
 		}
 		if !pgTransient(err) || ctx.Err() != nil {
 			db.Close()
+			if last != nil && ctx.Err() != nil {
+				// The deadline says when; the last attempt says why.
+				err = fmt.Errorf("%w; the last attempt: %v", ctx.Err(), last)
+			}
 			return nil, fmt.Errorf("postgres store %s (user %s): %w", location, cfg.User, redact(err, cfg.Password))
 		}
+		last = err
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):

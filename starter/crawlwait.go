@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/batoncrawl/baton/activities/connect/exitcode"
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+	"github.com/batoncrawl/baton/workflows"
+)
+
+// defaultWaitForRunners is --wait-for-runners' default: long enough for a
+// group that is starting to elect its Runners, short enough that a crawl
+// on a group without workers says so at once.
+const defaultWaitForRunners = 5 * time.Second
+
+// runnerCheckInterval is how often crawl --wait looks for live Runners.
+const runnerCheckInterval = time.Second
+
+// crawlOutput is what `baton crawl` prints and how long --wait waits.
+type crawlOutput struct {
+	o              *output
+	quiet          bool
+	waitForRunners time.Duration
+}
+
+func addCrawlOutputFlags(cmd *cobra.Command) *crawlOutput {
+	co := &crawlOutput{o: addOutputFlag(cmd)}
+	f := cmd.Flags()
+	f.BoolVarP(&co.quiet, "quiet", "q", false, "print only the job ID (with --wait: no progress bar or summary; the exit code tells how it ended)")
+	f.DurationVar(&co.waitForRunners, "wait-for-runners", defaultWaitForRunners,
+		"with --wait: how long to keep waiting while the group has no live Runner before giving up with exit code 6 (the job stays queued); 0 waits as long as it takes")
+	return co
+}
+
+// check refuses flags that contradict each other.
+func (co *crawlOutput) check(cmd *cobra.Command, wait bool) error {
+	if co.quiet && co.o.JSON() {
+		return usage("-q/--quiet and --output json exclude each other: -q prints only the job ID")
+	}
+	if co.waitForRunners < 0 {
+		return usage("--wait-for-runners: is %v, must be >= 0 (0 waits as long as it takes)", co.waitForRunners)
+	}
+	if cmd.Flags().Changed("wait-for-runners") && !wait {
+		return usage("--wait-for-runners applies to --wait only")
+	}
+	return nil
+}
+
+// submitted is a submitted job, as `baton crawl --output json` prints it;
+// with --wait, Progress is its outcome (or the last progress seen).
+type submitted struct {
+	ID         string                 `json:"id"`
+	WorkflowID string                 `json:"workflow_id"`
+	RunID      string                 `json:"run_id"`
+	WebUI      string                 `json:"web_ui"`
+	Progress   *workflows.JobProgress `json:"progress,omitempty"`
+}
+
+// report prints the submitted job and, with wait, waits for it.
+func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, wait bool, live *runnerCheck) error {
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	switch {
+	case co.quiet:
+		fmt.Fprintln(out, s.ID)
+	case !co.o.JSON():
+		fmt.Fprintf(out, "job %s submitted\n  workflow %s (run %s)\n", s.ID, s.WorkflowID, s.RunID)
+		fmt.Fprintf(errw, "Web UI: %s\n", s.WebUI)
+	}
+	if !wait {
+		if co.o.JSON() {
+			return writeJSON(out, s)
+		}
+		return nil
+	}
+	var bar io.Writer = errw
+	if co.quiet {
+		bar = io.Discard
+	}
+	p, err := co.wait(cmd.Context(), c, s.WorkflowID, live, bar, errw)
+	if co.o.JSON() {
+		if p.ID != "" {
+			s.Progress = &p
+		}
+		if werr := writeJSON(out, s); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !co.quiet && !co.o.JSON() {
+		printSummary(out, p)
+		fmt.Fprintf(errw, "results: baton results %s [--format csv]\n", p.ID)
+	}
+	if p.State != workflows.JobCompleted {
+		return exitcode.With(exitcode.JobFailed, fmt.Errorf("job %s ended %s", s.ID, p.State))
+	}
+	return nil
+}
+
+// wait shows a progress bar on bar until the job ends, and watches the
+// group's Runners: with none live, it says so on errw at once, and gives
+// up after --wait-for-runners (exit code 6). It returns the outcome, or
+// the last progress seen.
+func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, live *runnerCheck, bar, errw io.Writer) (workflows.JobProgress, error) {
+	pb := progressbar.NewOptions(-1, progressbar.OptionSetWriter(bar), progressbar.OptionSetDescription("crawling"),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("pages"),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	run := c.GetWorkflow(ctx, wid, "")
+	done := make(chan error, 1)
+	var final workflows.JobProgress
+	go func() { done <- run.Get(ctx, &final) }()
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	check := time.NewTicker(runnerCheckInterval)
+	defer check.Stop()
+	var last workflows.JobProgress
+	watch := runnerWatch{limit: co.waitForRunners, group: live.c.Group, w: errw}
+	if err := watch.observe(ctx, live, time.Now()); err != nil {
+		return last, err
+	}
+	for {
+		select {
+		case err := <-done:
+			_ = pb.Finish()
+			fmt.Fprintln(bar)
+			if err != nil {
+				return last, fmt.Errorf("job workflow failed: %w", err)
+			}
+			return final, nil
+		case <-tick.C:
+			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+			p, err := queryProgress(qctx, c, wid)
+			qcancel()
+			if err == nil {
+				last = p
+				pb.ChangeMax(p.Stats.Seen)
+				_ = pb.Set(p.Stats.Recorded)
+				pb.Describe(fmt.Sprintf("%s: done %d, failed %d, queued %d, in flight %d batches",
+					p.State, p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, len(p.InFlight)))
+			}
+			var unavailable *serviceerror.Unavailable
+			if errors.As(err, &unavailable) {
+				_ = pb.Exit()
+				fmt.Fprintln(bar)
+				return last, exitcode.With(exitcode.Unavailable, fmt.Errorf(
+					"lost Temporal while waiting (%w): the job may still be running; follow it with 'baton status %s'", err, last.ID))
+			}
+		case now := <-check.C:
+			if err := watch.observe(ctx, live, now); err != nil {
+				_ = pb.Exit()
+				fmt.Fprintln(bar)
+				return last, err
+			}
+		case <-ctx.Done():
+			return last, ctx.Err()
+		}
+	}
+}
+
+// runnerCheck reads the group's Runners and their heartbeats in ZooKeeper.
+type runnerCheck struct {
+	c     *metadata.Cluster
+	close func()
+	job   string
+}
+
+// runners opens the ZooKeeper session crawl --wait watches the Runners
+// with.
+func (co *crawlOutput) runners(ctx context.Context, g *globals, job string) (*runnerCheck, error) {
+	c, closeFn, err := g.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &runnerCheck{c: c, close: closeFn, job: job}, nil
+}
+
+// Close ends the session.
+func (r *runnerCheck) Close() { r.close() }
+
+// live counts the group's live instances: Runners, and Backup Runners
+// (one takes over a dead Runner's work). An instance is live while its
+// heartbeat is not a death (Asystole, Apparent Death) and younger than
+// the backups would need to declare it dead (update_timeout plus
+// heart_rhythm_timeout late checks, counted at update_time): a Runner
+// being replaced, or a ZooKeeper election, is not "no Runner".
+func (r *runnerCheck) live(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	gs, _, err := r.c.GetGroup(ctx)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return 0, nil // no worker of the group has started yet
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range gs.CurrentCrawler {
+		hb, _, err := r.c.GetHeartbeat(ctx, name)
+		if err != nil {
+			continue
+		}
+		if hb.HealthyState == roles.HeartAsystole || hb.HealthyState == roles.HeartApparentDeath {
+			continue
+		}
+		if age, ok := liveFor(hb, now); ok && age >= 0 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// liveFor returns a heartbeat's age and whether it is young enough to be
+// live (see runnerCheck.live).
+func liveFor(hb roles.Heartbeat, now time.Time) (time.Duration, bool) {
+	age, err := hb.Age(now)
+	if err != nil {
+		return 0, false
+	}
+	timeout, err := hb.Timeout()
+	if err != nil {
+		return 0, false
+	}
+	every, err := time.ParseDuration(hb.UpdateTime)
+	if err != nil {
+		return 0, false
+	}
+	checks, err := strconv.Atoi(hb.HeartRhythmTimeout)
+	if err != nil {
+		return 0, false
+	}
+	return age, age <= timeout+time.Duration(checks)*every
+}
+
+// runnerWatch says when the group has no live Runner and when it has one
+// again, and gives up after limit without one (0: never).
+type runnerWatch struct {
+	limit time.Duration
+	group string
+	w     io.Writer
+	since time.Time // when the group was first seen without a live Runner; zero: it has one
+	zkErr bool      // a failed read was reported
+}
+
+func (rw *runnerWatch) observe(ctx context.Context, r *runnerCheck, now time.Time) error {
+	n, err := r.live(ctx, now)
+	if err != nil {
+		if ctx.Err() == nil && !rw.zkErr {
+			fmt.Fprintf(rw.w, "\nnote: cannot read the group's Runners in ZooKeeper (%v); still waiting for the job\n", err)
+			rw.zkErr = true
+		}
+		return nil
+	}
+	rw.zkErr = false
+	if n > 0 {
+		if !rw.since.IsZero() {
+			fmt.Fprintf(rw.w, "\n%d live Runner(s) in group %s: the job goes on\n", n, rw.group)
+			rw.since = time.Time{}
+		}
+		return nil
+	}
+	if rw.since.IsZero() {
+		rw.since = now
+		giveUp := fmt.Sprintf("giving up in %v (--wait-for-runners; 0 waits as long as it takes)", rw.limit)
+		if rw.limit == 0 {
+			giveUp = "waiting for one as long as it takes (--wait-for-runners 0)"
+		}
+		fmt.Fprintf(rw.w, "\nno live Runner in group %s (no Runner with a fresh heartbeat in ZooKeeper): the job waits for one; %s\n", rw.group, giveUp)
+	}
+	if rw.limit > 0 && now.Sub(rw.since) >= rw.limit {
+		return exitcode.With(exitcode.NoRunner, fmt.Errorf(
+			"no live Runner in group %s for %v: stopped waiting; job %s stays queued and runs when a Runner joins "+
+				"(start baton-worker for group %s, follow the job with 'baton status %s', or 'baton cancel %s')",
+			rw.group, rw.limit, r.job, rw.group, r.job, r.job))
+	}
+	return nil
+}

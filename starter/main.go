@@ -22,7 +22,7 @@ import (
 	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/connect/flagenv"
 	"github.com/batoncrawl/baton/roles"
-	"github.com/batoncrawl/baton/version"
+	"github.com/batoncrawl/baton/activities/connect/version"
 )
 
 // usage returns a bad-usage error (exit code 2).

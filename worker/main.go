@@ -32,7 +32,7 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
-	"github.com/batoncrawl/baton/version"
+	"github.com/batoncrawl/baton/activities/connect/version"
 	"github.com/batoncrawl/baton/workflows"
 )
 

@@ -25,7 +25,7 @@ func TestSpecErrorsNameTheFlag(t *testing.T) {
 	}{
 		{func(s *jobs.Spec) { s.Options.MaxDepth = -1 }, "--depth: is -1, must be >= 0"},
 		{func(s *jobs.Spec) { s.MaxPages = -2 }, "--max-pages: -2 is negative"},
-		{func(s *jobs.Spec) { s.BatchSize = 0 }, "--batch-size: 0, must be >= 1"},
+		{func(s *jobs.Spec) { s.BatchSize = -1 }, "--batch-size: -1 is negative"},
 		{func(s *jobs.Spec) { s.Options.Retries = 101 }, "--retries: is 101, must be <= 100"},
 		{func(s *jobs.Spec) { s.Options.Parallelism = -1 }, "--parallelism: "},
 		{func(s *jobs.Spec) { s.Options.MaxBodyBytes = -1 }, "--max-body: "},

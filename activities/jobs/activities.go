@@ -77,6 +77,16 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
+	if spec.SeedsStored > 0 {
+		// The submitter wrote the job and its seeds into the store: it
+		// must be there (else this worker is on another store).
+		if _, err := js.Spec(ctx, spec.ID); errors.Is(err, ErrNoJob) {
+			return Stats{}, badJob("its %d seeds were written by the submitter to the job store, but %s has no job %s: "+
+				"submit with the workers' --store/--data-dir", spec.SeedsStored, js.Identity(), spec.ID)
+		} else if err != nil {
+			return Stats{}, err
+		}
+	}
 	var seeds []Entry
 	for _, s := range spec.Seeds {
 		n, err := crawl.NormalizeURL(s)

@@ -46,8 +46,10 @@ func TestUserAgentAndHeaders(t *testing.T) {
 			t.Errorf("%s: User-Agent %q", got.Path, got.Header.Get("User-Agent"))
 		}
 	}
-	if got := all[1]; got.Header.Get("Accept-Language") != "de" || got.Header.Get("X-Trace") != "t1" {
-		t.Errorf("headers not sent: %v", got.Header)
+	for _, got := range all {
+		if got.Header.Get("Accept-Language") != "de" || got.Header.Get("X-Trace") != "t1" {
+			t.Errorf("%s: headers not sent: %v", got.Path, got.Header)
+		}
 	}
 	// A request's own header wins over the job's.
 	r := get(srv.URL + "/b")

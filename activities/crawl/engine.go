@@ -220,7 +220,7 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			key = origin + " guarded"
 		}
 		rules, err := e.robots.get(ctx, key, func(c context.Context) *robotsRules {
-			return fetchRobots(c, &http.Client{Transport: tr}, origin, agent, min(opts.Timeout, 30*time.Second))
+			return fetchRobots(c, &http.Client{Transport: tr}, origin, agent, opts.Headers, min(opts.Timeout, 30*time.Second))
 		})
 		if err != nil {
 			page.Error = "waiting for robots.txt: " + err.Error()

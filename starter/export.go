@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -13,6 +19,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -169,4 +176,70 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// exportBodies writes the bodies a job kept in the store (--store-bodies)
+// under dir, decompressed, one file per page named by the SHA-256 of its
+// URL with an extension from its type, and dir/index.tsv listing url,
+// file and content type. It returns how many it wrote.
+func exportBodies(ctx context.Context, js jobs.Store, spec jobs.Spec, dir string) (int, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	idx, err := os.Create(filepath.Join(dir, "index.tsv"))
+	if err != nil {
+		return 0, err
+	}
+	defer idx.Close()
+	iw := bufio.NewWriter(idx)
+	fmt.Fprintln(iw, "url\tfile\tcontent_type")
+	limit := spec.Options.MaxBodyBytes
+	if limit <= 0 {
+		limit = crawl.DefaultMaxBodyBytes
+	}
+	n := 0
+	err = js.Results(ctx, spec.ID, func(p jobs.PageRecord) error {
+		if p.BodyRef != jobs.BodiesStore {
+			return nil
+		}
+		data, err := js.Body(ctx, spec.ID, p.URL)
+		if err != nil {
+			return err
+		}
+		body, err := jobs.DecompressBody(data, limit)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.URL, err)
+		}
+		sum := sha256.Sum256([]byte(p.URL))
+		name := hex.EncodeToString(sum[:]) + bodyExt(p.ContentType)
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(iw, "%s\t%s\t%s\n", p.URL, name, strings.NewReplacer("\t", " ", "\n", " ").Replace(p.ContentType))
+		n++
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	if err := iw.Flush(); err != nil {
+		return n, err
+	}
+	return n, idx.Close()
+}
+
+// bodyExt is the file extension of a body of type ct.
+func bodyExt(ct string) string {
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch {
+	case mt == "text/html" || mt == "application/xhtml+xml":
+		return ".html"
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		return ".json"
+	case strings.HasSuffix(mt, "/xml") || strings.HasSuffix(mt, "+xml"):
+		return ".xml"
+	case strings.HasPrefix(mt, "text/"):
+		return ".txt"
+	}
+	return ".body"
 }

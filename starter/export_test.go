@@ -194,3 +194,41 @@ func TestParseHeaders(t *testing.T) {
 	_, err = parseHeaders([]string{"NoColon"})
 	assert.ErrorContains(t, err, `--header "NoColon": want 'Name: value'`)
 }
+
+func TestExportBodies(t *testing.T) {
+	ctx := context.Background()
+	js, err := sqlstore.OpenSQLite(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer js.Close()
+	spec := jobs.Spec{ID: "bodies", Group: "g", Seeds: []string{"http://127.0.0.1:1/a", "http://127.0.0.1:1/b"},
+		Options: crawl.DefaultOptions(), BatchSize: 10, Bodies: jobs.BodiesStore}
+	_, err = js.CreateJob(ctx, spec, []jobs.Entry{{URL: spec.Seeds[0]}, {URL: spec.Seeds[1]}})
+	require.NoError(t, err)
+	_, err = js.TakeBatch(ctx, spec.ID, "b1", 10)
+	require.NoError(t, err)
+	_, err = js.Claim(ctx, spec.ID, "b1", "r1", 1)
+	require.NoError(t, err)
+	html := "<html><title>a</title></html>"
+	_, err = js.RecordAll(ctx, []jobs.Record{
+		{Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1, URL: spec.Seeds[0], Body: jobs.CompressBody([]byte(html)),
+			Page: &jobs.PageRecord{Page: crawl.Page{URL: spec.Seeds[0], StatusCode: 200, ContentType: "text/html; charset=utf-8"}, BodyRef: jobs.BodiesStore}},
+		{Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1, URL: spec.Seeds[1],
+			Page: &jobs.PageRecord{Page: crawl.Page{URL: spec.Seeds[1], StatusCode: 0, Error: "timeout after 15s"}}},
+	})
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "out")
+	n, err := exportBodies(ctx, js, spec, dir)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	idx, err := os.ReadFile(filepath.Join(dir, "index.tsv"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(idx)), "\n")
+	require.Len(t, lines, 2, string(idx))
+	f := strings.Split(lines[1], "\t")
+	require.Len(t, f, 3)
+	assert.Equal(t, spec.Seeds[0], f[0])
+	assert.True(t, strings.HasSuffix(f[1], ".html"), f[1])
+	got, err := os.ReadFile(filepath.Join(dir, f[1]))
+	require.NoError(t, err)
+	assert.Equal(t, html, string(got))
+}

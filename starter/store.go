@@ -167,7 +167,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			},
 		}
 	}
-	var format, output string
+	var format, output, bodiesOut string
 	var stats bool
 	results := &cobra.Command{
 		Use:   "results JOB",
@@ -175,7 +175,8 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 		Example: `  baton results my-job > pages.jsonl
   baton results my-job --format csv -o pages.csv        # one column per --select field
   baton results my-job --format parquet -o pages.parquet
-  baton results my-job --stats                           # status codes, bytes, retries, refusals, duplicates`,
+  baton results my-job --stats                           # status codes, bytes, retries, refusals, duplicates
+  baton results my-job --bodies-out bodies/              # the bodies kept by crawl --store-bodies`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != formatJSONL && format != formatCSV && format != formatParquet {
@@ -196,6 +197,17 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			spec, err := js.Spec(cmd.Context(), args[0])
 			if err != nil {
 				return notFound(js, args[0], err)
+			}
+			if bodiesOut != "" {
+				n, err := exportBodies(cmd.Context(), js, spec, bodiesOut)
+				if err != nil {
+					return fmt.Errorf("export the bodies of job %s to %s: %w", args[0], bodiesOut, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d bodies written to %s (index.tsv lists them)\n", n, bodiesOut)
+				if n == 0 && spec.Bodies != jobs.BodiesStore {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: job %s did not keep its bodies in the store (--store-bodies)\n", args[0])
+				}
+				return nil
 			}
 			if stats {
 				rep, err := jobs.BuildReport(cmd.Context(), js, args[0])
@@ -222,6 +234,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	}
 	results.Flags().StringVar(&format, "format", formatJSONL, "jsonl (every field of every page), csv (one column per extracted field, several values joined by ' | ') or parquet")
 	results.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	results.Flags().StringVar(&bodiesOut, "bodies-out", "", "write the response bodies the job kept in the store (crawl --store-bodies) to this directory instead, with an index.tsv")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
 	return []*cobra.Command{list, status, signal("pause", "Pause a job (Runners finish their batches; no new ones)"),
 		signal("resume", "Resume a paused job"), signal("cancel", "Cancel a job (in-flight batches finish, nothing new starts)"), results}

@@ -454,3 +454,28 @@ func TestFetchSitemap(t *testing.T) {
 		}
 	}
 }
+
+func TestSitemapDenyPrivate(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			http.NotFound(w, r)
+		default:
+			fmt.Fprint(w, `<urlset><url><loc>http://127.0.0.1:1/admin</loc></url><url><loc>http://10.0.0.7/x</loc></url><url><loc>http://[::1]:2/y</loc></url></urlset>`)
+		}
+	})
+	e := NewEngine()
+	o := testOptions()
+	o.DenyPrivate = true
+	// The sitemap itself is the user's (like a seed): fetched; what it
+	// lists would be queued as seeds: private addresses are dropped.
+	p := e.FetchSitemap(context.Background(), get(srv.URL+"/sitemap.xml"), Auth{}, o)
+	if !p.OK() || len(p.Links) != 0 {
+		t.Errorf("deny_private: %+v", p)
+	}
+	o.DenyPrivate = false
+	if p := e.FetchSitemap(context.Background(), get(srv.URL+"/sitemap.xml"), Auth{}, o); len(p.Links) != 3 {
+		t.Errorf("without deny_private: %+v", p)
+	}
+}

@@ -477,12 +477,41 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 		}
 		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs)
 		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs)
+		if o.DenyPrivate {
+			// What a sitemap lists is queued as seeds, which are not
+			// guarded: a private address is dropped here instead.
+			private := map[string]bool{}
+			r.links = dropPrivate(ctx, r.links, private)
+			r.sitemaps = dropPrivate(ctx, r.sitemaps, private)
+		}
 		return r
 	}
 	if wantLinks {
 		r.links = filterLinks(rawLinks, o.AllowedDomains)
 	}
 	return r
+}
+
+// dropPrivate drops the URLs whose host is (or resolves to) a private
+// address; private caches the answer per host.
+func dropPrivate(ctx context.Context, urls []string, private map[string]bool) []string {
+	out := urls[:0]
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			continue
+		}
+		h := u.Hostname()
+		bad, ok := private[h]
+		if !ok {
+			bad = checkPrivateHost(ctx, h) != nil
+			private[h] = bad
+		}
+		if !bad {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func statusError(code int) error { return fmt.Errorf("HTTP %d", code) }

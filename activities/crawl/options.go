@@ -1,9 +1,12 @@
 // Package crawl is Baton's fetch engine: it fetches one page with Colly,
 // honouring the request's method, URL, query parameters, headers, body,
-// cookies and authorization, extracts named fields with CSS selectors and
-// the links to follow, and bounds what a hostile site can cost: robots.txt
-// (Crawl-delay included), per-domain delay and parallelism, retries with
-// backoff honouring Retry-After, body size, time and redirects.
+// cookies and authorization (and a job's User-Agent, headers and proxy),
+// decodes gzip, brotli and zstd and the page's charset, extracts named
+// fields (CSS text or attributes, XPath, JSON paths), the canonical URL,
+// the JSON-LD blocks and the links to follow, reads sitemaps, and bounds
+// what a hostile site can cost: robots.txt (Crawl-delay included),
+// per-domain delay and parallelism, retries with backoff honouring
+// Retry-After, body size, time and redirects.
 //
 // An Engine is shared by all the activities of a worker process; the
 // per-domain limits and the robots.txt cache it holds apply across them.

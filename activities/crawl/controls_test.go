@@ -135,6 +135,9 @@ func TestSelectors(t *testing.T) {
 	t.Parallel()
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case "/plain":
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprint(w, `{"total":7}`)
 		case "/api":
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			fmt.Fprint(w, `{"items":[{"name":"a","price":1.5},{"name":"b","price":2}],"total":2,"meta":{"page":1}}`)
@@ -187,6 +190,11 @@ func TestSelectors(t *testing.T) {
 	}
 	if !p.OK() || fmt.Sprint(p.Fields) != fmt.Sprint(want) {
 		t.Errorf("JSON fields:\n got %v (%s)\nwant %v", p.Fields, p.Error, want)
+	}
+	// JSON served as text/plain is read when a json: field asks.
+	p = e.Fetch(context.Background(), get(srv.URL+"/plain"), Auth{}, 0, o)
+	if got := fmt.Sprint(p.Fields["total"]); !p.OK() || got != "[7]" {
+		t.Errorf("JSON as text/plain: total %s (%s)", got, p.Error)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gocolly/colly/v2"
+	"github.com/tidwall/gjson"
 	"golang.org/x/net/html"
 
 	"github.com/batoncrawl/baton/roles"
@@ -395,7 +396,9 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 			// Colly parses the body after this callback: it reads the
 			// converted one.
 			resp.Body, r.charset = toUTF8(resp.Body, ct)
-		case isJSON(ct) && len(sels) > 0:
+		case isJSON(ct) && len(sels) > 0, hasJSONSelector(sels) && gjson.ValidBytes(resp.Body):
+			// A JSON type, or a body that is JSON served under another
+			// type (text/plain, octet-stream) when a json: field asks.
 			r.fields = extractJSON(resp.Body, sels)
 		}
 	})

@@ -164,6 +164,16 @@ func extractJSON(body []byte, sels map[string]Selector) map[string][]string {
 	return out
 }
 
+// hasJSONSelector reports whether a selector is a JSON path.
+func hasJSONSelector(sels map[string]Selector) bool {
+	for _, s := range sels {
+		if s.Kind == KindJSON {
+			return true
+		}
+	}
+	return false
+}
+
 func sortedNames(m map[string]Selector) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {

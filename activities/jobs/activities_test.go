@@ -916,3 +916,21 @@ func TestJobAwaitWithNothingInFlightAndAnEmptyFrontierReturnsAtOnce(t *testing.T
 	require.NoError(t, err)
 	assert.Equal(t, []jobs.BatchRef{ghost}, res.Done)
 }
+
+// A job submitted without timers takes the group's (the worker's): its
+// orphan bound is theirs, not the defaults'.
+func TestJobAwaitUsesTheGroupsTimers(t *testing.T) {
+	f := newFixture(t, 1, 0)
+	f.timers = roles.Timers{} // the spec names none
+	f.a.Timers = testTimers()
+	spec, ref, _ := startOne(t, f, "job-group-timers", 2)
+	require.Zero(t, spec.Timers)
+	// Past the group's bound, well within the default profile's.
+	require.Less(t, orphanAfter()+time.Second, 2*roles.DefaultTimers().DetectionBound()+2*time.Second)
+	f.clock.Set(t0.Add(orphanAfter() + time.Second))
+	ctx, cancel := context.WithTimeout(f.ctx, 3*time.Second)
+	defer cancel()
+	res, err := f.a.JobAwait(ctx, spec, []jobs.BatchRef{ref})
+	require.NoError(t, err, "the orphan was not re-queued: the default timers were used")
+	assert.Equal(t, []jobs.BatchRef{ref}, res.Requeued)
+}

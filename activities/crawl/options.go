@@ -58,7 +58,9 @@ type Options struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Proxy is the URL of the proxy every request goes through
 	// (http://, https:// or socks5://, with user:password@ if needed);
-	// empty: the environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY).
+	// empty: the environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY). With
+	// DenyPrivate, the proxy dials: host names are checked (before the
+	// request and on each redirect), not the addresses dialled.
 	Proxy string `json:"proxy,omitempty"`
 	// KeepBody returns the body read in Page.Body (for storing it); it is
 	// not part of a job's spec.

@@ -275,7 +275,7 @@ func (a *Activities) fetchRequest(ctx context.Context, owner string, t roles.Tas
 	if err := req.Validate(); err != nil {
 		d := roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskError, URL: req.URL,
 			ErrorMsg: fmt.Sprintf("node %s task: running_content[%d]: %v", owner, i, err)}
-		a.Metrics.PageError()
+		a.Metrics.PageError("")
 		a.log(ctx).Warn("invalid request recorded as failed", "task_id", req.TaskID, "err", d.ErrorMsg)
 		return fetched{d: d}
 	}
@@ -286,7 +286,7 @@ func (a *Activities) fetchRequest(ctx context.Context, owner string, t roles.Tas
 	if ctx.Err() != nil {
 		return fetched{err: ctx.Err()}
 	}
-	a.Metrics.Page(fr.StatusCode, fr.Err != nil || fr.StatusCode >= 400, fr.Bytes, fr.Duration)
+	a.Metrics.Page("", fr.StatusCode, fr.Err != nil || fr.StatusCode >= 400, fr.Bytes, fr.Duration)
 	d := roles.ResultDetail{TaskID: req.TaskID, State: roles.TaskDone, StatusCode: fr.StatusCode, URL: req.URL,
 		Response: fr.Response, Bytes: fr.Bytes, DurationMS: fr.Duration.Milliseconds()}
 	if fr.Err != nil {

@@ -29,11 +29,22 @@ func sorted(s ...string) []string {
 
 func TestJSONFieldNamesGroupState(t *testing.T) {
 	assert.Equal(t, sorted("total_crawler", "total_runner", "total_backup", "standby_id",
-		"current_crawler", "current_runner", "current_backup", "fail_crawler", "fail_runner", "fail_backup"),
-		keys(t, NewGroupState(2, 1)), "GroupState has exactly the reference's fields")
+		"current_crawler", "current_runner", "current_backup", "fail_crawler", "fail_runner", "fail_backup", "all_runner"),
+		keys(t, NewGroupState(2, 1)), "GroupState has the reference's fields and Baton's mode")
 	assert.JSONEq(t, `{"total_crawler":3,"total_runner":2,"total_backup":1,"standby_id":"",
-		"current_crawler":[],"current_runner":[],"current_backup":[],"fail_crawler":[],"fail_runner":[],"fail_backup":[]}`,
+		"current_crawler":[],"current_runner":[],"current_backup":[],"fail_crawler":[],"fail_runner":[],"fail_backup":[],
+		"all_runner":false}`,
 		string(mustJSON(t, NewGroupState(2, 1))))
+	// Baton's other addition appears only when set.
+	g := NewGroupState(2, 1)
+	g.MinBackup = 1
+	assert.Contains(t, keys(t, g), "min_backup")
+	// A GroupState of an older Baton (no all_runner) reads its mode from
+	// the totals, as the reference does.
+	old, err := DecodeGroupState([]byte(`{"total_crawler":3,"total_runner":3,"total_backup":0,"standby_id":"",
+		"current_crawler":[],"current_runner":[],"current_backup":[],"fail_crawler":[],"fail_runner":[],"fail_backup":[]}`))
+	require.NoError(t, err)
+	assert.True(t, old.AllAreRunners())
 }
 
 func TestJSONFieldNamesNodeState(t *testing.T) {

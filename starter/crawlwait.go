@@ -32,6 +32,9 @@ type crawlOutput struct {
 	o              *output
 	quiet          bool
 	waitForRunners time.Duration
+	// stats, when set, prints the job's stats block after the summary of
+	// a waited-for crawl (table output).
+	stats func(io.Writer)
 }
 
 func addCrawlOutputFlags(cmd *cobra.Command) *crawlOutput {
@@ -101,7 +104,10 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 	}
 	if !co.quiet && !co.o.JSON() {
 		printSummary(out, p)
-		fmt.Fprintf(errw, "results: baton results %s [--format csv]\n", p.ID)
+		if co.stats != nil {
+			co.stats(out)
+		}
+		fmt.Fprintf(errw, "results: baton results %s [--format csv|parquet -o FILE]\n", p.ID)
 	}
 	if p.State != workflows.JobCompleted {
 		return exitcode.With(exitcode.JobFailed, fmt.Errorf("job %s ended %s", s.ID, p.State))

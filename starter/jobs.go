@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -86,25 +88,33 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	var (
 		id, profile                string
 		selects, domains, cookies  []string
-		authz                      []string
+		authz, headers, sitemaps   []string
 		follow, ignoreRobots, wait bool
-		denyPrivate                bool
+		denyPrivate, storeBodies   bool
 		depth, maxPages, batch     int
 		parallelism, retries       int
 		delay, timeout             time.Duration
 		maxBody                    int64
+		userAgent, seedsFile       string
+		proxy, bodiesDir           string
 	)
 	var co *crawlOutput // --output, -q, --wait-for-runners: crawlwait.go
 	def := crawl.DefaultOptions()
 	cmd := &cobra.Command{
-		Use:   "crawl SEED_URL...",
+		Use:   "crawl [SEED_URL...]",
 		Short: "Submit a crawl job to the cluster (it spreads the work over idle Runners)",
 		Example: `  baton crawl http://127.0.0.1:8000/ --follow --depth 3 --select title=h1 --select price=.price --wait
-  baton crawl http://127.0.0.1:8000/a http://127.0.0.1:8000/b --id my-job`,
-		Args: cobra.MinimumNArgs(1),
+  baton crawl http://127.0.0.1:8000/a http://127.0.0.1:8000/b --id my-job
+  baton crawl --seeds-file urls.txt --select image='img.main@src' --select sku='xpath://*[@itemprop="sku"]'
+  baton crawl --sitemap http://127.0.0.1:8000/sitemap.xml --user-agent 'shopbot/1.0' --header 'Accept-Language: de'
+  baton crawl http://127.0.0.1:8000/ --sitemap robots --store-bodies`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if id == "" {
 				id = newJobID()
+			}
+			if len(args) == 0 && seedsFile == "" && len(sitemaps) == 0 {
+				return usage("no seeds: give seed URLs, --seeds-file or --sitemap")
 			}
 			fields, err := parsePairs("select", selects)
 			if err != nil {
@@ -118,26 +128,85 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			timers := roles.DefaultTimers()
-			if profile == "fast" {
-				timers = roles.FastTimers()
-			} else if profile != "default" {
-				return usage("--timers %q: want default or fast", profile)
+			hdr, err := parseHeaders(headers)
+			if err != nil {
+				return err
+			}
+			// The group's timer profile applies (the workers'), unless
+			// the deprecated --timers names one.
+			var timers roles.Timers
+			if cmd.Flags().Changed("timers") {
+				switch profile {
+				case "default":
+					timers = roles.DefaultTimers()
+				case "fast":
+					timers = roles.FastTimers()
+				default:
+					return usage("--timers %q: want default or fast", profile)
+				}
+			}
+			var fileSeeds []string
+			if seedsFile != "" {
+				if fileSeeds, err = readSeeds(seedsFile, cmd.InOrStdin()); err != nil {
+					return err
+				}
+			}
+			var maps []string
+			robots := false
+			for _, s := range sitemaps {
+				if s == "robots" {
+					robots = true
+					continue
+				}
+				maps = appendUnique(maps, s)
+			}
+			var storedMaps []string
+			if robots {
+				for _, s := range args {
+					if o := origin(s); o != "" {
+						maps = appendUnique(maps, o+"/robots.txt")
+					}
+				}
+				seen := map[string]bool{}
+				for _, s := range fileSeeds {
+					if o := origin(s); o != "" && !seen[o] {
+						seen[o] = true
+						storedMaps = append(storedMaps, o+"/robots.txt")
+					}
+				}
 			}
 			opts := def
 			opts.Selectors, opts.Follow, opts.MaxDepth = fields, follow, depth
 			opts.IgnoreRobots, opts.Delay, opts.Parallelism, opts.Retries = ignoreRobots, delay, parallelism, retries
 			opts.Timeout, opts.MaxBodyBytes, opts.DenyPrivate = timeout, maxBody, denyPrivate
+			opts.UserAgent, opts.Headers, opts.Proxy = userAgent, hdr, proxy
 			opts.AllowedDomains = domains
 			if len(domains) == 0 {
-				for _, s := range args {
-					if u, err := url.Parse(s); err == nil && u.Hostname() != "" {
-						opts.AllowedDomains = appendUnique(opts.AllowedDomains, u.Hostname())
+				hosts := map[string]bool{}
+				for _, list := range [][]string{args, maps, fileSeeds} {
+					for _, s := range list {
+						if u, err := url.Parse(s); err == nil && u.Hostname() != "" && !hosts[u.Hostname()] {
+							hosts[u.Hostname()] = true
+							opts.AllowedDomains = append(opts.AllowedDomains, u.Hostname())
+						}
 					}
+				}
+				if len(opts.AllowedDomains) > maxDefaultDomains {
+					return usage("the seeds are on %d hosts, more than the %d a job lists by default: give the domains to stay within with --allow-domain",
+						len(opts.AllowedDomains), maxDefaultDomains)
 				}
 			}
 			spec := jobs.Spec{ID: id, Group: g.group, Seeds: args, Options: opts, MaxPages: maxPages,
-				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers}
+				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers, Sitemaps: maps,
+				SeedsStored: len(fileSeeds) + len(storedMaps)}
+			switch {
+			case storeBodies && bodiesDir != "":
+				return usage("--store-bodies and --bodies-dir: choose one")
+			case storeBodies:
+				spec.Bodies = jobs.BodiesStore
+			case bodiesDir != "":
+				spec.Bodies, spec.BodiesPath = jobs.BodiesDir, bodiesDir
+			}
 			if err := spec.Validate(); err != nil {
 				return usage("invalid crawl: %v", specFlagError(err))
 			}
@@ -158,15 +227,32 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			out := cmd.OutOrStdout()
+			if spec.SeedsStored > 0 {
+				// Large seed lists go to the job's frontier in the store,
+				// never into the workflow's input.
+				n, err := storeSeeds(cmd.Context(), g, tf, spec, fileSeeds, storedMaps)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "%d URLs queued in the job store (seeds from %s)\n", n, seedsFile)
+			}
 			wid := workflows.JobWorkflowID(g.group, id)
+			memo := map[string]any{"seeds": args, "follow": follow, "depth": depth, "max_pages": maxPages,
+				"selectors": fields}
+			if seedsFile != "" {
+				memo["seeds_file"], memo["seeds_stored"] = seedsFile, spec.SeedsStored
+			}
+			if len(maps) > 0 {
+				memo["sitemaps"] = maps
+			}
 			run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{
 				ID: wid, TaskQueue: workflows.JobQueue(g.group),
 				WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrCluster.ValueSet(g.group),
 					workflows.AttrJob.ValueSet(id), workflows.AttrRole.ValueSet("job")),
-				Memo: map[string]any{"seeds": args, "follow": follow, "depth": depth, "max_pages": maxPages,
-					"selectors": fields},
+				Memo: memo,
 			}, workflows.CrawlJob, workflows.JobInput{Spec: spec})
 			if err != nil {
 				var exists *serviceerror.WorkflowExecutionAlreadyStarted
@@ -175,12 +261,21 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				}
 				return fmt.Errorf("submit job: %w", err)
 			}
+			co.stats = func(w io.Writer) { printReport(cmd.Context(), w, g, tf, id) }
 			return co.report(cmd, c, submitted{ID: id, WorkflowID: wid, RunID: run.GetRunID(), WebUI: tf.link(wid)}, wait, live)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&id, "id", "", "job ID (default: generated)")
-	f.StringArrayVar(&selects, "select", nil, "extract a field: name=CSS selector (repeatable)")
+	f.StringArrayVar(&selects, "select", nil, "extract a field: name=SELECTOR (repeatable); SELECTOR is CSS (h1.title) for the text, "+
+		"CSS@attr (a.next@href) for an attribute, xpath:EXPR (xpath://a/@href), or json:PATH on JSON responses (json:items.#.name)")
+	f.StringVar(&userAgent, "user-agent", def.UserAgent, "User-Agent of every request (robots.txt groups are matched against it)")
+	f.StringArrayVar(&headers, "header", nil, "header sent with every request: 'Name: value' (repeatable)")
+	f.StringVar(&seedsFile, "seeds-file", "", "read more seed URLs from FILE, one per line ('#' comments; - for stdin); they go to the job store, not the workflow")
+	f.StringArrayVar(&sitemaps, "sitemap", nil, "crawl the pages a sitemap or sitemap index lists (URL, repeatable); 'robots' reads the Sitemap: lines of the seeds' robots.txt")
+	f.StringVar(&proxy, "proxy", "", "proxy of every request of this job: http://, https:// or socks5://[user:password@]host:port (default: $HTTP_PROXY/$HTTPS_PROXY)")
+	f.BoolVar(&storeBodies, "store-bodies", false, "keep every response body, compressed, in the job store (for reprocessing)")
+	f.StringVar(&bodiesDir, "bodies-dir", "", "keep every response body, compressed, as files under this directory of each Runner's machine")
 	f.BoolVar(&follow, "follow", false, "follow links within the allowed domains")
 	f.IntVar(&depth, "depth", 2, "with --follow: link depth limit (seeds are depth 0)")
 	f.IntVar(&maxPages, "max-pages", 1000, "most pages in the job (0: no limit)")
@@ -195,10 +290,154 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.IntVar(&batch, "batch-size", 0, "most URLs in one batch, a Runner's lease on the job (it starts small and grows as the Runner pulls work; then the job hands out the next); 0: a lease lasts while the frontier has work")
 	f.StringArrayVar(&cookies, "cookie", nil, "cookie name=value sent with every request (repeatable)")
 	f.StringArrayVar(&authz, "authorization", nil, "authorization: Bearer=TOKEN, Basic=B64 or Header=value (repeatable)")
-	f.StringVar(&profile, "timers", "default", "timer profile of the cluster (default or fast), for dead-runner re-assignment")
-	f.BoolVar(&wait, "wait", false, "wait for the job and show a live progress bar (on stderr); exit code 4 if it ends cancelled or failed")
+	f.StringVar(&profile, "timers", "default", "timer profile (default or fast)")
+	_ = f.MarkDeprecated("timers", "the job uses the group's timer profile, as its workers are configured")
+	f.BoolVar(&wait, "wait", false, "wait for the job, show a live progress bar (on stderr), then its stats; exit code 4 if it ends cancelled or failed")
 	co = addCrawlOutputFlags(cmd)
 	return cmd
+}
+
+// maxDefaultDomains bounds the allowed domains a job gets from its seeds'
+// hosts (they travel in the job's spec).
+const maxDefaultDomains = 1000
+
+// parseHeaders reads --header 'Name: value' pairs.
+func parseHeaders(hs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, h := range hs {
+		k, v, ok := strings.Cut(h, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, usage("--header %q: want 'Name: value'", h)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// origin is scheme://host of a URL, or "".
+func origin(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	return strings.ToLower(u.Scheme) + "://" + u.Host
+}
+
+// maxBadSeeds is how many bad lines of a seed file are reported.
+const maxBadSeeds = 10
+
+// readSeeds reads a seed file (or stdin for "-"): one URL per line, blank
+// lines and '#' comments skipped, duplicates dropped. Every bad line is an
+// error naming the file and line (the first maxBadSeeds are listed).
+func readSeeds(name string, stdin io.Reader) ([]string, error) {
+	var r io.Reader = stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, usage("--seeds-file: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var seeds, bad []string
+	nBad := 0
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		err := (roles.Request{URL: s}).Validate()
+		if err == nil {
+			_, err = crawl.NormalizeURL(s)
+		}
+		if err != nil {
+			nBad++
+			if len(bad) < maxBadSeeds {
+				bad = append(bad, fmt.Sprintf("  %s:%d: %v", name, line, err))
+			}
+			continue
+		}
+		if !seen[s] {
+			seen[s] = true
+			seeds = append(seeds, s)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, usage("--seeds-file %s line %d: %v", name, line+1, err)
+	}
+	if nBad > 0 {
+		more := ""
+		if nBad > len(bad) {
+			more = fmt.Sprintf("\n  … and %d more", nBad-len(bad))
+		}
+		return nil, usage("--seeds-file %s: %d bad lines (nothing submitted):\n%s%s", name, nBad, strings.Join(bad, "\n"), more)
+	}
+	if len(seeds) == 0 {
+		return nil, usage("--seeds-file %s: no URL in it", name)
+	}
+	return seeds, nil
+}
+
+// storeSeeds creates the job in the group's store with every seed, so
+// that JobStart finds it created (same spec: nothing more to do). It
+// returns how many URLs were queued.
+func storeSeeds(ctx context.Context, g *globals, tf *temporalFlags, spec jobs.Spec, fileSeeds, storedMaps []string) (int, error) {
+	js, err := tf.st.open(ctx, g)
+	if err != nil {
+		return 0, fmt.Errorf("--seeds-file writes the seeds to the workers' job store: %w", err)
+	}
+	defer js.Close()
+	var entries []jobs.Entry
+	add := func(urls []string, depth int) error {
+		for _, u := range urls {
+			n, err := crawl.NormalizeURL(u)
+			if err != nil {
+				return usage("seed %q: %v", u, err)
+			}
+			entries = append(entries, jobs.Entry{URL: n, Depth: depth})
+		}
+		return nil
+	}
+	for _, l := range []struct {
+		urls  []string
+		depth int
+	}{{spec.Seeds, 0}, {fileSeeds, 0}, {spec.Sitemaps, jobs.SitemapDepth}, {storedMaps, jobs.SitemapDepth}} {
+		if err := add(l.urls, l.depth); err != nil {
+			return 0, err
+		}
+	}
+	st, err := js.CreateJob(ctx, spec, entries)
+	if errors.Is(err, jobs.ErrJobExists) {
+		return 0, usage("job %q exists already in %s: choose another --id", spec.ID, js.Identity())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store the seeds of job %s: %w", spec.ID, err)
+	}
+	return st.Seen, nil
+}
+
+// printReport prints the job's stats block from the store (a note if the
+// store cannot be read from here).
+func printReport(ctx context.Context, w io.Writer, g *globals, tf *temporalFlags, job string) {
+	js, err := tf.st.open(ctx, g)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "note: no stats: the job store cannot be read from here (%v)\n", err)
+		return
+	}
+	defer js.Close()
+	rep, err := jobs.BuildReport(ctx, js, job)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "note: no stats: %v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "stats:")
+	_ = rep.Write(w)
 }
 
 func appendUnique(list []string, s string) []string {

@@ -21,8 +21,8 @@ import (
 	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/connect/flagenv"
-	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/activities/connect/version"
+	"github.com/batoncrawl/baton/roles"
 )
 
 // usage returns a bad-usage error (exit code 2).

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -212,40 +210,75 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			},
 		}
 	}
-	var format, output string
+	var format, output, bodiesOut string
+	var stats bool
 	results := &cobra.Command{
 		Use:   "results JOB",
-		Short: "Export a job's results from the job store (JSONL or CSV), from any machine that reaches it",
-		Args:  cobra.ExactArgs(1),
+		Short: "Export a job's results from the job store (JSONL, CSV or Parquet), or its stats, from any machine that reaches it",
+		Example: `  baton results my-job > pages.jsonl
+  baton results my-job --format csv -o pages.csv        # one column per --select field
+  baton results my-job --format parquet -o pages.parquet
+  baton results my-job --stats                           # status codes, bytes, retries, refusals, duplicates
+  baton results my-job --bodies-out bodies/              # the bodies kept by crawl --store-bodies`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "jsonl" && format != "csv" {
-				return usage("--format %q: want jsonl or csv", format)
+			if format != formatJSONL && format != formatCSV && format != formatParquet {
+				return usage("--format %q: want jsonl, csv or parquet", format)
 			}
 			if err := jobs.ValidID(args[0]); err != nil {
 				return usage("%v", err)
+			}
+			toStdout := output == "" || output == "-"
+			if format == formatParquet && toStdout && !stats && writesToTerminal(cmd.OutOrStdout()) {
+				return usage("--format parquet is binary: give --output FILE (or redirect stdout)")
 			}
 			js, err := tf.st.open(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer js.Close()
-			if _, err := js.Spec(cmd.Context(), args[0]); err != nil {
+			spec, err := js.Spec(cmd.Context(), args[0])
+			if err != nil {
 				return notFound(js, args[0], err)
 			}
+			if bodiesOut != "" {
+				n, err := exportBodies(cmd.Context(), js, spec, bodiesOut)
+				if err != nil {
+					return fmt.Errorf("export the bodies of job %s to %s: %w", args[0], bodiesOut, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d bodies written to %s (index.tsv lists them)\n", n, bodiesOut)
+				if n == 0 && spec.Bodies != jobs.BodiesStore {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: job %s did not keep its bodies in the store (--store-bodies)\n", args[0])
+				}
+				return nil
+			}
+			if stats {
+				rep, err := jobs.BuildReport(cmd.Context(), js, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "job %s\n", args[0])
+				return rep.Write(cmd.OutOrStdout())
+			}
 			var w io.Writer = cmd.OutOrStdout()
-			if output != "" && output != "-" {
+			if !toStdout {
 				f, err := os.Create(output)
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				w = f
+				if err := writeResults(cmd.Context(), f, js, spec, format); err != nil {
+					f.Close()
+					return err
+				}
+				return f.Close()
 			}
-			return writeResults(cmd.Context(), w, js, args[0], format)
+			return writeResults(cmd.Context(), w, js, spec, format)
 		},
 	}
-	results.Flags().StringVar(&format, "format", "jsonl", "jsonl or csv")
+	results.Flags().StringVar(&format, "format", formatJSONL, "jsonl (every field of every page), csv (one column per extracted field, several values joined by ' | ') or parquet")
 	results.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	results.Flags().StringVar(&bodiesOut, "bodies-out", "", "write the response bodies the job kept in the store (crawl --store-bodies) to this directory instead, with an index.tsv")
+	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
 	return []*cobra.Command{list, status, signal("pause", "Pause a job (Runners finish their batches; no new ones)"),
 		signal("resume", "Resume a paused job"), signal("cancel", "Cancel a job (in-flight batches finish, nothing new starts)"), results}
 }
@@ -275,6 +308,12 @@ func printProgress(w io.Writer, p workflows.JobProgress) error {
 		fmt.Fprintf(tw, "LAST ERROR\t%s\n", p.LastError)
 	}
 	return tw.Flush()
+}
+
+// writesToTerminal reports whether w is a terminal.
+func writesToTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
 }
 
 // workflowStatuses maps job IDs to their workflow status, if Temporal
@@ -384,23 +423,4 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 	}
 	fmt.Fprintf(os.Stderr, "note: %v; counters from %s\n", temporalErr, js.Identity())
 	return p, nil
-}
-
-func writeResults(ctx context.Context, w io.Writer, js jobs.Store, job, format string) error {
-	if format == "jsonl" {
-		enc := json.NewEncoder(w)
-		return js.Results(ctx, job, func(p jobs.PageRecord) error { return enc.Encode(p) })
-	}
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"url", "final_url", "status_code", "content_type", "bytes", "duration_ms", "depth", "title", "fields", "links", "error", "runner"})
-	err := js.Results(ctx, job, func(p jobs.PageRecord) error {
-		fields, _ := json.Marshal(p.Fields)
-		return cw.Write([]string{p.URL, p.FinalURL, strconv.Itoa(p.StatusCode), p.ContentType, strconv.FormatInt(p.Bytes, 10),
-			strconv.FormatInt(p.DurationMS, 10), strconv.Itoa(p.Depth), p.Title, string(fields), strconv.Itoa(len(p.Links)), p.Error, p.Runner})
-	})
-	if err != nil {
-		return err
-	}
-	cw.Flush()
-	return cw.Error()
 }

@@ -44,9 +44,9 @@ func TestWorkerServesMetrics(t *testing.T) {
 
 	url := "http://" + addr + "/metrics"
 	want := []string{
-		`baton_pages_total{class="2xx"} 4`,
-		`baton_pages_total{class="4xx"} 1`,
-		`baton_fetch_duration_seconds_count 5`,
+		`baton_pages_total{class="2xx",crawl_job=""} 4`,
+		`baton_pages_total{class="4xx",crawl_job=""} 1`,
+		`baton_fetch_duration_seconds_count{crawl_job=""} 5`,
 		`baton_tasks_in_flight 0`,
 		"baton_page_bytes_total ",
 		"baton_detection_seconds_count 0",

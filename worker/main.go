@@ -178,7 +178,7 @@ func run(ctx context.Context, cfg Config) error {
 		Fetcher:         activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
 		Batches:         &jobs.BatchRunner{Store: js, Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency},
 		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton}
-	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Log: log}
+	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
 		// A restarted instance gets its workflow tasks back quickly: after a

@@ -43,7 +43,7 @@ func TestMetricsServesTemporalAndBatonSeries(t *testing.T) {
 		t.Fatal("metrics on, but no handler or no Baton metrics")
 	}
 	m.Temporal.WithTags(map[string]string{"namespace": "default"}).Counter("temporal_request").Inc(1)
-	m.Baton.Page(200, false, 10, time.Millisecond)
+	m.Baton.Page("shop", 200, false, 10, time.Millisecond)
 
 	url := "http://" + m.Addr + "/metrics"
 	deadline := time.Now().Add(10 * time.Second)
@@ -56,7 +56,7 @@ func TestMetricsServesTemporalAndBatonSeries(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, want := range []string{`temporal_request_total{namespace="default"} 1`, `baton_pages_total{class="2xx"} 1`, "go_goroutines ", "process_cpu_seconds_total "} {
+	for _, want := range []string{`temporal_request_total{namespace="default"} 1`, `baton_pages_total{class="2xx",crawl_job="shop"} 1`, "go_goroutines ", "process_cpu_seconds_total "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -3,7 +3,10 @@ package crawl
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +15,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/PuerkitoBio/goquery"
-	"github.com/andybalholm/cascadia"
 	"github.com/gocolly/colly/v2"
+	"github.com/tidwall/gjson"
 	"golang.org/x/net/html"
 
 	"github.com/batoncrawl/baton/roles"
@@ -51,6 +54,23 @@ type Page struct {
 	// Disallowed is set when robots.txt forbids the page: it was not
 	// fetched, and a crawl job does not record it.
 	Disallowed bool `json:"disallowed,omitempty"`
+	// Canonical is the absolute URL of the page's <link rel="canonical">.
+	Canonical string `json:"canonical,omitempty"`
+	// JSONLD are the page's valid <script type="application/ld+json">
+	// blocks, compacted, in document order (see MaxJSONLDBlocks).
+	JSONLD []json.RawMessage `json:"jsonld,omitempty"`
+	// Charset is the encoding the body was read as (HTML only): the
+	// Content-Type's, else the byte-order mark's or the <meta> one's.
+	Charset string `json:"charset,omitempty"`
+	// BodyHash is the SHA-256 (hex) of the body; pages of one job with
+	// the same hash are duplicates.
+	BodyHash string `json:"body_hash,omitempty"`
+	// Sitemap marks the fetch of a sitemap (FetchSitemap): Links are the
+	// page URLs it lists, Sitemaps the sitemaps it lists.
+	Sitemap  bool     `json:"sitemap,omitempty"`
+	Sitemaps []string `json:"sitemaps,omitempty"`
+	// Body is the body read, when Options.KeepBody (never in JSON).
+	Body []byte `json:"-"`
 }
 
 // OK reports whether the page was fetched without error.
@@ -63,22 +83,64 @@ type Engine struct {
 	plain, guarded *http.Transport
 	limits         *limiter
 	robots         *robotsCache
+
+	mu      sync.Mutex
+	proxied map[string]*http.Transport // by proxy URL
 }
 
 // NewEngine returns an Engine with empty caches.
 func NewEngine() *Engine {
 	return &Engine{
-		plain:   newTransport(false),
-		guarded: newTransport(true),
+		plain:   newTransport(false, nil),
+		guarded: newTransport(true, nil),
 		limits:  newLimiter(),
 		robots:  newRobotsCache(),
+		proxied: map[string]*http.Transport{},
 	}
+}
+
+// maxProxies bounds the proxies whose connection pools an Engine keeps.
+const maxProxies = 64
+
+// transport returns the transport of a fetch: through proxy when set
+// (one pool per proxy), else guarded or plain.
+func (e *Engine) transport(guard bool, proxy string) (*http.Transport, error) {
+	if proxy == "" {
+		if guard {
+			return e.guarded, nil
+		}
+		return e.plain, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t, ok := e.proxied[proxy]; ok {
+		return t, nil
+	}
+	u, err := url.Parse(proxy)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %v", err)
+	}
+	if len(e.proxied) >= maxProxies {
+		for k, t := range e.proxied {
+			t.CloseIdleConnections()
+			delete(e.proxied, k)
+			break
+		}
+	}
+	t := newTransport(false, u)
+	e.proxied[proxy] = t
+	return t, nil
 }
 
 // CloseIdleConnections closes the Engine's idle connections.
 func (e *Engine) CloseIdleConnections() {
 	e.plain.CloseIdleConnections()
 	e.guarded.CloseIdleConnections()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, t := range e.proxied {
+		t.CloseIdleConnections()
+	}
 }
 
 // Fetch fetches one page found at depth (0 for a seed) and never panics:
@@ -87,9 +149,24 @@ func (e *Engine) CloseIdleConnections() {
 // (the conventions of activities.BuildRequest); obeys robots.txt unless
 // opts.IgnoreRobots; waits for the domain's delay and parallelism; retries
 // transient failures; bounds body, time and redirects.
-func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options) (page Page) {
+func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options) Page {
+	return e.fetch(ctx, req, auth, depth, opts, false)
+}
+
+// FetchSitemap fetches a sitemap as Fetch fetches a page (robots.txt,
+// politeness, retries and bounds alike) and returns the URLs it lists:
+// Page.Links are its pages, Page.Sitemaps the sitemaps of a sitemap index,
+// both absolute, normalised, deduplicated and within
+// Options.AllowedDomains, at most MaxSitemapURLs each. It reads the XML
+// sitemap protocol (urlset and sitemapindex, gzip-compressed too), a plain
+// text sitemap (one URL per line), and a robots.txt (its Sitemap: lines).
+func (e *Engine) FetchSitemap(ctx context.Context, req roles.Request, auth Auth, opts Options) Page {
+	return e.fetch(ctx, req, auth, 0, opts, true)
+}
+
+func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options, sitemap bool) (page Page) {
 	start := time.Now()
-	page = Page{URL: req.URL, Depth: depth}
+	page = Page{URL: req.URL, Depth: depth, Sitemap: sitemap}
 	defer func() {
 		if r := recover(); r != nil {
 			page.Error = fmt.Sprintf("internal error: %v", r)
@@ -118,21 +195,33 @@ func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			return page
 		}
 	}
+	for k, v := range opts.Headers {
+		if b.header.Get(k) == "" {
+			b.header.Set(k, v)
+		}
+	}
 	agent := b.header.Get("User-Agent")
 	if agent == "" {
 		agent = opts.UserAgent
+	}
+	tr, err := e.transport(guard, opts.Proxy)
+	if err != nil {
+		page.Error = err.Error()
+		return page
 	}
 	domain := hostKey(b.url)
 	delay := opts.Delay
 	if !opts.IgnoreRobots {
 		origin := strings.ToLower(b.url.Scheme) + "://" + domain
 		key := origin
-		tr := e.plain
-		if guard {
-			key, tr = origin+" guarded", e.guarded
+		switch {
+		case opts.Proxy != "":
+			key = origin + " via " + opts.Proxy
+		case guard:
+			key = origin + " guarded"
 		}
 		rules, err := e.robots.get(ctx, key, func(c context.Context) *robotsRules {
-			return fetchRobots(c, &http.Client{Transport: tr}, origin, agent, min(opts.Timeout, 30*time.Second))
+			return fetchRobots(c, &http.Client{Transport: tr}, origin, agent, opts.Headers, min(opts.Timeout, 30*time.Second))
 		})
 		if err != nil {
 			page.Error = "waiting for robots.txt: " + err.Error()
@@ -159,7 +248,7 @@ func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			break
 		}
 		page.Attempts = attempt
-		res = e.attempt(ctx, b, opts, guard, depth > 0, wantLinks, release)
+		res = e.attempt(ctx, b, opts, tr, guard, depth > 0, wantLinks, sitemap, release)
 		release()
 		if !res.transient || attempt > opts.Retries {
 			break
@@ -187,10 +276,16 @@ func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 	page.Bytes = res.bytes
 	page.Title = res.title
 	page.Fields = res.fields
+	page.Canonical = res.canonical
+	page.JSONLD = res.jsonld
+	page.Charset = res.charset
+	page.BodyHash = res.hash
+	page.Body = res.body
 	if res.err != nil {
 		page.Error = res.err.Error()
 	} else {
 		page.Links = res.links
+		page.Sitemaps = res.sitemaps
 	}
 	return page
 }
@@ -204,7 +299,14 @@ type attemptResult struct {
 	title       string
 	fields      map[string][]string
 	links       []string
+	sitemaps    []string
+	canonical   string
+	jsonld      []json.RawMessage
+	charset     string
+	hash        string
+	body        []byte
 	err         error
+	sitemapErr  error
 	transient   bool
 	retryAfter  time.Duration // -1: none
 }
@@ -213,15 +315,12 @@ type attemptResult struct {
 // cookie jar, so that cookies set by one site never reach another task),
 // over the Engine's shared transport. A followed link (not a seed) may not
 // redirect out of the allowed domains.
-func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, followed, wantLinks bool, release func()) (r attemptResult) {
+func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Transport, guard, followed, wantLinks, sitemap bool, release func()) (r attemptResult) {
 	r.retryAfter = -1
 	actx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	sels := parseSelectors(o.Selectors)
 
-	base := e.plain
-	if guard {
-		base = e.guarded
-	}
 	var read int64
 	c := colly.NewCollector()
 	// Set everything Colly's COLLY_* environment variables could change.
@@ -252,6 +351,11 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, follow
 		if followed && !domainAllowed(req.URL.Scheme, req.URL.Host, o.AllowedDomains) {
 			return &offDomainRedirectError{to: req.URL.String()}
 		}
+		if guard && o.Proxy != "" {
+			// The proxy dials: the guarded transport cannot see the
+			// address, so the host name is checked here.
+			return checkPrivateHost(req.Context(), req.URL.Hostname())
+		}
 		return nil
 	})
 
@@ -273,11 +377,29 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, follow
 				r.retryAfter = d
 			}
 		}
+		sum := sha256.Sum256(resp.Body)
+		r.hash = hex.EncodeToString(sum[:])
+		if o.KeepBody {
+			r.body = resp.Body
+		}
 		if len(o.Selectors) > 0 {
 			r.fields = make(map[string][]string, len(o.Selectors))
 			for name := range o.Selectors {
 				r.fields[name] = []string{}
 			}
+		}
+		ct := resp.Headers.Get("Content-Type")
+		switch {
+		case sitemap:
+			r.links, r.sitemaps, r.sitemapErr = parseSitemap(resp.Body, resp.Request.URL, o.MaxBodyBytes)
+		case isHTML(ct) || ct == "" && isHTML(http.DetectContentType(resp.Body)):
+			// Colly parses the body after this callback: it reads the
+			// converted one.
+			resp.Body, r.charset = toUTF8(resp.Body, ct)
+		case isJSON(ct) && len(sels) > 0, hasJSONSelector(sels) && gjson.ValidBytes(resp.Body):
+			// A JSON type, or a body that is JSON served under another
+			// type (text/plain, octet-stream) when a json: field asks.
+			r.fields = extractJSON(resp.Body, sels)
 		}
 	})
 	var parseErr error
@@ -290,23 +412,32 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, follow
 	})
 	titled := false
 	c.OnHTML("title", func(el *colly.HTMLElement) {
-		if !titled {
+		if !titled && !sitemap {
 			titled = true
 			r.title = strings.TrimSpace(el.Text)
 		}
 	})
-	if len(o.Selectors) > 0 {
-		rooted := false
-		c.OnHTML("html", func(el *colly.HTMLElement) {
-			if rooted || len(el.DOM.Nodes) == 0 {
-				return
+	rooted := false
+	c.OnHTML("html", func(el *colly.HTMLElement) {
+		if rooted || sitemap || len(el.DOM.Nodes) == 0 {
+			return
+		}
+		rooted = true
+		doc := el.DOM.Nodes[0]
+		if len(sels) > 0 {
+			r.fields = extractHTML(doc, sels)
+		}
+		base := el.Request.URL
+		if abs := el.Request.AbsoluteURL("."); abs != "" { // honours <base href>
+			if u, err := url.Parse(abs); err == nil {
+				base = u
 			}
-			rooted = true
-			r.fields = extractFields(el.DOM.Nodes[0], o.Selectors)
-		})
-	}
+		}
+		r.canonical = canonicalOf(doc, base)
+		r.jsonld = jsonLDOf(doc)
+	})
 	var rawLinks []string
-	if wantLinks {
+	if wantLinks && !sitemap {
 		c.OnHTML("a[href]", func(el *colly.HTMLElement) {
 			if len(rawLinks) < 4*MaxLinksPerPage {
 				if abs := el.Request.AbsoluteURL(el.Attr("href")); abs != "" {
@@ -330,7 +461,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, follow
 		if gotBody { // the failure came after the body: keep what was read
 			return r
 		}
-		r.title, r.fields = "", nil
+		r.title, r.fields, r.canonical, r.jsonld, r.hash, r.body = "", nil, "", nil, "", nil
 		return r
 	case parseErr != nil:
 		r.err = fmt.Errorf("parse HTML: %v", parseErr)
@@ -342,10 +473,48 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, follow
 		r.err = statusError(r.status)
 		return r
 	}
+	if sitemap {
+		if r.sitemapErr != nil {
+			r.err = fmt.Errorf("sitemap: %w", r.sitemapErr)
+			return r
+		}
+		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs)
+		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs)
+		if o.DenyPrivate {
+			// What a sitemap lists is queued as seeds, which are not
+			// guarded: a private address is dropped here instead.
+			private := map[string]bool{}
+			r.links = dropPrivate(ctx, r.links, private)
+			r.sitemaps = dropPrivate(ctx, r.sitemaps, private)
+		}
+		return r
+	}
 	if wantLinks {
 		r.links = filterLinks(rawLinks, o.AllowedDomains)
 	}
 	return r
+}
+
+// dropPrivate drops the URLs whose host is (or resolves to) a private
+// address; private caches the answer per host.
+func dropPrivate(ctx context.Context, urls []string, private map[string]bool) []string {
+	out := urls[:0]
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			continue
+		}
+		h := u.Hostname()
+		bad, ok := private[h]
+		if !ok {
+			bad = checkPrivateHost(ctx, h) != nil
+			private[h] = bad
+		}
+		if !bad {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func statusError(code int) error { return fmt.Errorf("HTTP %d", code) }
@@ -416,6 +585,11 @@ func (e *redirectError) Error() string {
 // filterLinks normalises, keeps http(s) links within allowed, and
 // deduplicates, in document order.
 func filterLinks(raw []string, allowed []string) []string {
+	return filterLinksMax(raw, allowed, MaxLinksPerPage)
+}
+
+// filterLinksMax is filterLinks keeping at most limit links.
+func filterLinksMax(raw []string, allowed []string, limit int) []string {
 	seen := make(map[string]bool, len(raw))
 	var out []string
 	for _, l := range raw {
@@ -425,40 +599,9 @@ func filterLinks(raw []string, allowed []string) []string {
 		}
 		seen[n] = true
 		out = append(out, n)
-		if len(out) == MaxLinksPerPage {
+		if len(out) == limit {
 			break
 		}
-	}
-	return out
-}
-
-// extractFields evaluates each selector over the document of root and
-// returns the trimmed text of every match, bounded to MaxFieldBytes in all
-// (Colly's own OnHTML computes the whole text of every match, which nested
-// matches make quadratic).
-func extractFields(root *html.Node, selectors map[string]string) map[string][]string {
-	doc := root
-	for doc.Parent != nil {
-		doc = doc.Parent
-	}
-	out := make(map[string][]string, len(selectors))
-	budget := MaxFieldBytes
-	for name, sel := range selectors {
-		out[name] = []string{}
-		m, err := cascadia.Compile(sel) // validated already
-		if err != nil {
-			continue
-		}
-		goquery.NewDocumentFromNode(doc).FindMatcher(m).Each(func(_ int, s *goquery.Selection) {
-			for _, n := range s.Nodes {
-				if budget <= 0 {
-					return
-				}
-				t := strings.TrimSpace(boundedText(n, budget))
-				budget -= len(t)
-				out[name] = append(out[name], t)
-			}
-		})
 	}
 	return out
 }

@@ -1,9 +1,12 @@
 // Package crawl is Baton's fetch engine: it fetches one page with Colly,
 // honouring the request's method, URL, query parameters, headers, body,
-// cookies and authorization, extracts named fields with CSS selectors and
-// the links to follow, and bounds what a hostile site can cost: robots.txt
-// (Crawl-delay included), per-domain delay and parallelism, retries with
-// backoff honouring Retry-After, body size, time and redirects.
+// cookies and authorization (and a job's User-Agent, headers and proxy),
+// decodes gzip, brotli and zstd and the page's charset, extracts named
+// fields (CSS text or attributes, XPath, JSON paths), the canonical URL,
+// the JSON-LD blocks and the links to follow, reads sitemaps, and bounds
+// what a hostile site can cost: robots.txt (Crawl-delay included),
+// per-domain delay and parallelism, retries with backoff honouring
+// Retry-After, body size, time and redirects.
 //
 // An Engine is shared by all the activities of a worker process; the
 // per-domain limits and the robots.txt cache it holds apply across them.
@@ -12,15 +15,21 @@ package crawl
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/andybalholm/cascadia"
+	"golang.org/x/net/http/httpguts"
 )
 
-// DefaultUserAgent is the User-Agent of DefaultOptions.
-const DefaultUserAgent = "baton/0.1 (+https://github.com/batoncrawl/baton)"
+// Version is Baton's version, named by DefaultUserAgent (set at build time
+// with -ldflags "-X github.com/batoncrawl/baton/activities/crawl.Version=…").
+var Version = "0.2.0"
+
+// DefaultUserAgent is the User-Agent of DefaultOptions: Baton and its
+// version, with where to read about it.
+var DefaultUserAgent = "Baton/" + Version + " (+https://github.com/batoncrawl/baton)"
 
 // Defaults applied by DefaultOptions, and by Fetch to a zero field that has
 // no meaning of its own (see the field comments of Options).
@@ -39,9 +48,23 @@ const (
 // default; the zero value of the other fields means what it says (no delay,
 // no retries, robots obeyed, no following).
 type Options struct {
-	// Selectors maps a field name to a CSS selector; the field's value is
-	// the trimmed text of every match, in document order.
+	// Selectors maps a field name to a selector (see Selector): CSS for
+	// the trimmed text of every match ("h1"), CSS with "@attr" for an
+	// attribute ("a.next@href"), "xpath:…" or, on JSON responses,
+	// "json:…"; the field's value lists every match in document order.
 	Selectors map[string]string `json:"selectors,omitempty"`
+	// Headers are sent with every request, unless the request sets the
+	// same header (cookies and authorization are separate).
+	Headers map[string]string `json:"headers,omitempty"`
+	// Proxy is the URL of the proxy every request goes through
+	// (http://, https:// or socks5://, with user:password@ if needed);
+	// empty: the environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY). With
+	// DenyPrivate, the proxy dials: host names are checked (before the
+	// request and on each redirect), not the addresses dialled.
+	Proxy string `json:"proxy,omitempty"`
+	// KeepBody returns the body read in Page.Body (for storing it); it is
+	// not part of a job's spec.
+	KeepBody bool `json:"-"`
 	// Follow collects the page's links for following.
 	Follow bool `json:"follow"`
 	// MaxDepth: links found at depth >= MaxDepth are not returned for
@@ -146,10 +169,30 @@ func (o Options) Validate() error {
 		case strings.TrimSpace(name) == "":
 			return fieldErr(field, "empty field name")
 		case strings.TrimSpace(sel) == "":
-			return fieldErr(field, "empty CSS selector")
+			return fieldErr(field, "empty selector")
 		}
-		if _, err := cascadia.Compile(sel); err != nil {
-			return fieldErr(field, "invalid CSS selector %q: %v", sel, err)
+		if _, err := ParseSelector(sel); err != nil {
+			return fieldErr(field, "%v", err)
+		}
+	}
+	hnames := make([]string, 0, len(o.Headers))
+	for k := range o.Headers {
+		hnames = append(hnames, k)
+	}
+	sort.Strings(hnames)
+	for _, k := range hnames {
+		switch {
+		case !httpguts.ValidHeaderFieldName(k):
+			return fieldErr(fmt.Sprintf("headers[%q]", k), "not a valid header name")
+		case !httpguts.ValidHeaderFieldValue(o.Headers[k]):
+			return fieldErr(fmt.Sprintf("headers[%q]", k), "value contains a control character")
+		case strings.EqualFold(k, "Host"), strings.EqualFold(k, "Content-Length"), strings.EqualFold(k, "Transfer-Encoding"):
+			return fieldErr(fmt.Sprintf("headers[%q]", k), "is set by the transport, not by a job")
+		}
+	}
+	if o.Proxy != "" {
+		if err := checkProxy(o.Proxy); err != nil {
+			return fieldErr("proxy", "%v", err)
 		}
 	}
 	for i, d := range o.AllowedDomains {
@@ -184,6 +227,35 @@ func (o Options) Validate() error {
 		return fieldErr("user_agent", "contains a control character")
 	}
 	return nil
+}
+
+// checkProxy accepts an absolute http, https or socks5 proxy URL.
+func checkProxy(p string) error {
+	u, err := url.Parse(p)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", redactURL(p))
+	}
+	switch u.Scheme {
+	case "http", "https", "socks5", "socks5h":
+	default:
+		return fmt.Errorf("%q: want http://, https:// or socks5://host:port", redactURL(p))
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", redactURL(p))
+	}
+	return nil
+}
+
+// redactURL hides the password of a URL's user info.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		return strings.Replace(s, ":"+pw+"@", ":***@", 1)
+	}
+	return s
 }
 
 // OptionsError names the bad field of Options.

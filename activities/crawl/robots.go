@@ -106,13 +106,18 @@ func (c *robotsCache) pruneLocked() {
 // is parsed (an unparsable one allows all), 4xx allows all, 5xx disallows
 // all for robotsFailTTL; an unreachable robots.txt allows all for
 // robotsFailTTL (the page's own fetch reports why the site is unreachable).
-func fetchRobots(ctx context.Context, client *http.Client, origin, agent string, timeout time.Duration) *robotsRules {
+// The job's headers go with it (the robots.txt cache is shared by the jobs
+// of a worker: the first job's headers fetch it).
+func fetchRobots(ctx context.Context, client *http.Client, origin, agent string, headers map[string]string, timeout time.Duration) *robotsRules {
 	now := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/robots.txt", nil)
 	if err != nil {
 		return &robotsRules{expires: now.Add(robotsFailTTL)}
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	req.Header.Set("User-Agent", agent)
 	resp, err := client.Do(req)

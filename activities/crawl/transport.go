@@ -8,16 +8,21 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/zstd"
 )
 
-// newTransport returns the Engine's shared transport. guarded refuses to
+// newTransport returns a transport of the Engine. guarded refuses to
 // connect to private, loopback and link-local addresses (checked on the
 // address actually dialled, so redirects and DNS answers cannot get round
-// it) and uses no proxy.
-func newTransport(guarded bool) *http.Transport {
+// it) and uses no proxy; proxy, if not nil, is the proxy of every request
+// (else the environment's).
+func newTransport(guarded bool, proxy *url.URL) *http.Transport {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -27,6 +32,9 @@ func newTransport(guarded bool) *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+	}
+	if proxy != nil {
+		t.Proxy = http.ProxyURL(proxy)
 	}
 	if guarded {
 		t.Proxy = nil
@@ -85,10 +93,14 @@ func checkPrivateHost(ctx context.Context, hostname string) error {
 	return nil
 }
 
-// boundedTransport wraps the shared transport for one attempt: it decodes
-// gzip itself (bounded, unlike Colly's decoding, which a small compressed
-// body can blow up) and fails a body larger than max instead of letting
-// Colly truncate it silently.
+// AcceptEncoding is the Accept-Encoding of a fetch (unless its request
+// sets one): the encodings the Engine decodes.
+const AcceptEncoding = "gzip, br, zstd"
+
+// boundedTransport wraps the shared transport for one attempt: it asks for
+// and decodes gzip, brotli and zstd itself (bounded, unlike Colly's
+// decoding, which a small compressed body can blow up) and fails a body
+// larger than max instead of letting Colly truncate it silently.
 type boundedTransport struct {
 	base http.RoundTripper
 	max  int64
@@ -99,20 +111,55 @@ type bodyTooLargeError struct{ max int64 }
 
 func (e *bodyTooLargeError) Error() string { return fmt.Sprintf("body exceeds %d bytes", e.max) }
 
+// contentDecoder returns the lazy decoder of a Content-Encoding the Engine
+// decodes, or nil.
+func contentDecoder(encoding string) func(io.ReadCloser) io.ReadCloser {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "gzip", "x-gzip":
+		return func(raw io.ReadCloser) io.ReadCloser {
+			return &lazyBody{raw: raw, open: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }, name: "gzip"}
+		}
+	case "br":
+		return func(raw io.ReadCloser) io.ReadCloser {
+			return &lazyBody{raw: raw, open: func(r io.Reader) (io.Reader, error) { return brotli.NewReader(r), nil }, name: "brotli"}
+		}
+	case "zstd":
+		return func(raw io.ReadCloser) io.ReadCloser {
+			return &lazyBody{raw: raw, name: "zstd", open: func(r io.Reader) (io.Reader, error) {
+				// The window is bounded so that a hostile frame header cannot
+				// make the decoder allocate more than the body may hold.
+				d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(64<<20))
+				if err != nil {
+					return nil, err
+				}
+				return d.IOReadCloser(), nil
+			}}
+		}
+	}
+	return nil
+}
+
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Accept-Encoding") == "" && req.Method != http.MethodHead {
+		req = req.Clone(req.Context())
+		req.Header.Set("Accept-Encoding", AcceptEncoding)
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
-	if resp.ContentLength > t.max && req.Method != http.MethodHead &&
-		!strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") &&
+	decode := contentDecoder(resp.Header.Get("Content-Encoding"))
+	if resp.Uncompressed {
+		decode = nil // decoded by the transport already
+	}
+	if resp.ContentLength > t.max && req.Method != http.MethodHead && decode == nil &&
 		!(resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.Header.Get("Location") != "") {
 		resp.Body.Close()
 		return nil, &bodyTooLargeError{max: t.max}
 	}
 	var body io.ReadCloser = resp.Body
-	if !resp.Uncompressed && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
-		body = &gzipBody{raw: resp.Body}
+	if decode != nil {
+		body = decode(resp.Body)
 		resp.Header.Del("Content-Encoding")
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
@@ -152,21 +199,32 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
-// gzipBody decodes lazily, so that RoundTrip does not block on the body.
-type gzipBody struct {
-	raw io.ReadCloser
-	zr  *gzip.Reader
+// lazyBody decodes lazily, so that RoundTrip does not block on the body.
+type lazyBody struct {
+	raw  io.ReadCloser
+	open func(io.Reader) (io.Reader, error)
+	name string
+	r    io.Reader
 }
 
-func (g *gzipBody) Read(p []byte) (int, error) {
-	if g.zr == nil {
-		zr, err := gzip.NewReader(g.raw)
+func (l *lazyBody) Read(p []byte) (int, error) {
+	if l.r == nil {
+		r, err := l.open(l.raw)
 		if err != nil {
-			return 0, fmt.Errorf("gzip body: %w", err)
+			return 0, fmt.Errorf("%s body: %w", l.name, err)
 		}
-		g.zr = zr
+		l.r = r
 	}
-	return g.zr.Read(p)
+	n, err := l.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%s body: %w", l.name, err)
+	}
+	return n, err
 }
 
-func (g *gzipBody) Close() error { return g.raw.Close() }
+func (l *lazyBody) Close() error {
+	if c, ok := l.r.(io.Closer); ok {
+		c.Close()
+	}
+	return l.raw.Close()
+}

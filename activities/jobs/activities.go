@@ -27,6 +27,9 @@ type Activities struct {
 	// Meta is the cluster metadata (ZooKeeper); Root its root znode.
 	Meta metadata.Store
 	Root string
+	// Timers are the group's timer profile (the worker's): they apply to
+	// a job whose spec sets none.
+	Timers roles.Timers
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log is the worker's logger.
@@ -74,6 +77,16 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
+	if spec.SeedsStored > 0 {
+		// The submitter wrote the job and its seeds into the store: it
+		// must be there (else this worker is on another store).
+		if _, err := js.Spec(ctx, spec.ID); errors.Is(err, ErrNoJob) {
+			return Stats{}, badJob("its %d seeds were written by the submitter to the job store, but %s has no job %s: "+
+				"submit with the workers' --store/--data-dir", spec.SeedsStored, js.Identity(), spec.ID)
+		} else if err != nil {
+			return Stats{}, err
+		}
+	}
 	var seeds []Entry
 	for _, s := range spec.Seeds {
 		n, err := crawl.NormalizeURL(s)
@@ -81,6 +94,13 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 			return Stats{}, badJob("seed %q: %w", s, err)
 		}
 		seeds = append(seeds, Entry{URL: n})
+	}
+	for _, s := range spec.Sitemaps {
+		n, err := crawl.NormalizeURL(s)
+		if err != nil {
+			return Stats{}, badJob("sitemap %q: %w", s, err)
+		}
+		seeds = append(seeds, Entry{URL: n, Depth: SitemapDepth})
 	}
 	st, err := js.CreateJob(ctx, spec, seeds)
 	if errors.Is(err, ErrJobExists) {
@@ -265,7 +285,11 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 	}
 	log := a.log(ctx, "job", spec.ID)
 	c := metadata.NewCluster(a.Meta, a.Root, spec.Group)
-	orphanAfter := 2*spec.Timers.DetectionBound() + 2*time.Second
+	timers := a.timers(spec)
+	orphanAfter := 2*timers.DetectionBound() + 2*time.Second
+	// CrawlJob's heartbeat timeout for JobAwait is max(3 s, 6 ×
+	// check_crawler_state) of the spec's timers: the waits stay well within.
+	watchWait := min(2*timers.CheckCrawlerState, max(3*time.Second, 6*spec.Timers.CheckCrawlerState)/3)
 	ids := make([]string, len(inflight))
 	for i, b := range inflight {
 		ids[i] = b.Batch
@@ -384,7 +408,7 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 		// watch: while a Runner is idle, its counters alone are read often,
 		// so that URLs found by the others reach it at once.
 		if !someIdle {
-			if _, err := metadata.WaitAny(ctx, spec.Timers.CheckCrawlerState*2, chans...); err != nil {
+			if _, err := metadata.WaitAny(ctx, watchWait, chans...); err != nil {
 				return res, err
 			}
 			continue
@@ -410,6 +434,17 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 			}
 		}
 	}
+}
+
+// timers returns the job's timers: its spec's, else the group's.
+func (a *Activities) timers(spec Spec) roles.Timers {
+	if spec.Timers != (roles.Timers{}) {
+		return spec.Timers
+	}
+	if a.Timers != (roles.Timers{}) {
+		return a.Timers
+	}
+	return roles.DefaultTimers()
 }
 
 // awaitIdlePoll is how often JobAwait re-reads the frontier's counters

@@ -341,6 +341,11 @@ func TestJobStartRejectsAnInvalidSpecNamingTheField(t *testing.T) {
 		{"negative max_pages", func(s *jobs.Spec) { s.MaxPages = -1 }, "max_pages"},
 		{"negative batch_size", func(s *jobs.Spec) { s.BatchSize = -1 }, "batch_size"},
 		{"bad options", func(s *jobs.Spec) { s.Options.MaxDepth = -2 }, "max_depth"},
+		{"bad sitemap", func(s *jobs.Spec) { s.Sitemaps = []string{"sitemap.xml"} }, "sitemaps[0]"},
+		{"bad bodies", func(s *jobs.Spec) { s.Bodies = "s3" }, "bodies"},
+		{"bodies dir without a path", func(s *jobs.Spec) { s.Bodies = jobs.BodiesDir }, "bodies_path"},
+		{"negative seeds_stored", func(s *jobs.Spec) { s.SeedsStored = -1 }, "seeds_stored"},
+		{"stored seeds not in the store", func(s *jobs.Spec) { s.Seeds, s.SeedsStored = nil, 5 }, "has no job"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -357,6 +362,22 @@ func TestJobStartRejectsAnInvalidSpecNamingTheField(t *testing.T) {
 			_, serr := f.store.Spec(f.ctx, spec.ID)
 			assert.ErrorIs(t, serr, jobs.ErrNoJob, "nothing stored")
 		})
+	}
+}
+
+// Sitemaps are queued as sitemap entries; a job may have only sitemaps.
+func TestJobStartQueuesSitemaps(t *testing.T) {
+	f := newFixture(t, 1, 0)
+	spec := f.spec("job-maps", 10)
+	spec.Sitemaps = []string{"http://example.test/sitemap.xml", "HTTP://Example.test:80/robots.txt"}
+	st := f.start(spec)
+	assert.Equal(t, 2, st.Seen)
+	b, err := f.store.TakeBatch(f.ctx, spec.ID, "b", 10)
+	require.NoError(t, err)
+	require.Equal(t, 2, b.Size)
+	for _, e := range f.entries(spec.ID, "b") {
+		assert.Equal(t, jobs.SitemapDepth, e.Depth, e.URL)
+		assert.Contains(t, []string{"http://example.test/sitemap.xml", "http://example.test/robots.txt"}, e.URL)
 	}
 }
 
@@ -943,4 +964,22 @@ func TestJobAwaitWithNothingInFlightAndAnEmptyFrontierReturnsAtOnce(t *testing.T
 	res, err = f.a.JobAwait(f.ctx, spec, []jobs.BatchRef{ghost})
 	require.NoError(t, err)
 	assert.Equal(t, []jobs.BatchRef{ghost}, res.Done)
+}
+
+// A job submitted without timers takes the group's (the worker's): its
+// orphan bound is theirs, not the defaults'.
+func TestJobAwaitUsesTheGroupsTimers(t *testing.T) {
+	f := newFixture(t, 1, 0)
+	f.timers = roles.Timers{} // the spec names none
+	f.a.Timers = testTimers()
+	spec, ref, _ := startOne(t, f, "job-group-timers", 2)
+	require.Zero(t, spec.Timers)
+	// Past the group's bound, well within the default profile's.
+	require.Less(t, orphanAfter()+time.Second, 2*roles.DefaultTimers().DetectionBound()+2*time.Second)
+	f.clock.Set(t0.Add(orphanAfter() + time.Second))
+	ctx, cancel := context.WithTimeout(f.ctx, 3*time.Second)
+	defer cancel()
+	res, err := f.a.JobAwait(ctx, spec, []jobs.BatchRef{ref})
+	require.NoError(t, err, "the orphan was not re-queued: the default timers were used")
+	assert.Equal(t, []jobs.BatchRef{ref}, res.Requeued)
 }

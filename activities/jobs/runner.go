@@ -2,10 +2,14 @@ package jobs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -20,6 +24,7 @@ import (
 // robots.txt and retries across all callers).
 type PageFetcher interface {
 	Fetch(ctx context.Context, req roles.Request, auth crawl.Auth, depth int, opts crawl.Options) crawl.Page
+	FetchSitemap(ctx context.Context, req roles.Request, auth crawl.Auth, opts crawl.Options) crawl.Page
 }
 
 // DefaultConcurrency is how many requests a Runner keeps in flight.
@@ -279,28 +284,94 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 	return ran, fenced, err
 }
 
-// fetch fetches one URL and returns what to record for it.
+// fetch fetches one URL (a page, or a sitemap at SitemapDepth) and
+// returns what to record for it.
 func (r *BatchRunner) fetch(ctx context.Context, in activities.BatchRun, spec Spec, auth crawl.Auth, e Entry) (Record, error) {
-	req := roles.Request{URL: e.URL, Method: "GET", Depth: e.Depth}
-	page := r.Pages.Fetch(ctx, req, auth, e.Depth, spec.Options)
+	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
+	opts := spec.Options
+	opts.KeepBody = spec.Bodies != ""
+	var page crawl.Page
+	if e.Depth == SitemapDepth {
+		opts.KeepBody = false
+		page = r.Pages.FetchSitemap(ctx, req, auth, opts)
+	} else {
+		page = r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
+	}
 	if ctx.Err() != nil {
 		return Record{}, ctx.Err()
 	}
 	rec := Record{Job: in.Job, Batch: in.Batch, Runner: in.Runner, Epoch: in.Epoch, URL: e.URL}
 	if page.Disallowed {
 		// Refused by robots.txt: not fetched, so not a page of the results.
-		r.Metrics.PageError()
+		r.Metrics.PageError(in.Job)
 		return rec, nil
 	}
-	r.Metrics.Page(page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
+	r.Metrics.Page(in.Job, page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
 	pr := PageRecord{Page: page, Job: in.Job, Batch: in.Batch, Runner: in.Runner, Epoch: in.Epoch}
 	if pr.URL == "" {
 		pr.URL = e.URL
 	}
+	pr.Body = nil
+	if len(page.Body) > 0 {
+		switch spec.Bodies {
+		case BodiesStore:
+			rec.Body, pr.BodyRef = CompressBody(page.Body), BodiesStore
+		case BodiesDir:
+			ref, err := writeBodyFile(spec.BodiesPath, in.Job, e.URL, page.Body)
+			if err != nil {
+				// The page is recorded all the same; the record says why
+				// its body is not kept.
+				pr.BodyRef = "not stored: " + err.Error()
+			} else {
+				pr.BodyRef = ref
+			}
+		}
+	}
 	rec.Page = &pr
-	rec.Links = make([]Entry, 0, len(page.Links))
+	rec.Links = make([]Entry, 0, len(page.Links)+len(page.Sitemaps))
+	depth := e.Depth + 1
+	if e.Depth == SitemapDepth {
+		depth = 0 // the pages a sitemap lists are seeds
+	}
 	for _, l := range page.Links {
-		rec.Links = append(rec.Links, Entry{URL: l, Depth: e.Depth + 1})
+		rec.Links = append(rec.Links, Entry{URL: l, Depth: depth})
+	}
+	for _, l := range page.Sitemaps {
+		rec.Links = append(rec.Links, Entry{URL: l, Depth: SitemapDepth})
 	}
 	return rec, nil
+}
+
+// BodyFile is the path, relative to a bodies directory, of the file that
+// keeps a job's page body: <job>/<sha256 of the URL>.zst.
+func BodyFile(job, url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return filepath.Join(job, hex.EncodeToString(sum[:])+".zst")
+}
+
+// writeBodyFile writes a body, compressed, to dir/BodyFile(job, url)
+// (whole or not at all: a temporary file renamed) and returns BodyFile.
+func writeBodyFile(dir, job, url string, body []byte) (string, error) {
+	rel := BodyFile(job, url)
+	path := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", fmt.Errorf("bodies directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".body-*")
+	if err != nil {
+		return "", fmt.Errorf("bodies directory: %w", err)
+	}
+	_, werr := tmp.Write(CompressBody(body))
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write body %s: %w", path, werr)
+	}
+	return rel, nil
 }

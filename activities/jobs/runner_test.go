@@ -45,6 +45,12 @@ type fakePages struct {
 
 func newFakePages() *fakePages { return &fakePages{pages: map[string]crawl.Page{}} }
 
+func (f *fakePages) FetchSitemap(ctx context.Context, req roles.Request, auth crawl.Auth, opts crawl.Options) crawl.Page {
+	p := f.Fetch(ctx, req, auth, 0, opts)
+	p.Sitemap = true
+	return p
+}
+
 func (f *fakePages) Fetch(ctx context.Context, req roles.Request, auth crawl.Auth, depth int, opts crawl.Options) crawl.Page {
 	f.mu.Lock()
 	f.calls = append(f.calls, fetchCall{req: req, auth: auth, depth: depth, opts: opts})
@@ -521,12 +527,25 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily
 	return out
 }
 
-func pagesByClass(t *testing.T, mfs map[string]*dto.MetricFamily) map[string]float64 {
+// ofJob returns the series of a family whose crawl_job label is job.
+func ofJob(mf *dto.MetricFamily, job string) []*dto.Metric {
+	var out []*dto.Metric
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == telemetry.LabelJob && l.GetValue() == job {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func pagesByClass(t *testing.T, mfs map[string]*dto.MetricFamily, job string) map[string]float64 {
 	t.Helper()
 	mf := mfs["baton_pages_total"]
 	require.NotNil(t, mf)
 	out := map[string]float64{}
-	for _, m := range mf.GetMetric() {
+	for _, m := range ofJob(mf, job) {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "class" {
 				out[l.GetValue()] = m.GetCounter().GetValue()
@@ -554,16 +573,21 @@ func TestRunBatchMetrics(t *testing.T) {
 	assert.Equal(t, activities.BatchOutcome{Success: 2, Fail: 3, Ran: 6}, out)
 
 	mfs := gather(t, reg)
-	assert.Equal(t, map[string]float64{"2xx": 1, "3xx": 1, "4xx": 1, "5xx": 1, "error": 2}, pagesByClass(t, mfs),
-		"the timeout and the disallowed page are errors")
+	assert.Equal(t, map[string]float64{"2xx": 1, "3xx": 1, "4xx": 1, "5xx": 1, "error": 2}, pagesByClass(t, mfs, e.spec.ID),
+		"the timeout and the disallowed page are errors, all labelled with the job")
+	assert.Equal(t, map[string]float64{"2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0, "error": 0}, pagesByClass(t, mfs, ""),
+		"nothing counted without the job label")
 	h := mfs["baton_fetch_duration_seconds"]
 	require.NotNil(t, h)
-	require.Len(t, h.GetMetric(), 1)
-	assert.Equal(t, uint64(5), h.GetMetric()[0].GetHistogram().GetSampleCount(), "a disallowed page is not timed")
-	assert.InDelta(t, 15.05, h.GetMetric()[0].GetHistogram().GetSampleSum(), 1e-9)
+	hs := ofJob(h, e.spec.ID)
+	require.Len(t, hs, 1)
+	assert.Equal(t, uint64(5), hs[0].GetHistogram().GetSampleCount(), "a disallowed page is not timed")
+	assert.InDelta(t, 15.05, hs[0].GetHistogram().GetSampleSum(), 1e-9)
 	b := mfs["baton_page_bytes_total"]
 	require.NotNil(t, b)
-	assert.Equal(t, float64(1015), b.GetMetric()[0].GetCounter().GetValue())
+	bs := ofJob(b, e.spec.ID)
+	require.Len(t, bs, 1)
+	assert.Equal(t, float64(1015), bs[0].GetCounter().GetValue())
 }
 
 // An unbounded batch (batch size 0, the CLI's default) is a Runner's lease

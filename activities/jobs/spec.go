@@ -33,8 +33,34 @@ type Spec struct {
 	BatchSize     int               `json:"batch_size"` // most URLs per batch; 0: a Runner's batch lasts while the frontier has work
 	Cookie        map[string]string `json:"cookie,omitempty"`
 	Authorization map[string]string `json:"authorization,omitempty"`
-	Timers        roles.Timers      `json:"timers"`
+	// Timers are the cluster's timer profile for this job (how long a dead
+	// Runner's batch waits before it is re-queued). Zero: the group's, as
+	// the workers running the job are configured.
+	Timers roles.Timers `json:"timers"`
+	// SeedsStored counts seeds (and sitemaps) the submitter wrote into
+	// the job's frontier in the store itself (a seed file: large lists
+	// stay out of workflow payloads); Seeds may then be empty.
+	SeedsStored int `json:"seeds_stored,omitempty"`
+	// Sitemaps are sitemap, sitemap index or robots.txt URLs whose listed
+	// pages are crawled as seeds (see crawl.Engine.FetchSitemap).
+	Sitemaps []string `json:"sitemaps,omitempty"`
+	// Bodies stores the response bodies, compressed, for reprocessing:
+	// BodiesStore in the job store, BodiesDir as files under BodiesPath
+	// (on each Runner's machine: a shared mount gathers them); "" none.
+	Bodies     string `json:"bodies,omitempty"`
+	BodiesPath string `json:"bodies_path,omitempty"`
 }
+
+// Where Spec.Bodies keeps the response bodies.
+const (
+	BodiesStore = "store"
+	BodiesDir   = "dir"
+)
+
+// SitemapDepth is the depth of a frontier entry that is a sitemap (or a
+// robots.txt read for its Sitemap: lines), not a page: the pages it lists
+// are queued at depth 0, the sitemaps it lists at SitemapDepth.
+const SitemapDepth = -1
 
 // ErrTypeBadJob marks a job spec that cannot run (a non-retryable
 // activity error type).
@@ -58,14 +84,32 @@ func (s Spec) Validate() error {
 	if s.Group == "" {
 		return errors.New("group: empty")
 	}
-	if len(s.Seeds) == 0 {
-		return errors.New("seeds: at least one URL is required")
+	if len(s.Seeds) == 0 && len(s.Sitemaps) == 0 && s.SeedsStored <= 0 {
+		return errors.New("seeds: at least one URL (a seed, a seed file's or a sitemap) is required")
 	}
 	for i, u := range s.Seeds {
 		if err := (roles.Request{URL: u}).Validate(); err != nil {
 			return fmt.Errorf("seeds[%d]: %w", i, err)
 		}
 	}
+	for i, u := range s.Sitemaps {
+		if err := (roles.Request{URL: u}).Validate(); err != nil {
+			return fmt.Errorf("sitemaps[%d]: %w", i, err)
+		}
+	}
+	if s.SeedsStored < 0 {
+		return fmt.Errorf("seeds_stored: %d is negative", s.SeedsStored)
+	}
+	switch s.Bodies {
+	case "", BodiesStore:
+	case BodiesDir:
+		if s.BodiesPath == "" {
+			return errors.New("bodies_path: empty (the directory the bodies are written to)")
+		}
+	default:
+		return fmt.Errorf("bodies: %q: want %q or %q (or empty: none)", s.Bodies, BodiesStore, BodiesDir)
+	}
+
 	if s.MaxPages < 0 {
 		return fmt.Errorf("max_pages: %d is negative", s.MaxPages)
 	}
@@ -93,7 +137,8 @@ func DecodeSpec(data []byte) (Spec, error) {
 	return s, nil
 }
 
-// Entry is one URL of a frontier.
+// Entry is one URL of a frontier: a page at Depth (0 for a seed), or a
+// sitemap at SitemapDepth.
 type Entry struct {
 	URL   string `json:"url"`
 	Depth int    `json:"depth"`
@@ -122,6 +167,12 @@ type PageRecord struct {
 	Batch  string `json:"batch"`
 	Runner string `json:"runner"`
 	Epoch  int64  `json:"epoch"`
+	// DuplicateOf is the URL of the job's page recorded first with the
+	// same body (Page.BodyHash), for a page fetched without error.
+	DuplicateOf string `json:"duplicate_of,omitempty"`
+	// BodyRef says where the page's body was stored (Spec.Bodies):
+	// "store" (Store.Body), or the file's path under the bodies directory.
+	BodyRef string `json:"body_ref,omitempty"`
 }
 
 // BatchRef is one batch in flight: which Runner it was given to.

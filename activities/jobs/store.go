@@ -16,6 +16,8 @@ var (
 	ErrJobExists = errors.New("job ID taken")
 	// ErrNoBatch: the batch is not in this store.
 	ErrNoBatch = errors.New("no such batch")
+	// ErrNoBody: no body is stored for the page.
+	ErrNoBody = errors.New("no stored body")
 	// ErrStale: the writer's epoch is not the batch's (a hand-over or a
 	// re-queue raised it): the writer is fenced and must stop.
 	ErrStale = errors.New("stale batch epoch")
@@ -72,6 +74,9 @@ type Record struct {
 	URL                string
 	Page               *PageRecord
 	Links              []Entry // found on the page, already normalised and filtered
+	// Body is the page's body, compressed (CompressBody), to keep in the
+	// store with the page (Spec.Bodies "store"); nil: none.
+	Body []byte
 }
 
 // Recorded says what a Record wrote.
@@ -80,6 +85,12 @@ type Recorded struct {
 	Added int  // links new to the frontier
 }
 
+// Record also flags duplicates: a page fetched without error whose
+// Page.BodyHash is the hash of a page of the job recorded before (or
+// earlier in the same call) gets DuplicateOf set to that page's URL in the
+// stored record; exactly one page per hash is not a duplicate, whatever
+// the concurrency.
+//
 // Store is the data plane of crawl jobs. Every method is safe for
 // concurrent use by goroutines and by processes (on other machines too,
 // for a networked engine); every write is one transaction.
@@ -141,6 +152,12 @@ type Store interface {
 	Jobs(ctx context.Context) ([]JobInfo, error)
 	// Results calls fn for each page of a job, in the order recorded.
 	Results(ctx context.Context, job string, fn func(PageRecord) error) error
+	// Body returns the stored body of a job's page as recorded
+	// (compressed: DecompressBody reads it), or ErrNoBody.
+	Body(ctx context.Context, job, url string) ([]byte, error)
+	// Refused counts a job's URLs finished without a page: refused by
+	// robots.txt (sitemaps apart).
+	Refused(ctx context.Context, job string) (int, error)
 	// Close releases the store.
 	Close() error
 }

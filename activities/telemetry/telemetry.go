@@ -28,12 +28,18 @@ const (
 	KindBackup = "backup"
 )
 
+// LabelJob is the label of the page metrics naming the crawl job ("" for
+// the pages of a Task). It is not "job": Prometheus gives every scraped
+// series a "job" label of its own (the scrape job), and would rename ours
+// to "exported_job".
+const LabelJob = "crawl_job"
+
 // Metrics is the set of Baton's collectors. The zero value is not usable:
 // use New, or a nil *Metrics for none.
 type Metrics struct {
 	pages     *prometheus.CounterVec
-	bytes     prometheus.Counter
-	fetch     prometheus.Histogram
+	bytes     *prometheus.CounterVec
+	fetch     *prometheus.HistogramVec
 	failovers *prometheus.CounterVec
 	detection prometheus.Histogram
 	peerAge   *prometheus.GaugeVec
@@ -45,17 +51,17 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_pages_total",
-			Help: "Pages fetched by Runners, by class: 2xx, 3xx, 4xx, 5xx, or error (no usable HTTP status).",
-		}, []string{"class"}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Help: "Pages fetched by Runners, by class (2xx, 3xx, 4xx, 5xx, or error: no usable HTTP status) and crawl job (empty for a Task's pages).",
+		}, []string{"class", LabelJob}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_page_bytes_total",
-			Help: "Bytes of the page bodies fetched by Runners.",
-		}),
-		fetch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Help: "Bytes of the page bodies fetched by Runners, by crawl job.",
+		}, []string{LabelJob}),
+		fetch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "baton_fetch_duration_seconds",
-			Help:    "Time to fetch one page (for crawl jobs: politeness waits and retries included).",
+			Help:    "Time to fetch one page (for crawl jobs: politeness waits and retries included), by crawl job.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
+		}, []string{LabelJob}),
 		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_failovers_total",
 			Help: "Dead peers claimed by this instance for a fail-over, by the role the dead peer had: runner or backup.",
@@ -82,8 +88,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	// Every class and kind is present from the start, so rates and ratios
 	// have series to work on before the first page or fail-over.
 	for _, c := range []string{Class2xx, Class3xx, Class4xx, Class5xx, ClassError} {
-		m.pages.WithLabelValues(c)
+		m.pages.WithLabelValues(c, "")
 	}
+	m.bytes.WithLabelValues("")
+	m.fetch.WithLabelValues("")
 	for _, k := range []string{KindRunner, KindBackup} {
 		m.failovers.WithLabelValues(k)
 	}
@@ -110,27 +118,28 @@ func Class(status int, failed bool) string {
 	}
 }
 
-// Page records one fetched page: its HTTP status (0 if none), whether it
-// failed, its body size and how long the fetch took.
-func (m *Metrics) Page(status int, failed bool, bytes int64, d time.Duration) {
+// Page records one fetched page of a crawl job ("" for a Task's page): its
+// HTTP status (0 if none), whether it failed, its body size and how long
+// the fetch took.
+func (m *Metrics) Page(job string, status int, failed bool, bytes int64, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.pages.WithLabelValues(Class(status, failed)).Inc()
+	m.pages.WithLabelValues(Class(status, failed), job).Inc()
 	if bytes > 0 {
-		m.bytes.Add(float64(bytes))
+		m.bytes.WithLabelValues(job).Add(float64(bytes))
 	}
-	m.fetch.Observe(d.Seconds())
+	m.fetch.WithLabelValues(job).Observe(d.Seconds())
 }
 
-// PageError records a request that failed before anything was fetched (an
+// PageError records a request of a crawl job ("" for a Task) that failed before anything was fetched (an
 // invalid request, a page robots.txt disallows): class error, no bytes, no
 // fetch time.
-func (m *Metrics) PageError() {
+func (m *Metrics) PageError(job string) {
 	if m == nil {
 		return
 	}
-	m.pages.WithLabelValues(ClassError).Inc()
+	m.pages.WithLabelValues(ClassError, job).Inc()
 }
 
 // Failover records a dead peer claimed by this instance; kind is KindRunner

@@ -34,13 +34,13 @@ func TestScrapeHasEverySeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Page(200, false, 1000, 20*time.Millisecond)
-	m.Page(200, false, 500, 30*time.Millisecond)
-	m.Page(301, false, 0, time.Millisecond)
-	m.Page(404, true, 9, time.Millisecond)
-	m.Page(503, true, 5, time.Millisecond)
-	m.Page(0, true, 0, 15*time.Second)
-	m.PageError()
+	m.Page("shop", 200, false, 1000, 20*time.Millisecond)
+	m.Page("shop", 200, false, 500, 30*time.Millisecond)
+	m.Page("shop", 301, false, 0, time.Millisecond)
+	m.Page("shop", 404, true, 9, time.Millisecond)
+	m.Page("news", 503, true, 5, time.Millisecond)
+	m.Page("", 0, true, 0, 15*time.Second)
+	m.PageError("news")
 	m.Failover(KindRunner)
 	m.Failover(KindRunner)
 	m.Failover(KindBackup)
@@ -54,14 +54,17 @@ func TestScrapeHasEverySeries(t *testing.T) {
 
 	out := scrape(t, reg)
 	for _, want := range []string{
-		`baton_pages_total{class="2xx"} 2`,
-		`baton_pages_total{class="3xx"} 1`,
-		`baton_pages_total{class="4xx"} 1`,
-		`baton_pages_total{class="5xx"} 1`,
-		`baton_pages_total{class="error"} 2`,
-		`baton_page_bytes_total 1514`,
-		`baton_fetch_duration_seconds_count 6`,
-		`baton_fetch_duration_seconds_bucket{le="0.025"} 4`,
+		`baton_pages_total{class="2xx",crawl_job="shop"} 2`,
+		`baton_pages_total{class="3xx",crawl_job="shop"} 1`,
+		`baton_pages_total{class="4xx",crawl_job="shop"} 1`,
+		`baton_pages_total{class="5xx",crawl_job="news"} 1`,
+		`baton_pages_total{class="error",crawl_job=""} 1`,
+		`baton_pages_total{class="error",crawl_job="news"} 1`,
+		`baton_page_bytes_total{crawl_job="shop"} 1509`,
+		`baton_page_bytes_total{crawl_job="news"} 5`,
+		`baton_fetch_duration_seconds_count{crawl_job="shop"} 4`,
+		`baton_fetch_duration_seconds_count{crawl_job=""} 1`,
+		`baton_fetch_duration_seconds_bucket{crawl_job="shop",le="0.025"} 3`,
 		`baton_failovers_total{kind="runner"} 2`,
 		`baton_failovers_total{kind="backup"} 1`,
 		`baton_detection_seconds_count 1`,
@@ -87,7 +90,7 @@ func TestSeriesExistBeforeFirstObservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := scrape(t, reg)
-	for _, want := range []string{`baton_pages_total{class="error"} 0`, `baton_failovers_total{kind="backup"} 0`, `baton_tasks_in_flight 0`} {
+	for _, want := range []string{`baton_pages_total{class="error",crawl_job=""} 0`, `baton_page_bytes_total{crawl_job=""} 0`, `baton_failovers_total{kind="backup"} 0`, `baton_tasks_in_flight 0`} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("scrape lacks %q:\n%s", want, out)
 		}
@@ -106,8 +109,8 @@ func TestRegisterTwiceFails(t *testing.T) {
 
 func TestNilMetricsIsNoOp(t *testing.T) {
 	var m *Metrics
-	m.Page(200, false, 1, time.Second)
-	m.PageError()
+	m.Page("j", 200, false, 1, time.Second)
+	m.PageError("j")
 	m.Failover(KindRunner)
 	m.Detected(time.Second)
 	m.PeerAge("p", time.Second)

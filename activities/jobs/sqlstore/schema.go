@@ -18,11 +18,18 @@ const schemaVersion = "1"
 //	baton_results   one row per (job, URL): the page record (JSON)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
 //	                seen, taken, requeued, recorded, failed
+//	baton_hashes    one row per (job, body hash): the URL of the page
+//	                recorded first with that body (duplicates point to it)
+//	baton_bodies    one row per (job, URL) whose body is kept: the body,
+//	                compressed
 //
+// Tables added after schema version 1 are created by CREATE … IF NOT
+// EXISTS on opening, so a version-1 store gains them without a migration
+// (and an older Baton ignores them).
 // Deduplication is the primary key of baton_frontier and baton_results
 // (INSERT … ON CONFLICT DO NOTHING), never a map in memory.
 func schema(d *dialect) []string {
-	r := strings.NewReplacer("{seq}", d.seqDDL, "{big}", d.bigint)
+	r := strings.NewReplacer("{seq}", d.seqDDL, "{big}", d.bigint, "{blob}", d.blob)
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS baton_store (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS baton_jobs (
@@ -70,6 +77,16 @@ func schema(d *dialect) []string {
 			recorded {big} NOT NULL DEFAULT 0,
 			failed {big} NOT NULL DEFAULT 0,
 			PRIMARY KEY (job, shard))`,
+		`CREATE TABLE IF NOT EXISTS baton_hashes (
+			job TEXT NOT NULL,
+			hash TEXT NOT NULL,
+			url TEXT NOT NULL,
+			PRIMARY KEY (job, hash))`,
+		`CREATE TABLE IF NOT EXISTS baton_bodies (
+			job TEXT NOT NULL,
+			url TEXT NOT NULL,
+			body {blob} NOT NULL,
+			PRIMARY KEY (job, url))`,
 	}
 	for i, s := range stmts {
 		stmts[i] = r.Replace(s)

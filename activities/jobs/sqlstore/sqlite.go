@@ -88,6 +88,7 @@ var sqliteDialect = &dialect{
 	name:         "sqlite",
 	seqCol:       "rowid",
 	bigint:       "INTEGER",
+	blob:         "BLOB",
 	serialWrites: true,
 	// Another process holding the write lock is waited for here, in short
 	// jittered steps (SQLite's own busy handler sleeps up to 100 ms at a

@@ -39,6 +39,7 @@ type dialect struct {
 	// rowid is in every index already).
 	seqIndex string
 	bigint   string
+	blob     string
 	// lockSchema serialises schema creation among processes.
 	lockSchema string
 	// serialWrites: one write transaction at a time per process (SQLite
@@ -560,16 +561,9 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		return nil, nil
 	}
 	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
-	recs := make([][]byte, len(rs))
-	for i, r := range rs {
+	for _, r := range rs {
 		if r.Job != job || r.Batch != batch || r.Epoch != epoch {
 			return nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", job, batch, epoch, r.Job, r.Batch, r.Epoch)
-		}
-		if r.Page != nil {
-			var err error
-			if recs[i], err = json.Marshal(r.Page); err != nil {
-				return nil, err
-			}
 		}
 	}
 	out := make([]jobs.Recorded, len(rs))
@@ -588,8 +582,12 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		if err != nil {
 			return fmt.Errorf("record: finish URLs: %w", err)
 		}
+		dups, err := s.duplicates(ctx, tx, job, rs, finished)
+		if err != nil {
+			return fmt.Errorf("record: body hashes: %w", err)
+		}
 		var c counts
-		var results [][]any
+		var results, bodies [][]any
 		for i, r := range rs {
 			if !finished[r.URL] || r.Page == nil {
 				continue // finished before (a retried write), or no page
@@ -598,12 +596,27 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 			if r.Page.Error != "" {
 				failed = 1
 			}
-			results = append(results, []any{job, r.URL, batch, failed, string(recs[i])})
+			p := *r.Page // the caller's record is left as it is
+			p.DuplicateOf = dups[i]
+			rec, err := json.Marshal(&p)
+			if err != nil {
+				return fmt.Errorf("record %s: %w", r.URL, err)
+			}
+			results = append(results, []any{job, r.URL, batch, failed, string(rec)})
+			if r.Body != nil {
+				bodies = append(bodies, []any{job, r.URL, r.Body})
+			}
 		}
 		wrote, err := s.returning(ctx, tx, `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `, nil, "(?, ?, ?, ?, ?)",
 			` ON CONFLICT (job, url) DO NOTHING RETURNING url`, results)
 		if err != nil {
 			return fmt.Errorf("record: results: %w", err)
+		}
+		if len(bodies) > 0 {
+			if _, err := s.returning(ctx, tx, `INSERT INTO baton_bodies (job, url, body) VALUES `, nil, "(?, ?, ?)",
+				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, bodies); err != nil {
+				return fmt.Errorf("record: bodies: %w", err)
+			}
 		}
 		// The links of the group, each once, owned by the first page that
 		// found it; within max_pages.
@@ -667,6 +680,117 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		return err
 	})
 	return out, err
+}
+
+// duplicates claims the body hashes of the group's new pages fetched
+// without error (the first page of a hash owns it, in baton_hashes) and
+// returns, by index in rs, the URL each duplicate duplicates.
+func (s *Store) duplicates(ctx context.Context, tx *sql.Tx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
+	first := map[string]int{} // hash → index of its first page in the group
+	var claims [][]any
+	for i, r := range rs {
+		if !finished[r.URL] || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" {
+			continue
+		}
+		if _, ok := first[r.Page.BodyHash]; !ok {
+			first[r.Page.BodyHash] = i
+			claims = append(claims, []any{job, r.Page.BodyHash, r.URL})
+		}
+	}
+	out := map[int]string{}
+	if len(claims) == 0 {
+		return out, nil
+	}
+	// Claimed in hash order, the same in every transaction, so two groups
+	// never wait for each other's rows in a cycle.
+	slices.SortFunc(claims, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	claimed, err := s.returning(ctx, tx, `INSERT INTO baton_hashes (job, hash, url) VALUES `, nil, "(?, ?, ?)",
+		` ON CONFLICT (job, hash) DO NOTHING RETURNING url`, claims)
+	if err != nil {
+		return nil, err
+	}
+	owner := map[string]string{} // hash → URL of the page that owns it
+	var lost []any
+	for _, c := range claims {
+		h, u := c[1].(string), c[2].(string)
+		if claimed[u] {
+			owner[h] = u
+		} else {
+			lost = append(lost, h)
+		}
+	}
+	if len(lost) > 0 {
+		rows, err := queryTx(ctx, s, tx, `SELECT hash, url FROM baton_hashes WHERE job = ? AND hash IN (?`+strings.Repeat(", ?", len(lost)-1)+`)`,
+			append([]any{job}, lost...), func(rows *sql.Rows) ([2]string, error) {
+				var hu [2]string
+				err := rows.Scan(&hu[0], &hu[1])
+				return hu, err
+			})
+		if err != nil {
+			return nil, err
+		}
+		for _, hu := range rows {
+			owner[hu[0]] = hu[1]
+		}
+	}
+	for i, r := range rs {
+		if !finished[r.URL] || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" {
+			continue
+		}
+		if o := owner[r.Page.BodyHash]; o != "" && o != r.URL {
+			out[i] = o
+		}
+	}
+	return out, nil
+}
+
+// queryTx runs a query in tx and scans every row with scan.
+func queryTx[T any](ctx context.Context, s *Store, tx *sql.Tx, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	rows, err := tx.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// Body returns the stored (compressed) body of a job's page.
+func (s *Store) Body(ctx context.Context, job, url string) ([]byte, error) {
+	var b []byte
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT body FROM baton_bodies WHERE job = ? AND url = ?`), job, url).Scan(&b)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("job %s page %s: %w", job, url, jobs.ErrNoBody)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job %s page %s: body: %w", job, url, err)
+	}
+	return b, nil
+}
+
+// Refused counts a job's page URLs finished without a result.
+func (s *Store) Refused(ctx context.Context, job string) (int, error) {
+	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_frontier f WHERE f.job = ? AND f.state = 2 AND f.depth >= 0
+			AND NOT EXISTS (SELECT 1 FROM baton_results r WHERE r.job = f.job AND r.url = f.url)`), job).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("job %s: refused pages: %w", job, err)
+	}
+	return n, nil
 }
 
 // FinishBatch marks a batch whose URLs are all finished done.

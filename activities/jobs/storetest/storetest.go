@@ -60,6 +60,10 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"RequeueWhileRecording", testRequeueWhileRecording},
 		{"Identity", testIdentity},
 		{"TwoJobs", testTwoJobs},
+		{"Duplicates", testDuplicates},
+		{"ConcurrentDuplicates", testConcurrentDuplicates},
+		{"Bodies", testBodies},
+		{"Refused", testRefused},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1173,4 +1177,147 @@ func intersect(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// hashed is a successful page record with body hash h.
+func hashed(job, batch string, epoch int64, url, h, errMsg string) *jobs.PageRecord {
+	p := Page(job, batch, "r1", epoch, url, 0, errMsg)
+	p.BodyHash = h
+	return p
+}
+
+func testDuplicates(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "a", "b", "c", "d", "e", "f")
+	f.take(job, "b1", 6)
+	f.claim(job, "b1", "r1", 1)
+	_, err := f.s.Record(f.ctx, jobs.Record{Job: job, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL("a"),
+		Page: hashed(job, "b1", 1, URL("a"), "h1", "")})
+	require.NoError(t, err)
+	rs := []jobs.Record{}
+	for _, p := range []struct{ name, hash, err string }{
+		{"b", "h1", ""}, {"c", "h2", ""}, {"d", "h2", ""}, {"e", "h1", "HTTP 404"}, {"f", "", ""},
+	} {
+		rs = append(rs, jobs.Record{Job: job, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL(p.name),
+			Page: hashed(job, "b1", 1, URL(p.name), p.hash, p.err)})
+	}
+	_, err = f.s.RecordAll(f.ctx, rs)
+	require.NoError(t, err)
+	assert.Empty(t, rs[0].Page.DuplicateOf, "the caller's record is not changed")
+	got := map[string]string{}
+	for _, p := range f.results(job) {
+		got[p.URL] = p.DuplicateOf
+	}
+	assert.Equal(t, map[string]string{
+		URL("a"): "", URL("b"): URL("a"), // a page recorded before
+		URL("c"): "", URL("d"): URL("c"), // earlier in the same call
+		URL("e"): "", // a failed page is never a duplicate
+		URL("f"): "", // no hash
+	}, got)
+	// Another job's pages are not duplicates of this one's.
+	other := f.newJob("k", 0, "a")
+	f.take(other, "b1", 1)
+	f.claim(other, "b1", "r1", 1)
+	_, err = f.s.Record(f.ctx, jobs.Record{Job: other, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL("a"),
+		Page: hashed(other, "b1", 1, URL("a"), "h1", "")})
+	require.NoError(t, err)
+	assert.Empty(t, f.results(other)[0].DuplicateOf)
+}
+
+func testConcurrentDuplicates(t *testing.T, f *fixture) {
+	const n = 12
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("p%d", i)
+	}
+	job := f.newJob("j", 0, names...)
+	for i := range names {
+		b := fmt.Sprintf("b%d", i)
+		f.take(job, b, 1)
+		f.claim(job, b, "r1", 1)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := fmt.Sprintf("b%d", i)
+			es, err := f.s.Entries(f.ctx, job, b)
+			if err != nil || len(es) != 1 {
+				errs <- fmt.Errorf("entries of %s: %v %v", b, es, err)
+				return
+			}
+			_, err = f.s.Record(f.ctx, jobs.Record{Job: job, Batch: b, Runner: "r1", Epoch: 1, URL: es[0].URL,
+				Page: hashed(job, b, 1, es[0].URL, "same", "")})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	var originals []string
+	dupOf := map[string]int{}
+	for _, p := range f.results(job) {
+		if p.DuplicateOf == "" {
+			originals = append(originals, p.URL)
+		} else {
+			dupOf[p.DuplicateOf]++
+		}
+	}
+	require.Len(t, originals, 1, "exactly one page owns the body")
+	assert.Equal(t, map[string]int{originals[0]: n - 1}, dupOf)
+}
+
+func testBodies(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "a", "b")
+	f.take(job, "b1", 2)
+	f.claim(job, "b1", "r1", 1)
+	body := []byte("<html>" + strings.Repeat("x", 5000) + "</html>")
+	p := Page(job, "b1", "r1", 1, URL("a"), 0, "")
+	p.BodyRef = jobs.BodiesStore
+	_, err := f.s.RecordAll(f.ctx, []jobs.Record{
+		{Job: job, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL("a"), Page: p, Body: jobs.CompressBody(body)},
+		{Job: job, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL("b"), Page: Page(job, "b1", "r1", 1, URL("b"), 0, "")},
+	})
+	require.NoError(t, err)
+	stored, err := f.s.Body(f.ctx, job, URL("a"))
+	require.NoError(t, err)
+	assert.Less(t, len(stored), len(body)/10, "stored compressed")
+	got, err := jobs.DecompressBody(stored, 1<<20)
+	require.NoError(t, err)
+	assert.Equal(t, body, got)
+	_, err = jobs.DecompressBody(stored, 100)
+	assert.ErrorContains(t, err, "larger than 100 bytes")
+	_, err = f.s.Body(f.ctx, job, URL("b"))
+	assert.ErrorIs(t, err, jobs.ErrNoBody)
+	assert.Equal(t, jobs.BodiesStore, f.results(job)[0].BodyRef)
+}
+
+func testRefused(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "a", "robots1", "robots2")
+	f.take(job, "b1", 3)
+	f.claim(job, "b1", "r1", 1)
+	n, err := f.s.Refused(f.ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+	_, err = f.s.Record(f.ctx, jobs.Record{Job: job, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL("a"),
+		Page: Page(job, "b1", "r1", 1, URL("a"), 0, ""), Links: Entries(jobs.SitemapDepth, URL("sitemap.xml"))})
+	require.NoError(t, err)
+	for _, u := range []string{"robots1", "robots2"} {
+		_, err := f.s.Record(f.ctx, jobs.Record{Job: job, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL(u)})
+		require.NoError(t, err)
+	}
+	// A sitemap finishes without a page: it is not a refused page.
+	_, got := f.take(job, "b2", 5)
+	require.Equal(t, urls("sitemap.xml"), got)
+	f.claim(job, "b2", "r1", 1)
+	_, err = f.s.Record(f.ctx, jobs.Record{Job: job, Batch: "b2", Runner: "r1", Epoch: 1, URL: URL("sitemap.xml")})
+	require.NoError(t, err)
+	n, err = f.s.Refused(f.ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	_, err = f.s.Refused(f.ctx, "no-such-job")
+	assert.ErrorIs(t, err, jobs.ErrNoJob)
 }

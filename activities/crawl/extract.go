@@ -1,0 +1,256 @@
+package crawl
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/antchfx/htmlquery"
+	"github.com/antchfx/xpath"
+	"github.com/tidwall/gjson"
+	"golang.org/x/net/html"
+)
+
+// Bounds on the JSON-LD a page can add to its record.
+const (
+	MaxJSONLDBlocks = 32
+	MaxJSONLDBytes  = 256 << 10 // all blocks of a page together
+)
+
+// parseSelectors parses Options.Selectors (validated already; a selector
+// that does not parse is left out).
+func parseSelectors(m map[string]string) map[string]Selector {
+	out := make(map[string]Selector, len(m))
+	for name, s := range m {
+		if sel, err := ParseSelector(s); err == nil {
+			out[name] = sel
+		}
+	}
+	return out
+}
+
+// budget bounds the total text of a page's fields (MaxFieldBytes).
+type budget struct{ left int }
+
+func (b *budget) take(s string) (string, bool) {
+	if b.left <= 0 {
+		return "", false
+	}
+	if len(s) > b.left {
+		s = s[:b.left]
+	}
+	b.left -= len(s)
+	return s, true
+}
+
+// extractHTML evaluates the CSS and XPath selectors over the document of
+// root: the trimmed text (or attribute value) of every match, bounded to
+// MaxFieldBytes in all (Colly's own OnHTML computes the whole text of every
+// match, which nested matches make quadratic). JSON selectors match nothing
+// in HTML. Names are visited in order, so the budget is spent the same way
+// on every run.
+func extractHTML(root *html.Node, sels map[string]Selector) map[string][]string {
+	doc := root
+	for doc.Parent != nil {
+		doc = doc.Parent
+	}
+	out := make(map[string][]string, len(sels))
+	b := &budget{left: MaxFieldBytes}
+	for _, name := range sortedNames(sels) {
+		sel := sels[name]
+		out[name] = []string{}
+		switch sel.Kind {
+		case KindCSS:
+			goquery.NewDocumentFromNode(doc).FindMatcher(sel.css).Each(func(_ int, s *goquery.Selection) {
+				for _, n := range s.Nodes {
+					var v string
+					if sel.Attr != "" {
+						a, ok := attr(n, sel.Attr)
+						if !ok {
+							continue
+						}
+						v = strings.TrimSpace(a)
+					} else {
+						v = strings.TrimSpace(boundedText(n, max(b.left, 0)))
+					}
+					if v, ok := b.take(v); ok {
+						out[name] = append(out[name], v)
+					}
+				}
+			})
+		case KindXPath:
+			out[name] = evalXPath(doc, sel, b)
+		}
+	}
+	return out
+}
+
+// evalXPath evaluates an XPath selector: the text of each element, the
+// value of each attribute or text node, or the value of an expression
+// giving a string, number or boolean.
+func evalXPath(doc *html.Node, sel Selector, b *budget) []string {
+	// An xpath.Expr is not safe for concurrent evaluation: compile anew.
+	x, err := xpath.Compile(sel.Expr)
+	if err != nil {
+		return []string{}
+	}
+	vals := []string{}
+	add := func(v string) {
+		if v, ok := b.take(strings.TrimSpace(v)); ok {
+			vals = append(vals, v)
+		}
+	}
+	switch r := x.Evaluate(htmlquery.CreateXPathNavigator(doc)).(type) {
+	case *xpath.NodeIterator:
+		for r.MoveNext() {
+			nav, ok := r.Current().(*htmlquery.NodeNavigator)
+			if !ok {
+				continue
+			}
+			if nav.NodeType() == xpath.AttributeNode || nav.NodeType() == xpath.TextNode {
+				add(nav.Value())
+			} else {
+				add(boundedText(nav.Current(), max(b.left, 0)))
+			}
+			if b.left <= 0 {
+				break
+			}
+		}
+	case string:
+		add(r)
+	case float64:
+		add(strconv.FormatFloat(r, 'f', -1, 64))
+	case bool:
+		add(strconv.FormatBool(r))
+	}
+	return vals
+}
+
+// extractJSON evaluates the JSON selectors over a JSON body (CSS and XPath
+// ones match nothing in JSON).
+func extractJSON(body []byte, sels map[string]Selector) map[string][]string {
+	out := make(map[string][]string, len(sels))
+	b := &budget{left: MaxFieldBytes}
+	valid := gjson.ValidBytes(body)
+	for _, name := range sortedNames(sels) {
+		sel := sels[name]
+		out[name] = []string{}
+		if sel.Kind != KindJSON || !valid {
+			continue
+		}
+		r := gjson.GetBytes(body, sel.Expr)
+		if !r.Exists() {
+			continue
+		}
+		items := []gjson.Result{r}
+		if r.IsArray() {
+			items = r.Array()
+		}
+		for _, it := range items {
+			v := it.String()
+			if it.IsObject() || it.IsArray() {
+				v = it.Raw
+			}
+			if v, ok := b.take(v); ok {
+				out[name] = append(out[name], v)
+			}
+		}
+	}
+	return out
+}
+
+// hasJSONSelector reports whether a selector is a JSON path.
+func hasJSONSelector(sels map[string]Selector) bool {
+	for _, s := range sels {
+		if s.Kind == KindJSON {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedNames(m map[string]Selector) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func attr(n *html.Node, name string) (string, bool) {
+	for _, a := range n.Attr {
+		if strings.EqualFold(a.Key, name) {
+			return a.Val, true
+		}
+	}
+	return "", false
+}
+
+// isJSON reports whether a Content-Type is JSON (application/json, or a
+// type ending in +json such as application/ld+json).
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == "text/json"
+}
+
+// isHTML reports whether a Content-Type is one Colly parses as HTML.
+func isHTML(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(strings.ToLower(mt))
+	return mt == "text/html" || mt == "application/xhtml+xml"
+}
+
+// canonicalOf returns the absolute URL of the document's first
+// <link rel="canonical" href>, resolved against base, or "".
+func canonicalOf(doc *html.Node, base *url.URL) string {
+	var found string
+	goquery.NewDocumentFromNode(doc).Find("link[href]").EachWithBreak(func(_ int, s *goquery.Selection) bool {
+		rel, _ := s.Attr("rel")
+		for _, r := range strings.Fields(rel) {
+			if strings.EqualFold(r, "canonical") {
+				href, _ := s.Attr("href")
+				if u, err := base.Parse(strings.TrimSpace(href)); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+					found = u.String()
+				}
+				return false
+			}
+		}
+		return true
+	})
+	return found
+}
+
+// jsonLDOf returns the document's <script type="application/ld+json">
+// blocks that are valid JSON, compacted, in document order; at most
+// MaxJSONLDBlocks of MaxJSONLDBytes in all.
+func jsonLDOf(doc *html.Node) []json.RawMessage {
+	var out []json.RawMessage
+	total := 0
+	goquery.NewDocumentFromNode(doc).Find("script[type]").EachWithBreak(func(_ int, s *goquery.Selection) bool {
+		t, _ := s.Attr("type")
+		mt, _, _ := strings.Cut(t, ";")
+		if !strings.EqualFold(strings.TrimSpace(mt), "application/ld+json") {
+			return true
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(strings.TrimSpace(s.Text()))); err != nil {
+			return true // not JSON: left out
+		}
+		if total+buf.Len() > MaxJSONLDBytes {
+			return false
+		}
+		total += buf.Len()
+		out = append(out, json.RawMessage(buf.Bytes()))
+		return len(out) < MaxJSONLDBlocks
+	})
+	return out
+}

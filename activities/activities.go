@@ -40,10 +40,23 @@ type Activities struct {
 	// what they hold, so the instance leaves with nothing to hand over.
 	// nil: never.
 	Leaving *atomic.Bool
+	// Closer closes a dead instance's Temporal workflows after its place
+	// was taken; nil: they stay open (until the instance rejoins).
+	Closer InstanceCloser
 
 	// lastRole is the role this process's instance was last seen with: the
 	// role of log lines of activities that do not know it themselves.
 	lastRole atomic.Value // roles.Role
+}
+
+// InstanceCloser closes the Temporal workflows of an instance that was
+// declared dead and replaced, or that left the cluster (its Lifecycle,
+// role and Heartbeat workflows), so that a list of Running workflows shows
+// live roles only. The worker implements it with its Temporal client.
+// Implementations are safe for concurrent use; closing workflows that are
+// closed already is not an error.
+type InstanceCloser interface {
+	CloseInstance(ctx context.Context, group, name, reason string) error
 }
 
 func (a *Activities) cluster(group string) *metadata.Cluster {

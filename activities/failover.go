@@ -141,7 +141,23 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	}
 	a.seen(node.Role)
 	a.log(logWith(ctx, node.Role)).Warn("activated", "crawler", m.Name, "dead", in.Dead, "standby_id", g.StandbyID)
+	if in.DeadRole != roles.RoleRunner {
+		a.closeDead(ctx, in) // a dead backup has no Task to hand over
+	}
 	return position(node, g, m), nil
+}
+
+// closeDead closes the Temporal workflows of a dead peer whose place was
+// taken (see InstanceCloser). A failure is logged, not returned: the
+// fail-over is done, and a later rejoin of the peer restarts them anyway.
+func (a *Activities) closeDead(ctx context.Context, in PeerInput) {
+	if a.Closer == nil {
+		return
+	}
+	reason := fmt.Sprintf("declared dead; %s took its place", in.Member.Name)
+	if err := a.Closer.CloseInstance(ctx, in.Member.Group, in.Dead, reason); err != nil {
+		a.log(ctx).Warn("could not close the dead instance's workflows", "dead", in.Dead, "err", err)
+	}
 }
 
 // HandOver is the last fail-over step. With backups (adopt false) it copies
@@ -152,7 +168,18 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 // runner's znode and the survivor becomes its holder. Either way the dead
 // Task's epoch is raised and its holder set in the same transaction, which
 // fences the old holder. Idempotent.
+//
+// Once the Task is handed over, the dead instance's Temporal workflows are
+// closed (Activities.Closer), so that only live roles show as Running.
 func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (HandOverResult, error) {
+	res, err := a.handOver(ctx, in, adopt)
+	if err == nil {
+		a.closeDead(ctx, in)
+	}
+	return res, err
+}
+
+func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (HandOverResult, error) {
 	m := in.Member
 	role := watcherRole(m)
 	if in.DeadRole == roles.RoleRunner {

@@ -178,3 +178,90 @@ func TestScaleDownWaitsForThePendingTask(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, v2, v, "the Task was written in the step-down's transaction")
 }
+
+// fakeCloser records CloseInstance calls.
+type fakeCloser struct{ closed []string }
+
+func (c *fakeCloser) CloseInstance(_ context.Context, group, name, reason string) error {
+	c.closed = append(c.closed, group+"/"+name+": "+reason)
+	return nil
+}
+
+// A dead instance's workflows are closed once its place is taken: after
+// the hand-over of a dead runner, after Activate for a dead backup; not
+// before (a crash between the steps must leave them for the retry).
+func TestFailOverClosesTheDeadInstancesWorkflows(t *testing.T) {
+	f := newClusterFixture(t, 2, 2)
+	f.start()
+	ctx := context.Background()
+	fc := &fakeCloser{}
+	a := f.acts(nil)
+	a.Closer = fc
+	in := peer(f.member(3), 2, roles.RoleRunner)
+	_, err := a.Discover(ctx, in)
+	require.NoError(t, err)
+	_, err = a.Activate(ctx, in)
+	require.NoError(t, err)
+	assert.Empty(t, fc.closed, "not closed before the hand-over")
+	_, err = a.HandOver(ctx, in, false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{group + "/" + name(2) + ": declared dead; " + name(3) + " took its place"}, fc.closed)
+
+	in = peer(f.member(3), 4, roles.RoleBackup)
+	_, err = a.Discover(ctx, in)
+	require.NoError(t, err)
+	_, err = a.Activate(ctx, in)
+	require.NoError(t, err)
+	assert.Len(t, fc.closed, 2)
+	assert.Contains(t, fc.closed[1], name(4))
+}
+
+// A member leaving (SIGTERM) with nothing pending is removed from the group
+// and its znodes are deleted; the standby then sees the group short of a
+// runner and promotes itself. A restarted worker joins as a new member.
+func TestLeaveRemovesTheMemberAndTheGroupConverges(t *testing.T) {
+	f := newClusterFixture(t, 2, 2)
+	f.start()
+	ctx := context.Background()
+	res, err := Leave(ctx, f.mem, "", f.member(2))
+	require.NoError(t, err)
+	assert.Equal(t, LeaveResult{Left: true}, res)
+	assert.Equal(t, gs(3, 2, 2, "3", names(1, 3, 4), names(1), names(3, 4), nil, nil, nil), f.group())
+	for _, p := range []string{f.c().NodePath(name(2)), f.c().TaskPath(name(2)), f.c().HeartbeatPath(name(2))} {
+		_, _, err := f.mem.Get(ctx, p)
+		assert.ErrorIs(t, err, metadata.ErrNotFound, "%s deleted", p)
+	}
+	pos, err := f.acts(nil).Promote(ctx, f.member(3))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleRunner, pos.Role)
+
+	// The standby leaving hands the standby on.
+	res, err = Leave(ctx, f.mem, "", f.member(4))
+	require.NoError(t, err)
+	assert.True(t, res.Left)
+	assert.Equal(t, gs(2, 2, 0, "", names(1, 3), names(1, 3), nil, nil, nil, nil), f.group())
+
+	reg, err := f.acts(nil).Register(ctx, f.member(2))
+	require.NoError(t, err)
+	assert.Equal(t, roles.RoleBackup, reg.Role, "back as a new member")
+}
+
+// A member whose Task is pending does not leave: a backup takes it over.
+func TestLeaveWithAPendingTaskStays(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	f.assignBatch(1, "j", "j-b000001", 5)
+	res, err := Leave(context.Background(), f.mem, "", f.member(1))
+	require.NoError(t, err)
+	assert.False(t, res.Left)
+	assert.Contains(t, res.Reason, "pending")
+	assert.Equal(t, names(1), f.group().CurrentRunner)
+	ctx, cancel := context.WithTimeout(context.Background(), quietWindow)
+	defer cancel()
+	assert.False(t, AwaitIdle(ctx, f.mem, "", f.member(1)), "a pending Task is not idle")
+	tk := f.task(1)
+	tk.RunningStatus = roles.TaskDone
+	_, err = f.c().SetTask(context.Background(), name(1), tk, metadata.AnyVersion)
+	require.NoError(t, err)
+	assert.True(t, AwaitIdle(context.Background(), f.mem, "", f.member(1)))
+}

@@ -79,6 +79,7 @@ func clusterCmd(g *globals) *cobra.Command {
 		},
 	}
 	o = addOutputFlag(cmd)
+	cmd.AddCommand(scaleCmd(g))
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh the table every --interval until Ctrl-C (with --output json: one JSON line each time)")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh interval of --watch")
 	return cmd

@@ -42,7 +42,11 @@ type Config struct {
 	Store string
 	// Concurrency is how many requests a Runner keeps in flight.
 	Concurrency int
-	MetricsAddr string // host:port of /metrics; "" turns metrics off
+	// LeaveTimeout bounds a clean leave on SIGTERM: the running batch
+	// drains and the instance leaves its group within it, else it stops
+	// as a crash would (a backup takes its Task over).
+	LeaveTimeout time.Duration
+	MetricsAddr  string // host:port of /metrics; "" turns metrics off
 	// ConnectTimeout bounds reaching ZooKeeper, Temporal and the job store
 	// at start.
 	ConnectTimeout time.Duration
@@ -59,6 +63,7 @@ func DefaultConfig() Config {
 		ZKSessionTimeout: 10 * time.Second, Temporal: connect.DefaultTemporal(),
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
 		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr, ConnectTimeout: 30 * time.Second,
+		LeaveTimeout: 20 * time.Second,
 	}
 }
 
@@ -88,6 +93,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.StoreSecurity.AddFlags(fs)
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "give up reaching ZooKeeper, Temporal or the job store at start after this long (exit code 5)")
+	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "on SIGTERM: how long the running batch may take to drain before the instance leaves its group (0: stop at once, as a crash; a backup takes the Task over)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")
 }
 
@@ -158,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectTimeout <= 0 {
 		return fmt.Errorf("--connect-timeout: is %v, must be > 0", c.ConnectTimeout)
+	}
+	if c.LeaveTimeout < 0 {
+		return fmt.Errorf("--leave-timeout: %v, must be >= 0", c.LeaveTimeout)
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("--concurrency: is %d, must be >= 1", c.Concurrency)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,11 +29,11 @@ import (
 	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/connect/flagenv"
+	"github.com/batoncrawl/baton/activities/connect/version"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
-	"github.com/batoncrawl/baton/activities/connect/version"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -174,12 +175,23 @@ func run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("job store", "store", js.Identity().String())
 	engine := crawl.NewEngine()
+	leaving := &atomic.Bool{}
+	closer := instanceCloser{tc: tc}
 	acts := &activities.Activities{Store: store, Root: cfg.ZK.Root,
 		Fetcher:         activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
 		Batches:         &jobs.BatchRunner{Store: js, Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency},
-		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton}
+		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton,
+		Leaving: leaving, Closer: closer}
 	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
+	var workers []worker.Worker
+	stopWorkers := func() {
+		for _, w := range workers {
+			w.Stop()
+		}
+		workers = nil
+	}
+	defer func() { stopWorkers() }()
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
 		// A restarted instance gets its workflow tasks back quickly: after a
 		// crash, the sticky queue of the dead process is given up after 2 s.
@@ -194,36 +206,97 @@ func run(ctx context.Context, cfg Config) error {
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker on %s: %w", q, err)
 		}
-		defer w.Stop()
+		workers = append(workers, w)
 	}
 
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                                       workflows.LifecycleID(cfg.Group, cfg.Name),
-		TaskQueue:                                queue,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: false,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrCluster.ValueSet(cfg.Group), workflows.AttrCrawler.ValueSet(cfg.Name),
-			workflows.AttrRole.ValueSet("lifecycle")),
-		Memo: workflows.InstanceMemo(cfg.Group, cfg.Name, "lifecycle"),
-	}, workflows.Lifecycle, workflows.LifecycleInput{Member: m})
-	if err != nil {
-		return fmt.Errorf("start lifecycle workflow: %w", err)
-	}
-	log.Info("worker running", "task_queue", queue, "workflow_id", run.GetID(), "run_id", run.GetRunID(),
-		"runner", cfg.Runner, "backup", cfg.Backup, "timers", cfg.Timers.String())
-	errc := make(chan error, 1)
-	go func() { errc <- run.Get(ctx, nil) }()
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: stopping the worker; heartbeats end with Apparent Death")
-		return nil
-	case err := <-errc:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("lifecycle workflow ended: %w", err)
+	for {
+		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                                       workflows.LifecycleID(cfg.Group, cfg.Name),
+			TaskQueue:                                queue,
+			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			WorkflowExecutionErrorWhenAlreadyStarted: false,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				workflows.AttrCluster.ValueSet(cfg.Group), workflows.AttrCrawler.ValueSet(cfg.Name),
+				workflows.AttrRole.ValueSet("lifecycle")),
+			Memo: workflows.InstanceMemo(cfg.Group, cfg.Name, "lifecycle"),
+		}, workflows.Lifecycle, workflows.LifecycleInput{Member: m})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("start lifecycle workflow: %w", err)
 		}
-		return nil
+		log.Info("worker running", "task_queue", queue, "workflow_id", run.GetID(), "run_id", run.GetRunID(),
+			"runner", cfg.Runner, "backup", cfg.Backup, "timers", cfg.Timers.String())
+		errc := make(chan error, 1)
+		go func() { errc <- run.Get(ctx, nil) }()
+		select {
+		case <-ctx.Done():
+			leave(log, cfg, store, m, leaving, closer, stopWorkers)
+			return nil
+		case err := <-errc:
+			if temporal.IsTerminatedError(err) && ctx.Err() == nil {
+				// Closed by a peer that declared this instance dead and took
+				// its place (it was cut off, not dead): register again.
+				log.Warn("this instance's lifecycle was closed by the cluster (declared dead); registering again", "err", err)
+				continue
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("lifecycle workflow ended: %w", err)
+			}
+			return nil
+		}
 	}
+}
+
+// leave takes the instance out of its group on SIGTERM (see
+// activities.Leave): its running batch drains within --leave-timeout,
+// its workflows are closed and its workers stopped, then it is removed
+// from GroupState. If its Task is still pending it stops as a crash
+// would: a backup takes the Task over.
+func leave(log *slog.Logger, cfg Config, store metadata.Store, m activities.Member, leaving *atomic.Bool, closer instanceCloser, stopWorkers func()) {
+	if cfg.LeaveTimeout <= 0 {
+		log.Info("shutting down without leaving the group (--leave-timeout 0): heartbeats end with Apparent Death")
+		return
+	}
+	log.Info("leaving the group: the running batch stops pulling URLs", "leave_timeout", cfg.LeaveTimeout)
+	leaving.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.LeaveTimeout)
+	defer cancel()
+	if !activities.AwaitIdle(ctx, store, cfg.ZK.Root, m) {
+		log.Warn("the Task is still pending at the end of --leave-timeout: stopping as a crash would; a backup takes it over")
+		return
+	}
+	if err := closer.CloseInstance(ctx, cfg.Group, cfg.Name, "left the cluster (SIGTERM)"); err != nil {
+		log.Warn("could not close this instance's workflows", "err", err)
+	}
+	stopWorkers()
+	res, err := activities.Leave(ctx, store, cfg.ZK.Root, m)
+	switch {
+	case err != nil:
+		log.Warn("could not leave the group: a backup takes over when it finds the heartbeat stopped", "err", err)
+	case !res.Left:
+		log.Warn("did not leave the group", "reason", res.Reason)
+	default:
+		log.Info("left the group")
+	}
+}
+
+// instanceCloser closes an instance's Lifecycle (its role workflows are
+// its children, terminated with it) and its Heartbeat workflow.
+type instanceCloser struct{ tc client.Client }
+
+// CloseInstance implements activities.InstanceCloser.
+func (c instanceCloser) CloseInstance(ctx context.Context, group, name, reason string) error {
+	var errs []error
+	for _, id := range workflows.InstanceWorkflowIDs(group, name) {
+		err := c.tc.TerminateWorkflow(ctx, id, "", reason)
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			errs = append(errs, fmt.Errorf("terminate %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // EnsureSearchAttributes registers Baton's custom search attributes

@@ -42,6 +42,13 @@ func InstanceMemo(group, name, role string) map[string]any {
 }
 
 // childID names a role workflow of an instance.
+// InstanceWorkflowIDs lists the workflows to close when an instance is
+// gone for good: its Lifecycle (the role workflows are its children, which
+// end with it) and its Heartbeat, which outlives Lifecycle runs.
+func InstanceWorkflowIDs(group, name string) []string {
+	return []string{LifecycleID(group, name), childID(group, name, "heartbeat")}
+}
+
 func childID(group, name, role string) string {
 	return fmt.Sprintf("baton/%s/%s/%s", group, name, role)
 }

@@ -77,8 +77,36 @@ func (g *grace) blind(now func() time.Time) bool {
 	return false
 }
 
+// ringWatchers is how many runners watch each runner in All-are-Runner
+// mode: each watches its ringWatchers successors on the ring of runners
+// sorted by index, so the cost per instance stays flat as the group grows
+// (not every peer every check_crawler_state), and every runner is watched
+// by that many predecessors.
+const ringWatchers = 2
+
+// ringSuccessors returns the k runners after self on the ring of runners
+// sorted by index (fewer when the group is smaller). A member not in the
+// list (not a runner yet) watches the first k.
+func ringSuccessors(runners []string, self string, k int) []string {
+	ring := slices.Clone(runners)
+	roles.SortNames(ring)
+	ring = slices.DeleteFunc(ring, func(n string) bool { return n == self })
+	if len(ring) <= k {
+		return ring
+	}
+	// Where self would be in the sorted ring: its successors follow.
+	i, _ := slices.BinarySearchFunc(ring, self, func(a, b string) int {
+		return roles.IndexOf(a) - roles.IndexOf(b)
+	})
+	out := make([]string, 0, k)
+	for j := 0; j < k; j++ {
+		out = append(out, ring[(i+j)%len(ring)])
+	}
+	return out
+}
+
 // WatchRunners is the Primary Backup's monitor (and, in All-are-Runner
-// mode, every runner's monitor of its peers). Every check_crawler_state it
+// mode, every runner's monitor of its ring successors). Every check_crawler_state it
 // reads GroupState and the Heartbeat of each runner, and of each other
 // backup, and feeds their ages to the dead-runner detector. It returns the
 // first peer declared dead, Changed when the watcher's own position
@@ -126,7 +154,11 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			role roles.Role
 		}
 		var peers []peer
-		for _, r := range g.CurrentRunner {
+		runners := g.CurrentRunner
+		if g.AllAreRunners() {
+			runners = ringSuccessors(g.CurrentRunner, m.Name, ringWatchers)
+		}
+		for _, r := range runners {
 			if r != m.Name {
 				peers = append(peers, peer{r, roles.RoleRunner})
 			}

@@ -213,12 +213,21 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 		}
 		results := a.election().Elect(members, g.TotalRunner)
 		role = roles.RoleBackup
-		if i := slices.Index(members, m.Name); i >= 0 && results[i] == roles.Winner {
+		i := slices.Index(members, m.Name)
+		if i >= 0 && results[i] == roles.Winner {
 			role = roles.RoleRunner
 		}
-		if role == roles.RoleRunner {
+		switch {
+		case role == roles.RoleRunner:
 			g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
-		} else {
+		case i < 0 && !slices.Contains(g.CurrentBackup, m.Name):
+			// Registered before the election but beyond the group's size
+			// (more workers started than it was formed with): an extra
+			// backup, counted in the totals.
+			g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
+			g.TotalBackup++
+			g.TotalCrawler++
+		default:
 			g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
 		}
 		// standby_id is the smallest index among all elected losers, also

@@ -304,3 +304,20 @@ func TestWatchRunnersAllAreRunnersWatchesItsRingSuccessors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, name(4), w.Dead)
 }
+
+// More workers registered before the election than the group's size (a
+// StatefulSet started with more replicas): the extra ones are backups,
+// counted in the totals, and the election of the first ones is unchanged.
+func TestElectExtraMembersAreCountedBackups(t *testing.T) {
+	f := newClusterFixture(t, 2, 1)
+	f.start(1, 2, 3, 4, 5)
+	g := f.group()
+	assert.Equal(t, names(1, 2), g.CurrentRunner)
+	assert.ElementsMatch(t, names(3, 4, 5), g.CurrentBackup)
+	assert.Equal(t, 3, g.TotalBackup)
+	assert.Equal(t, 5, g.TotalCrawler)
+	assert.Equal(t, "3", g.StandbyID)
+	for i := 4; i <= 5; i++ {
+		assert.Equal(t, roles.RoleBackup, f.node(i).Role)
+	}
+}

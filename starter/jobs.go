@@ -214,15 +214,34 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				return err
 			}
 			var live *runnerCheck
+			type dialed struct {
+				live *runnerCheck
+				err  error
+			}
+			zk := make(chan dialed, 1)
 			if wait {
-				// Before anything is submitted: the Runners are watched
-				// in ZooKeeper while waiting.
-				if live, err = co.runners(cmd.Context(), g, id); err != nil {
-					return err
-				}
-				defer live.Close()
+				// Before anything is submitted: the Runners are watched in
+				// ZooKeeper while waiting. Dialled beside Temporal (a
+				// quicker pickup), both before the job is submitted.
+				go func() {
+					l, err := co.runners(cmd.Context(), g, id)
+					zk <- dialed{l, err}
+				}()
+			} else {
+				zk <- dialed{}
 			}
 			c, err := tf.dial(cmd.Context())
+			d := <-zk
+			if d.live != nil {
+				live = d.live
+				defer live.Close()
+			}
+			if d.err != nil {
+				if c != nil {
+					c.Close()
+				}
+				return d.err
+			}
 			if err != nil {
 				return err
 			}

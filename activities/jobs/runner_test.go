@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -618,4 +619,29 @@ func TestRunBatchUnboundedPullsTheWholeFrontier(t *testing.T) {
 	for u, n := range e.pages.perURL() {
 		assert.Equal(t, 1, n, "%s fetched %d times", u, n)
 	}
+}
+
+// A draining Runner (scaled down, or its worker leaving) stops pulling:
+// it finishes what it holds, ends the batch, and the rest of the frontier
+// stays queued for the others.
+func TestRunBatchDrainStopsPullingAndFinishesWhatItHolds(t *testing.T) {
+	root := "http://example.test/"
+	e := newBatchEnv(t, 2, []string{root}, func(s *jobs.Spec) { s.BatchSize = 0 })
+	var links []string
+	for i := range 50 {
+		links = append(links, fmt.Sprintf("http://example.test/%d", i))
+	}
+	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: links}
+	var asked atomic.Int32
+	out, err := e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: e.batch, Runner: e.runner, Epoch: e.epoch, Log: quiet(),
+		Drain: func() bool { return asked.Add(1) > 1 }}) // one pull, then drain
+	require.NoError(t, err)
+	assert.Equal(t, jobs.BatchDone, e.info().State, "the batch ends")
+	st := e.stats()
+	assert.Equal(t, out.Ran, st.Recorded, "everything it held is recorded")
+	assert.Less(t, st.Recorded, 51, "it stopped pulling")
+	assert.Equal(t, 51-st.Recorded, st.Queued, "the rest stays queued")
+	un, err := e.store.Unfinished(e.ctx, e.spec.ID, e.batch)
+	require.NoError(t, err)
+	assert.Empty(t, un, "nothing left unfinished in the batch")
 }

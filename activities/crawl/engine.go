@@ -343,7 +343,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, guard, follow
 		return r
 	}
 	if wantLinks {
-		r.links = filterLinks(rawLinks, o.AllowedDomains)
+		r.links = filterLinks(rawLinks, o.AllowedDomains, o.KeepTrackingParams)
 	}
 	return r
 }
@@ -413,13 +413,13 @@ func (e *redirectError) Error() string {
 	return fmt.Sprintf("stopped after %d redirects (next %s)", e.max, e.last)
 }
 
-// filterLinks normalises, keeps http(s) links within allowed, and
-// deduplicates, in document order.
-func filterLinks(raw []string, allowed []string) []string {
+// filterLinks normalises (keeping tracking parameters if keepTracking),
+// keeps http(s) links within allowed, and deduplicates, in document order.
+func filterLinks(raw []string, allowed []string, keepTracking bool) []string {
 	seen := make(map[string]bool, len(raw))
 	var out []string
 	for _, l := range raw {
-		n, u, err := linkURL(l)
+		n, u, err := linkURL(l, keepTracking)
 		if err != nil || seen[n] || !domainAllowed(u.Scheme, u.Host, allowed) {
 			continue
 		}

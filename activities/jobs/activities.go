@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -76,7 +75,7 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 	}
 	var seeds []Entry
 	for _, s := range spec.Seeds {
-		n, err := crawl.NormalizeURL(s)
+		n, err := spec.Options.NormalizeURL(s)
 		if err != nil {
 			return Stats{}, badJob("seed %q: %w", s, err)
 		}

@@ -11,12 +11,12 @@ import (
 func TestNormalizeURLTrackingParams(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"http://example.com/a?utm_source=x&utm_medium=y&id=3":           "http://example.com/a?id=3",
-		"http://example.com/a?UTM_Campaign=x&b=1&fbclid=abc&a=2":        "http://example.com/a?a=2&b=1",
-		"http://example.com/?gclid=1&msclkid=2&mc_cid=3&mc_eid=4&_ga=5": "http://example.com/",
-		"http://example.com/?utm_=keep&utm=keep&ref=keep&source=keep":   "http://example.com/?ref=keep&source=keep&utm=keep&utm_=keep",
-		"http://example.com/?%75tm_source=x&q=1":                        "http://example.com/?q=1",
-		"http://example.com/?fbclid&q=1":                                "http://example.com/?q=1",
+		"http://example.com/a?utm_source=x&utm_medium=y&id=3":            "http://example.com/a?id=3",
+		"http://example.com/a?UTM_Campaign=x&b=1&fbclid=abc&a=2":         "http://example.com/a?a=2&b=1",
+		"http://example.com/?gclid=1&msclkid=2&mc_cid=3&mc_eid=4&_ga=5":  "http://example.com/",
+		"http://example.com/?utm_=keep&utm=keep&ref=keep&source=keep":    "http://example.com/?ref=keep&source=keep&utm=keep&utm_=keep",
+		"http://example.com/?%75tm_source=x&q=1":                         "http://example.com/?q=1",
+		"http://example.com/?fbclid&q=1":                                 "http://example.com/?q=1",
 		"http://example.com/?pk_campaign=a&mtm_kwd=b&hsa_cam=c&_hsenc=d": "http://example.com/",
 	} {
 		got, err := NormalizeURL(in)

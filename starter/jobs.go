@@ -96,7 +96,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		selects, domains, cookies  []string
 		authz                      []string
 		follow, ignoreRobots, wait bool
-		denyPrivate                bool
+		denyPrivate, keepTracking  bool
 		depth, maxPages, batch     int
 		parallelism, retries       int
 		delay, timeout             time.Duration
@@ -135,7 +135,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			opts.Selectors, opts.Follow, opts.MaxDepth = fields, follow, depth
 			opts.IgnoreRobots, opts.Delay, opts.Parallelism, opts.Retries = ignoreRobots, delay, parallelism, retries
 			opts.Timeout, opts.MaxBodyBytes, opts.DenyPrivate = timeout, maxBody, denyPrivate
-			opts.AllowedDomains = domains
+			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
 			if len(domains) == 0 {
 				for _, s := range args {
 					if u, err := url.Parse(s); err == nil && u.Hostname() != "" {
@@ -195,6 +195,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.StringArrayVar(&domains, "allow-domain", nil, "domain links may stay within (repeatable; default: the seeds' hosts)")
 	f.BoolVar(&ignoreRobots, "ignore-robots", false, "do not obey robots.txt")
 	f.BoolVar(&denyPrivate, "deny-private", false, "refuse private, loopback and link-local addresses for followed links")
+	f.BoolVar(&keepTracking, "keep-tracking-params", false, "keep tracking parameters (utm_*, fbclid, gclid, ...) in seeds and links; by default they are removed")
 	f.DurationVar(&delay, "delay", def.Delay, "least delay between requests to one domain")
 	f.IntVar(&parallelism, "parallelism", def.Parallelism, "most concurrent requests to one domain")
 	f.IntVar(&retries, "retries", def.Retries, "retries of transient failures (timeouts, 429, 5xx)")

@@ -75,6 +75,9 @@ func (s Spec) Validate() error {
 	if err := s.Options.Validate(); err != nil {
 		return fmt.Errorf("options: %w", err)
 	}
+	if err := s.Timers.Validate(); err != nil { // zero timers made JobAwait spin
+		return fmt.Errorf("timers: %w", err)
+	}
 	return nil
 }
 
@@ -85,6 +88,10 @@ var ErrBadSpec = errors.New("invalid job spec")
 func DecodeSpec(data []byte) (Spec, error) {
 	var s Spec
 	if err := json.Unmarshal(data, &s); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return s, fmt.Errorf("%w: malformed JSON at byte %d: %v", ErrBadSpec, se.Offset, err)
+		}
 		return s, fmt.Errorf("%w: %v", ErrBadSpec, err)
 	}
 	if err := s.Validate(); err != nil {

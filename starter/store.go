@@ -315,9 +315,9 @@ func writeResults(ctx context.Context, w io.Writer, js jobs.Store, job, format s
 		return cw.Write([]string{p.URL, p.FinalURL, strconv.Itoa(p.StatusCode), p.ContentType, strconv.FormatInt(p.Bytes, 10),
 			strconv.FormatInt(p.DurationMS, 10), strconv.Itoa(p.Depth), p.Title, string(fields), strconv.Itoa(len(p.Links)), p.Error, p.Runner})
 	})
+	cw.Flush() // the pages read before an error are written
 	if err != nil {
 		return err
 	}
-	cw.Flush()
 	return cw.Error()
 }

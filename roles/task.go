@@ -159,7 +159,7 @@ func (r Request) Validate() error {
 		return fieldErr("Request", "url", "%q is not a URL: %v", r.URL, err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fieldErr("Request", "url", "%q: scheme must be http or https", r.URL)
-	case u.Host == "":
+	case u.Hostname() == "": // "http://:8080/" would dial this machine
 		return fieldErr("Request", "url", "%q has no host", r.URL)
 	}
 	m := strings.ToUpper(r.Method)

@@ -36,6 +36,9 @@ func normalizeURL(raw string, keepTracking bool) (string, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = normalizeHost(u.Scheme, u.Host)
+	if u.Hostname() == "" { // "http://:80/"
+		return "", fmt.Errorf("%q has no host name", raw)
+	}
 	u.Fragment, u.RawFragment = "", ""
 
 	p := normalizePercent(u.EscapedPath())

@@ -29,6 +29,8 @@ func TestNormalizeURL(t *testing.T) {
 		"mailto:someone@example.com":         "",
 		"/relative/path":                     "",
 		"http://%zz/":                        "",
+		"A000://:":                           "", // found by FuzzNormalizeURL
+		"http://:8080/x":                     "", // no host: would dial this machine
 	} {
 		got, err := NormalizeURL(in)
 		if want == "" {

@@ -139,3 +139,16 @@ func TestDecodeNullDocument(t *testing.T) {
 		require.EqualError(t, err, obj+".(document): is null, want a JSON object")
 	}
 }
+
+func TestValidateRequestsChecksAuth(t *testing.T) {
+	tk := EmptyTask()
+	tk.RunningContent = []Request{{TaskID: 1, URL: "http://127.0.0.1/"}}
+	require.NoError(t, tk.ValidateRequests())
+	tk.Cookie = map[string]string{"ok": "1", "a;b": "2"}
+	require.EqualError(t, tk.ValidateRequests(), `Task.cookie["a;b"]: http: invalid Cookie.Name`)
+	tk.Cookie = map[string]string{"ok": "1"}
+	tk.Authorization = map[string]string{"X-Key": "k\nHost: evil.test"}
+	require.EqualError(t, tk.ValidateRequests(), `Task.authorization["X-Key"]: the value contains a control character`)
+	tk.Authorization = map[string]string{"bearer": "token", "X-Api-Key": "k"}
+	require.NoError(t, tk.ValidateRequests())
+}

@@ -127,6 +127,9 @@ func (t Task) ValidateRequests() error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
+	if field, msg := CheckAuth(t.Cookie, t.Authorization); field != "" {
+		return fieldErr("Task", field, "%s", msg)
+	}
 	for i, r := range t.RunningContent {
 		if err := r.Validate(); err != nil {
 			var fe *FieldError

@@ -25,6 +25,8 @@ func FuzzBuildTask(f *testing.F) {
 		`{"running_content":[{"task_id":1,"url":"ftp://x/"}]}`,
 		`{"running_content":[{"task_id":1,"url":"http://x/"},{"task_id":1,"url":"http://y/"}]}`,
 		`{"running_content":[{"task_id":1,"url":"http://x/","method":"BREW"}]}`,
+		`{"running_content":[{"task_id":1,"url":"http://x/"}],"cookie":{"a b":"1"}}`,
+		`{"running_content":[{"task_id":1,"url":"http://x/"}],"authorization":{"bearer":"t\r\nX: y"}}`,
 		`{"running_content":[]}`, `{"running_content":"http://x/"}`, "", "null", "[]", "{", "\xef\xbb\xbf{}",
 	} {
 		f.Add([]byte(s))

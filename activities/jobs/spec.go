@@ -75,6 +75,9 @@ func (s Spec) Validate() error {
 	if err := s.Options.Validate(); err != nil {
 		return fmt.Errorf("options: %w", err)
 	}
+	if field, msg := roles.CheckAuth(s.Cookie, s.Authorization); field != "" {
+		return fmt.Errorf("%s: %s", field, msg)
+	}
 	if err := s.Timers.Validate(); err != nil { // zero timers made JobAwait spin
 		return fmt.Errorf("timers: %w", err)
 	}

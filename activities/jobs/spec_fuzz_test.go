@@ -1,11 +1,13 @@
 package jobs_test
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -14,7 +16,7 @@ import (
 
 // A DecodeSpec error says what was wrong: the field (as Validate names
 // it), or where the JSON is malformed or mistyped.
-var specErrorNames = regexp.MustCompile(`^invalid job spec: (id|group|seeds(\[\d+\])?|max_pages|batch_size|options|timers): |` +
+var specErrorNames = regexp.MustCompile(`^invalid job spec: (id|group|seeds(\[\d+\])?|max_pages|batch_size|options|timers|cookie\[".*"\]|authorization\[".*"\]): |` +
 	`^invalid job spec: malformed JSON at byte \d+: |^invalid job spec: json: cannot unmarshal .* (into Go (struct field|value)|of type)`)
 
 func TestDecodeSpecNamesTheField(t *testing.T) {
@@ -36,6 +38,14 @@ func TestDecodeSpecNamesTheField(t *testing.T) {
 			m["options"].(map[string]any)["selectors"] = map[string]string{"t": "a["}
 		}},
 		{"mistyped", "Spec.batch_size of type int", func(m map[string]any) { m["batch_size"] = "ten" }},
+		{"cookie name", `cookie["a;b"]: http: invalid Cookie.Name`, func(m map[string]any) { m["cookie"] = map[string]string{"a;b": "1"} }},
+		{"cookie value", `cookie["s"]: http: invalid byte '"' in Cookie.Value`, func(m map[string]any) { m["cookie"] = map[string]string{"s": `x"y`} }},
+		{"header name", `authorization["X Key"]: is not a valid header name`, func(m map[string]any) {
+			m["authorization"] = map[string]string{"X Key": "1"}
+		}},
+		{"header value", `authorization["bearer"]: the value contains a control character`, func(m map[string]any) {
+			m["authorization"] = map[string]string{"bearer": "t\r\nHost: evil.test"}
+		}},
 	} {
 		m := good()
 		tt.edit(m)
@@ -76,6 +86,8 @@ func FuzzDecodeSpec(f *testing.F) {
 		`{"id":"j","group":"g","seeds":["http://a.test/"],"batch_size":1,"options":{"delay":-1}}`,
 		`{"id":"j","group":"g","seeds":["http://a.test/"],"batch_size":1,"options":{"allowed_domains":["a b"]}}`,
 		`{"id":"j","group":"g","seeds":["http://[::1]:80/%7e"],"batch_size":1e400}`,
+		`{"id":"j","group":"g","seeds":["http://a.test/"],"batch_size":1,"cookie":{"a;b":"1","c":"x\"y"},"timers":{"update_time":1,"update_timeout":2,"heart_rhythm_timeout":1,"reset_timeout":1,"check_task":1,"check_crawler_state":1,"check_standby_id":1}}`,
+		`{"id":"j","group":"g","seeds":["http://a.test/"],"batch_size":1,"authorization":{"X-Key":"a\r\nHost: evil"},"timers":{"update_time":1,"update_timeout":2,"heart_rhythm_timeout":1,"reset_timeout":1,"check_task":1,"check_crawler_state":1,"check_standby_id":1}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -91,6 +103,24 @@ func FuzzDecodeSpec(f *testing.F) {
 		for i, seed := range s.Seeds {
 			_, err := s.Options.NormalizeURL(seed)
 			require.NoError(t, err, "seeds[%d] %q validates but does not normalise", i, seed)
+		}
+		// Every seed makes a request that can be sent, with the spec's
+		// cookies and authorization exactly as given (net/http would drop
+		// or mangle invalid ones, or fail every page).
+		for _, seed := range s.Seeds {
+			req, err := crawl.NewHTTPRequest(context.Background(), roles.Request{URL: seed}, crawl.Auth{Cookie: s.Cookie, Authorization: s.Authorization})
+			require.NoError(t, err)
+			for name, value := range s.Cookie {
+				c, err := req.Cookie(name)
+				require.NoError(t, err, "cookie %q", name)
+				require.Equal(t, value, c.Value, "cookie %q", name)
+			}
+			for k, vs := range req.Header {
+				require.True(t, httpguts.ValidHeaderFieldName(k), "header %q", k)
+				for _, v := range vs {
+					require.True(t, httpguts.ValidHeaderFieldValue(v), "header %q: %q", k, v)
+				}
+			}
 		}
 		enc, err := json.Marshal(s)
 		require.NoError(t, err)

@@ -14,7 +14,8 @@ import (
 // deduplicate: scheme and host lower-cased, the scheme's default port
 // dropped, the fragment dropped, dot segments resolved, an empty path made
 // "/", percent-escapes upper-cased (unreserved characters decoded) in the
-// path, tracking parameters removed (see IsTrackingParam), and the query
+// path and the query, characters a query may not hold escaped, tracking
+// parameters removed (see IsTrackingParam), and the query
 // parameters sorted by name (the values of one name keep their order; an
 // empty query is dropped).
 func NormalizeURL(raw string) (string, error) { return normalizeURL(raw, false) }
@@ -54,7 +55,7 @@ func normalizeURL(raw string, keepTracking bool) (string, error) {
 	if u.EscapedPath() != p { // RawPath not taken as is: keep the exact escaping
 		u.RawPath = ""
 	}
-	u.RawQuery = sortQuery(u.RawQuery, keepTracking)
+	u.RawQuery = sortQuery(normalizePercent(escapeQuery(u.RawQuery)), keepTracking)
 	u.ForceQuery = false
 	return u.String(), nil
 }
@@ -129,6 +130,25 @@ func normalizePercent(s string) string {
 			continue
 		}
 		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// escapeQuery percent-encodes the bytes a query may not hold as they are
+// (RFC 3986 section 3.4; url.Parse lets a space or a '"' through), a '%'
+// that starts no escape included.
+func escapeQuery(q string) string {
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '%' && i+2 < len(q) && isHex(q[i+1]) && isHex(q[i+2]):
+			b.WriteByte(c)
+		case isUnreserved(c) || strings.IndexByte("!$&'()*+,;=:@/?", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
 	}
 	return b.String()
 }

@@ -1,6 +1,9 @@
 package crawl
 
 import (
+	"context"
+	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -86,4 +89,20 @@ func FuzzNormalizeURL(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, n, stripped, "%q: keep then strip %q, strip at once %q", raw, stripped, n)
 	})
+}
+
+func TestFetchLinksTrackingParams(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<a href="/p?utm_source=nl&utm_medium=email&id=7">1</a><a href="/p?id=7&gclid=abc">2</a><a href="/p?id=7">3</a>`)
+	})
+	o := testOptions()
+	o.IgnoreRobots, o.Follow, o.MaxDepth = true, true, 1
+	p := NewEngine().Fetch(context.Background(), get(srv.URL+"/"), Auth{}, 0, o)
+	require.Empty(t, p.Error)
+	require.Equal(t, []string{srv.URL + "/p?id=7"}, p.Links, "one page, three links")
+	o.KeepTrackingParams = true
+	p = NewEngine().Fetch(context.Background(), get(srv.URL+"/"), Auth{}, 0, o)
+	require.Empty(t, p.Error)
+	require.Equal(t, []string{srv.URL + "/p?id=7&utm_medium=email&utm_source=nl", srv.URL + "/p?gclid=abc&id=7", srv.URL + "/p?id=7"}, p.Links)
 }

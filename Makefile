@@ -28,6 +28,10 @@ PKGS          ?= ./...
 # Go toolchain records (see package version).
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS       := $(if $(VERSION),-X github.com/batoncrawl/baton/activities/connect/version.Version=$(VERSION))
+# Fuzz target selection (regexp), time per target and extra flags for `make fuzz`.
+FUZZ          ?= .
+FUZZTIME      ?= 60s
+FUZZ_FLAGS    ?= -parallel 1
 
 SHELL         := bash
 .SHELLFLAGS   := -eu -o pipefail -c
@@ -40,7 +44,7 @@ STACK_ENV := BATON_STACK_DIR="$(STACK_DIR)" BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)"
 # Environment for integration tests (they start their own servers on free ports).
 TEST_ENV := BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)" BATON_ZK_HOME="$(ZK_HOME)" BATON_PG_BIN="$(PG_BIN)"
 
-.PHONY: help build deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench vet clean distclean
+.PHONY: help build deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench fuzz vet clean distclean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make <target> [VAR=value]\n\nTargets:\n"} \
@@ -85,6 +89,14 @@ test-unit: ## Run unit tests only (-short skips everything needing ZooKeeper/Tem
 
 bench: deps ## Run benchmarks (BENCH=regexp, BENCH_FLAGS=...).
 	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' $(BENCH_FLAGS) -timeout $(TEST_TIMEOUT) $(PKGS)
+
+fuzz: ## Fuzz each Fuzz* target in turn for FUZZTIME (FUZZ=regexp, PKGS=..., FUZZ_FLAGS=...); stops at the first failure.
+	@for pkg in $$($(GO) list $(PKGS)); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep -E '^Fuzz' | grep -E '$(FUZZ)' || true); do \
+			echo "== $$t ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) $$pkg; \
+		done; \
+	done
 
 vet: ## Run go vet.
 	$(GO) vet $(PKGS)

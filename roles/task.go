@@ -127,6 +127,9 @@ func (t Task) ValidateRequests() error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
+	if field, msg := CheckAuth(t.Cookie, t.Authorization); field != "" {
+		return fieldErr("Task", field, "%s", msg)
+	}
 	for i, r := range t.RunningContent {
 		if err := r.Validate(); err != nil {
 			var fe *FieldError
@@ -159,7 +162,7 @@ func (r Request) Validate() error {
 		return fieldErr("Request", "url", "%q is not a URL: %v", r.URL, err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fieldErr("Request", "url", "%q: scheme must be http or https", r.URL)
-	case u.Host == "":
+	case u.Hostname() == "": // "http://:8080/" would dial this machine
 		return fieldErr("Request", "url", "%q has no host", r.URL)
 	}
 	m := strings.ToUpper(r.Method)

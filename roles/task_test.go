@@ -76,6 +76,7 @@ func TestTaskValidateRequests(t *testing.T) {
 		{"relative url", func(r *Request) { r.URL = "/index.html" }, "running_content[1].url"},
 		{"ftp scheme", func(r *Request) { r.URL = "ftp://example.test/file" }, "running_content[1].url"},
 		{"no host", func(r *Request) { r.URL = "http:///path" }, "running_content[1].url"},
+		{"port without host", func(r *Request) { r.URL = "http://:8080/path" }, "running_content[1].url"},
 		{"unparsable url", func(r *Request) { r.URL = "http://[::1" }, "running_content[1].url"},
 		{"control character", func(r *Request) { r.URL = "http://example.test/\x7f" }, "running_content[1].url"},
 		{"unknown method", func(r *Request) { r.Method = "FETCH" }, "running_content[1].method"},

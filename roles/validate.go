@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +33,9 @@ func fieldErr(obj, field, format string, args ...any) error {
 func decode(obj string, data []byte, v any) error {
 	if len(data) == 0 {
 		return fieldErr(obj, "(document)", "empty document")
+	}
+	if string(bytes.TrimSpace(data)) == "null" { // json.Unmarshal would leave v as it is
+		return fieldErr(obj, "(document)", "is null, want a JSON object")
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		var ute *json.UnmarshalTypeError

@@ -92,7 +92,7 @@ func TestDecodeNodeStateCorrupted(t *testing.T) {
 		{"empty", ``, "(document)"},
 		{"malformed", `{"group":"g","role":`, "(document)"},
 		{"top-level array", `["g","runner"]`, "(document)"},
-		{"null", `null`, "group"},
+		{"null", `null`, "(document)"},
 		{"role number", `{"group":"g","role":1}`, "role"},
 		{"group number", `{"group":7,"role":"runner"}`, "group"},
 		{"unknown role", `{"group":"g","role":"king"}`, "role"},

@@ -211,9 +211,11 @@ func TestExportBodies(t *testing.T) {
 	html := "<html><title>a</title></html>"
 	_, err = js.RecordAll(ctx, []jobs.Record{
 		{Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1, URL: spec.Seeds[0], Body: jobs.CompressBody([]byte(html)),
-			Page: &jobs.PageRecord{Page: crawl.Page{URL: spec.Seeds[0], StatusCode: 200, ContentType: "text/html; charset=utf-8"}, BodyRef: jobs.BodiesStore}},
+			Page: &jobs.PageRecord{Page: crawl.Page{URL: spec.Seeds[0], StatusCode: 200, ContentType: "text/html; charset=utf-8"}, BodyRef: jobs.BodiesStore,
+				Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1}},
 		{Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1, URL: spec.Seeds[1],
-			Page: &jobs.PageRecord{Page: crawl.Page{URL: spec.Seeds[1], StatusCode: 0, Error: "timeout after 15s"}}},
+			Page: &jobs.PageRecord{Page: crawl.Page{URL: spec.Seeds[1], StatusCode: 0, Error: "timeout after 15s"},
+				Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1}},
 	})
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "out")

@@ -91,6 +91,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		authz, headers, sitemaps   []string
 		follow, ignoreRobots, wait bool
 		denyPrivate, storeBodies   bool
+		keepTracking               bool
 		depth, maxPages, batch     int
 		parallelism, retries       int
 		delay, timeout             time.Duration
@@ -180,7 +181,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			opts.IgnoreRobots, opts.Delay, opts.Parallelism, opts.Retries = ignoreRobots, delay, parallelism, retries
 			opts.Timeout, opts.MaxBodyBytes, opts.DenyPrivate = timeout, maxBody, denyPrivate
 			opts.UserAgent, opts.Headers, opts.Proxy = userAgent, hdr, proxy
-			opts.AllowedDomains = domains
+			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
 			if len(domains) == 0 {
 				hosts := map[string]bool{}
 				for _, list := range [][]string{args, maps, fileSeeds} {
@@ -301,6 +302,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.StringArrayVar(&domains, "allow-domain", nil, "domain links may stay within (repeatable; default: the seeds' hosts)")
 	f.BoolVar(&ignoreRobots, "ignore-robots", false, "do not obey robots.txt")
 	f.BoolVar(&denyPrivate, "deny-private", false, "refuse private, loopback and link-local addresses for followed links")
+	f.BoolVar(&keepTracking, "keep-tracking-params", false, "keep tracking parameters (utm_*, fbclid, gclid, ...) in seeds and links; by default they are removed")
 	f.DurationVar(&delay, "delay", def.Delay, "least delay between requests to one domain")
 	f.IntVar(&parallelism, "parallelism", def.Parallelism, "most concurrent requests to one domain")
 	f.IntVar(&retries, "retries", def.Retries, "retries of transient failures (timeouts, 429, 5xx)")

@@ -478,8 +478,8 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 			r.err = fmt.Errorf("sitemap: %w", r.sitemapErr)
 			return r
 		}
-		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs)
-		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs)
+		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
+		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
 		if o.DenyPrivate {
 			// What a sitemap lists is queued as seeds, which are not
 			// guarded: a private address is dropped here instead.
@@ -490,7 +490,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 		return r
 	}
 	if wantLinks {
-		r.links = filterLinks(rawLinks, o.AllowedDomains)
+		r.links = filterLinks(rawLinks, o.AllowedDomains, o.KeepTrackingParams)
 	}
 	return r
 }
@@ -582,18 +582,18 @@ func (e *redirectError) Error() string {
 	return fmt.Sprintf("stopped after %d redirects (next %s)", e.max, e.last)
 }
 
-// filterLinks normalises, keeps http(s) links within allowed, and
-// deduplicates, in document order.
-func filterLinks(raw []string, allowed []string) []string {
-	return filterLinksMax(raw, allowed, MaxLinksPerPage)
+// filterLinks normalises (keeping tracking parameters if keepTracking),
+// keeps http(s) links within allowed, and deduplicates, in document order.
+func filterLinks(raw []string, allowed []string, keepTracking bool) []string {
+	return filterLinksMax(raw, allowed, MaxLinksPerPage, keepTracking)
 }
 
 // filterLinksMax is filterLinks keeping at most limit links.
-func filterLinksMax(raw []string, allowed []string, limit int) []string {
+func filterLinksMax(raw []string, allowed []string, limit int, keepTracking bool) []string {
 	seen := make(map[string]bool, len(raw))
 	var out []string
 	for _, l := range raw {
-		n, u, err := linkURL(l)
+		n, u, err := linkURL(l, keepTracking)
 		if err != nil || seen[n] || !domainAllowed(u.Scheme, u.Host, allowed) {
 			continue
 		}

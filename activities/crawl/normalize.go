@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -13,9 +14,20 @@ import (
 // deduplicate: scheme and host lower-cased, the scheme's default port
 // dropped, the fragment dropped, dot segments resolved, an empty path made
 // "/", percent-escapes upper-cased (unreserved characters decoded) in the
-// path, and the query parameters sorted by name (the values of one name
-// keep their order; an empty query is dropped).
-func NormalizeURL(raw string) (string, error) {
+// path and the query, characters a query may not hold escaped, tracking
+// parameters removed (see IsTrackingParam), and the query
+// parameters sorted by name (the values of one name keep their order; an
+// empty query is dropped).
+func NormalizeURL(raw string) (string, error) { return normalizeURL(raw, false) }
+
+// NormalizeURL normalises raw as the package's NormalizeURL does, keeping
+// the tracking parameters when o.KeepTrackingParams is set. A crawl job
+// normalises its seeds and links with its options.
+func (o Options) NormalizeURL(raw string) (string, error) {
+	return normalizeURL(raw, o.KeepTrackingParams)
+}
+
+func normalizeURL(raw string, keepTracking bool) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
 		return "", err
@@ -25,6 +37,9 @@ func NormalizeURL(raw string) (string, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = normalizeHost(u.Scheme, u.Host)
+	if u.Hostname() == "" { // "http://:80/"
+		return "", fmt.Errorf("%q has no host name", raw)
+	}
 	u.Fragment, u.RawFragment = "", ""
 
 	p := normalizePercent(u.EscapedPath())
@@ -40,7 +55,7 @@ func NormalizeURL(raw string) (string, error) {
 	if u.EscapedPath() != p { // RawPath not taken as is: keep the exact escaping
 		u.RawPath = ""
 	}
-	u.RawQuery = sortQuery(u.RawQuery)
+	u.RawQuery = sortQuery(normalizePercent(escapeQuery(u.RawQuery)), keepTracking)
 	u.ForceQuery = false
 	return u.String(), nil
 }
@@ -119,6 +134,25 @@ func normalizePercent(s string) string {
 	return b.String()
 }
 
+// escapeQuery percent-encodes the bytes a query may not hold as they are
+// (RFC 3986 section 3.4; url.Parse lets a space or a '"' through), a '%'
+// that starts no escape included.
+func escapeQuery(q string) string {
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '%' && i+2 < len(q) && isHex(q[i+1]) && isHex(q[i+2]):
+			b.WriteByte(c)
+		case isUnreserved(c) || strings.IndexByte("!$&'()*+,;=:@/?", c) >= 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
 func isHex(c byte) bool {
 	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
 }
@@ -140,21 +174,27 @@ func isUnreserved(c byte) bool {
 }
 
 // sortQuery sorts the parameters of a raw query by name (stable, so the
-// values of one name keep their order), dropping empty parameters.
-func sortQuery(q string) string {
+// values of one name keep their order), dropping empty parameters and,
+// unless keepTracking, tracking parameters.
+func sortQuery(q string, keepTracking bool) string {
 	if q == "" {
 		return ""
 	}
 	parts := strings.FieldsFunc(q, func(r rune) bool { return r == '&' })
-	key := func(p string) string {
-		k, _, _ := strings.Cut(p, "=")
-		if dk, err := url.QueryUnescape(k); err == nil {
-			return dk
-		}
-		return k
+	if !keepTracking {
+		parts = slices.DeleteFunc(parts, func(p string) bool { return IsTrackingParam(queryKey(p)) })
 	}
-	sort.SliceStable(parts, func(i, j int) bool { return key(parts[i]) < key(parts[j]) })
+	sort.SliceStable(parts, func(i, j int) bool { return queryKey(parts[i]) < queryKey(parts[j]) })
 	return strings.Join(parts, "&")
+}
+
+// queryKey is the decoded name of one raw query parameter.
+func queryKey(p string) string {
+	k, _, _ := strings.Cut(p, "=")
+	if dk, err := url.QueryUnescape(k); err == nil {
+		return dk
+	}
+	return k
 }
 
 // domainAllowed reports whether host (a URL's Host, lower-cased, default
@@ -191,8 +231,8 @@ func domainAllowed(scheme, host string, allowed []string) bool {
 var errNotHTTP = errors.New("not an http(s) URL")
 
 // linkURL resolves, filters and normalises one link: http(s) only.
-func linkURL(abs string) (string, *url.URL, error) {
-	n, err := NormalizeURL(abs)
+func linkURL(abs string, keepTracking bool) (string, *url.URL, error) {
+	n, err := normalizeURL(abs, keepTracking)
 	if err != nil {
 		return "", nil, err
 	}

@@ -76,6 +76,10 @@ type Options struct {
 	// port only. Empty = no restriction at the engine level (the job fills
 	// it with the seeds' domains).
 	AllowedDomains []string `json:"allowed_domains,omitempty"`
+	// KeepTrackingParams keeps tracking parameters (utm_*, fbclid, gclid,
+	// ...; see IsTrackingParam) in the links found; by default
+	// normalisation removes them, so that they do not multiply the pages.
+	KeepTrackingParams bool `json:"keep_tracking_params,omitempty"`
 	// IgnoreRobots: by default robots.txt is obeyed, Crawl-delay included.
 	IgnoreRobots bool `json:"ignore_robots"`
 	// Delay is the minimum time between requests to one domain (host:port):

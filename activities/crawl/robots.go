@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,12 @@ const (
 	robotsFailTTL    = time.Minute // 5xx or unreachable robots.txt
 	robotsMaxBytes   = 512 << 10
 	robotsMaxEntries = 10000
+	// robotsMaxRedirects is RFC 9309's "at least five consecutive
+	// redirects".
+	robotsMaxRedirects = 5
+	// robotsMaxCrawlDelay bounds a Crawl-delay, so that a robots.txt cannot
+	// stall a Runner's batch for hours with one line.
+	robotsMaxCrawlDelay = time.Minute
 )
 
 type robotsRules struct {
@@ -31,12 +38,16 @@ type robotsRules struct {
 }
 
 // allowed reports whether the agent may fetch path (with query), and the
-// Crawl-delay of its group.
+// Crawl-delay of its group, at most robotsMaxCrawlDelay.
 func (r *robotsRules) allowed(pathQuery, agent string) (bool, time.Duration) {
 	if r.data == nil {
 		return true, 0
 	}
-	return r.data.TestAgent(pathQuery, agent), r.data.FindGroup(agent).CrawlDelay
+	d := r.data.FindGroup(agent).CrawlDelay
+	if d < 0 || d > robotsMaxCrawlDelay { // float seconds beyond int64 nanoseconds convert to anything
+		d = robotsMaxCrawlDelay
+	}
+	return r.data.TestAgent(pathQuery, agent), d
 }
 
 type robotsEntry struct {
@@ -102,12 +113,15 @@ func (c *robotsCache) pruneLocked() {
 	}
 }
 
-// fetchRobots GETs origin/robots.txt with client and parses it: a 2xx body
-// is parsed (an unparsable one allows all), 4xx allows all, 5xx disallows
-// all for robotsFailTTL; an unreachable robots.txt allows all for
-// robotsFailTTL (the page's own fetch reports why the site is unreachable).
-// The job's headers go with it (the robots.txt cache is shared by the jobs
-// of a worker: the first job's headers fetch it).
+// fetchRobots GETs origin/robots.txt with client and parses it (see
+// parseRobots). Redirects are followed as RFC 9309 (section 2.3.1.2) says:
+// up to robotsMaxRedirects, to another host too (example.com/robots.txt
+// commonly redirects to www.example.com/robots.txt), and the rules found
+// there apply to origin; more redirects make robots.txt unavailable,
+// which allows all (as a 4xx does). An unreachable robots.txt allows all
+// for robotsFailTTL (the page's own fetch reports why the site is
+// unreachable). The job's headers go with it (the robots.txt cache is
+// shared by the jobs of a worker: the first job's headers fetch it).
 func fetchRobots(ctx context.Context, client *http.Client, origin, agent string, headers map[string]string, timeout time.Duration) *robotsRules {
 	now := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -120,7 +134,17 @@ func fetchRobots(ctx context.Context, client *http.Client, origin, agent string,
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("User-Agent", agent)
-	resp, err := client.Do(req)
+	c := *client
+	c.CheckRedirect = func(_ *http.Request, via []*http.Request) error {
+		if len(via) > robotsMaxRedirects {
+			return errRobotsRedirects
+		}
+		return nil
+	}
+	resp, err := c.Do(req)
+	if errors.Is(err, errRobotsRedirects) {
+		return &robotsRules{expires: now.Add(robotsTTL)} // unavailable: allow all
+	}
 	if err != nil {
 		return &robotsRules{expires: now.Add(robotsFailTTL)}
 	}
@@ -129,17 +153,27 @@ func fetchRobots(ctx context.Context, client *http.Client, origin, agent string,
 	if err != nil && resp.StatusCode < 300 {
 		return &robotsRules{status: resp.StatusCode, expires: now.Add(robotsFailTTL)}
 	}
-	r := &robotsRules{status: resp.StatusCode, expires: now.Add(robotsTTL)}
+	return parseRobots(resp.StatusCode, body, now)
+}
+
+var errRobotsRedirects = fmt.Errorf("robots.txt: more than %d redirects", robotsMaxRedirects)
+
+// parseRobots reads a robots.txt answered with status at now: a 2xx body
+// is parsed (an unparsable one allows all), 4xx allows all, 5xx disallows
+// all for robotsFailTTL; any other status (a 3xx that was not followed)
+// allows all for robotsFailTTL.
+func parseRobots(status int, body []byte, now time.Time) *robotsRules {
+	r := &robotsRules{status: status, expires: now.Add(robotsTTL)}
 	switch {
-	case resp.StatusCode >= 500:
+	case status >= 500 && status < 600:
 		r.expires = now.Add(robotsFailTTL)
-	case resp.StatusCode < 200 || resp.StatusCode >= 300:
-		if resp.StatusCode < 400 {
+	case status < 200 || status >= 300:
+		if status < 400 || status >= 500 {
 			r.expires = now.Add(robotsFailTTL)
 		}
 		return r
 	}
-	data, err := robotstxt.FromStatusAndBytes(resp.StatusCode, body)
+	data, err := robotstxt.FromStatusAndBytes(status, body)
 	if err != nil {
 		return r
 	}

@@ -54,15 +54,66 @@ func newTransport(guarded bool, proxy *url.URL) *http.Transport {
 }
 
 // isPrivate reports whether a is private, loopback, link-local,
-// unspecified or otherwise not a public unicast address.
+// unspecified or otherwise not a public unicast address. An IPv6 address
+// that embeds an IPv4 address for translation (NAT64 64:ff9b::/96, RFC
+// 6052; 6to4 2002::/16, RFC 3056) is judged by the IPv4 address it
+// reaches: on an IPv6-only network DNS64 answers every IPv4-only site with
+// a 64:ff9b:: address, so refusing the whole prefix would refuse the web,
+// while 64:ff9b::127.0.0.1 is the NAT64 gateway's way to loopback.
 func isPrivate(a netip.Addr) bool {
 	a = a.Unmap()
-	return a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsUnspecified() || a.IsMulticast() ||
-		cgnat.Contains(a)
+	if v4, ok := embeddedIPv4(a); ok {
+		return isPrivate(v4)
+	}
+	if a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsUnspecified() || a.IsMulticast() {
+		return true
+	}
+	for _, p := range nonPublic {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// embeddedIPv4 returns the IPv4 address a NAT64 (64:ff9b::/96) or 6to4
+// (2002::/16) address translates to.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	// nonPublic are the special-purpose ranges (IANA registries, RFC 6890)
+	// that netip's predicates do not cover and no public site uses.
+	nonPublic = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+		netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+		netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+		netip.MustParsePrefix("192.0.2.0/24"),    // documentation (TEST-NET-1)
+		netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+		netip.MustParsePrefix("198.51.100.0/24"), // documentation (TEST-NET-2)
+		netip.MustParsePrefix("203.0.113.0/24"),  // documentation (TEST-NET-3)
+		netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
+		netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated)
+		netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64 (RFC 8215): the operator's own network
+		netip.MustParsePrefix("100::/64"),        // discard-only
+		netip.MustParsePrefix("2001::/32"),       // Teredo: the IPv4 it reaches is obfuscated
+		netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	}
+)
 
 type privateAddrError struct{ addr string }
 

@@ -89,7 +89,7 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 	}
 	var seeds []Entry
 	for _, s := range spec.Seeds {
-		n, err := crawl.NormalizeURL(s)
+		n, err := spec.Options.NormalizeURL(s)
 		if err != nil {
 			return Stats{}, badJob("seed %q: %w", s, err)
 		}

@@ -383,7 +383,7 @@ func TestJobStartQueuesSitemaps(t *testing.T) {
 
 func TestJobStartWithoutStoreIsNotABadJob(t *testing.T) {
 	a := &jobs.Activities{Meta: metadata.NewMemory(), Log: quiet()}
-	_, err := a.JobStart(testCtx(t), jobs.Spec{ID: "j", Group: testGroup, Seeds: []string{"http://example.test/"}, BatchSize: 1})
+	_, err := a.JobStart(testCtx(t), jobs.Spec{ID: "j", Group: testGroup, Seeds: []string{"http://example.test/"}, BatchSize: 1, Timers: testTimers()})
 	require.Error(t, err)
 	var ae *temporal.ApplicationError
 	assert.False(t, errors.As(err, &ae) && ae.Type() == jobs.ErrTypeBadJob, "a missing store is the worker's problem, not the job's: %v", err)

@@ -119,6 +119,16 @@ func (s Spec) Validate() error {
 	if err := s.Options.Validate(); err != nil {
 		return fmt.Errorf("options: %w", err)
 	}
+	if field, msg := roles.CheckAuth(s.Cookie, s.Authorization); field != "" {
+		return fmt.Errorf("%s: %s", field, msg)
+	}
+	// Unset timers are the group's (the workers' profile); set ones must be
+	// valid: zero intervals would make JobAwait spin.
+	if s.Timers != (roles.Timers{}) {
+		if err := s.Timers.Validate(); err != nil {
+			return fmt.Errorf("timers: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -129,6 +139,10 @@ var ErrBadSpec = errors.New("invalid job spec")
 func DecodeSpec(data []byte) (Spec, error) {
 	var s Spec
 	if err := json.Unmarshal(data, &s); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return s, fmt.Errorf("%w: malformed JSON at byte %d: %v", ErrBadSpec, se.Offset, err)
+		}
 		return s, fmt.Errorf("%w: %v", ErrBadSpec, err)
 	}
 	if err := s.Validate(); err != nil {

@@ -150,7 +150,9 @@ type Store interface {
 	Stats(ctx context.Context, job string) (Stats, error)
 	// Jobs lists the jobs, newest first.
 	Jobs(ctx context.Context) ([]JobInfo, error)
-	// Results calls fn for each page of a job, in the order recorded.
+	// Results calls fn for each page of a job, in the order recorded; a
+	// stored page that cannot be read is skipped and named in the error
+	// returned after the others.
 	Results(ctx context.Context, job string, fn func(PageRecord) error) error
 	// Body returns the stored body of a job's page as recorded
 	// (compressed: DecompressBody reads it), or ErrNoBody.

@@ -965,7 +965,10 @@ func (s *Store) Jobs(ctx context.Context) ([]jobs.JobInfo, error) {
 	return out, nil
 }
 
-// Results calls fn for every page of a job in the order recorded.
+// Results calls fn for every page of a job in the order recorded. A
+// stored record that cannot be read (ErrBadRecord) does not stop the
+// others: it is skipped, and the error returned at the end names the
+// records skipped.
 func (s *Store) Results(ctx context.Context, job string, fn func(jobs.PageRecord) error) error {
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return err
@@ -973,27 +976,38 @@ func (s *Store) Results(ctx context.Context, job string, fn func(jobs.PageRecord
 	var rows *sql.Rows
 	err := s.read(ctx, func() error {
 		var err error
-		rows, err = s.db.QueryContext(ctx, s.q(`SELECT record FROM baton_results WHERE job = ? ORDER BY `+s.d.seqCol), job)
+		rows, err = s.db.QueryContext(ctx, s.q(`SELECT url, record FROM baton_results WHERE job = ? ORDER BY `+s.d.seqCol), job)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("results of job %s: %w", job, err)
 	}
 	defer rows.Close()
+	var bad []error // the first ten
+	nbad := 0
 	for rows.Next() {
-		var data string
-		if err := rows.Scan(&data); err != nil {
+		var url, data string
+		if err := rows.Scan(&url, &data); err != nil {
 			return err
 		}
-		var p jobs.PageRecord
-		if err := json.Unmarshal([]byte(data), &p); err != nil {
-			return fmt.Errorf("results of job %s: a stored record is not valid JSON: %w", job, err)
+		p, err := decodeRecord(job, url, []byte(data))
+		if err != nil {
+			if nbad++; len(bad) < 10 {
+				bad = append(bad, fmt.Errorf("record of %s: %w", url, err))
+			}
+			continue
 		}
 		if err := fn(p); err != nil {
 			return err
 		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if nbad > 0 {
+		return fmt.Errorf("results of job %s in %s: %d stored records skipped: %w", job, s.id, nbad, errors.Join(bad...))
+	}
+	return nil
 }
 
 // queryAll runs a query (retried while the database is unreachable) and

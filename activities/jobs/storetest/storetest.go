@@ -120,6 +120,8 @@ func URL(path string) string { return "https://example.com/" + path }
 
 // Spec returns a valid job spec.
 func Spec(id string, maxPages int, seeds ...string) jobs.Spec {
+	timers := roles.DefaultTimers()
+	timers.UpdateTime, timers.UpdateTimeout, timers.HeartRhythmTimeout = 2*time.Second, 5*time.Second, 3
 	opts := crawl.DefaultOptions()
 	opts.Follow = true
 	opts.MaxDepth = 5
@@ -134,7 +136,7 @@ func Spec(id string, maxPages int, seeds ...string) jobs.Spec {
 		BatchSize:     10,
 		Cookie:        map[string]string{"session": "s1"},
 		Authorization: map[string]string{"example.com": "Bearer t"},
-		Timers:        roles.Timers{UpdateTime: 2 * time.Second, UpdateTimeout: 5 * time.Second, HeartRhythmTimeout: 3},
+		Timers:        timers,
 	}
 }
 

@@ -15,13 +15,15 @@ import (
 //
 //  1. Activities.Leaving is set, so a running crawl-job batch stops
 //     pulling URLs and ends with what it holds; AwaitIdle waits for the
-//     member's Task to be no longer pending.
+//     member's Task to be no longer pending (a plain Task is not waited
+//     for: it goes to a backup, as after a crash).
 //  2. The worker closes its own workflows and stops polling Temporal.
 //  3. Leave removes the member from GroupState and deletes its znodes.
 //
 // A member whose Task is still pending when the worker must go (a plain
-// Task longer than the grace period) does not leave: it stops as a crash
-// would, with Apparent Death, and a backup takes its Task over.
+// Task, or a batch that did not drain within the grace period) does not
+// leave: it stops as a crash would, with Apparent Death, and a backup
+// takes its Task over.
 
 // LeaveResult says whether a member left its group.
 type LeaveResult struct {
@@ -31,8 +33,11 @@ type LeaveResult struct {
 }
 
 // AwaitIdle waits until member m's own Task is not pending (or m has no
-// Task, or was replaced), woken by a watch; it returns false when ctx ends
-// first.
+// Task, or was replaced), woken by a watch, while that Task is a crawl-job
+// batch (it drains once Activities.Leaving is set). It returns false when
+// ctx ends first, and at once for a pending plain Task: its requests run in
+// order and may take long, so it is handed over to a backup (the member
+// stops as a crash would) rather than waited for.
 func AwaitIdle(ctx context.Context, s metadata.Store, root string, m Member) bool {
 	c := metadata.NewCluster(s, root, m.Group)
 	for {
@@ -43,6 +48,9 @@ func AwaitIdle(ctx context.Context, s metadata.Store, root string, m Member) boo
 		t, err := roles.DecodeTask(data)
 		if err != nil || !t.Pending() || t.Holder != "" && t.Holder != m.Name {
 			return true
+		}
+		if t.Job == nil {
+			return false
 		}
 		select {
 		case <-ch:

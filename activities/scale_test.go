@@ -259,7 +259,8 @@ func TestLeaveWithAPendingTaskStays(t *testing.T) {
 	assert.Equal(t, names(1), f.group().CurrentRunner)
 	ctx, cancel := context.WithTimeout(context.Background(), quietWindow)
 	defer cancel()
-	assert.False(t, AwaitIdle(ctx, f.mem, "", f.member(1)), "a pending Task is not idle")
+	assert.False(t, AwaitIdle(ctx, f.mem, "", f.member(1)), "a pending batch is not idle")
+	assert.Error(t, ctx.Err(), "it waited for the batch to drain")
 	tk := f.task(1)
 	tk.RunningStatus = roles.TaskDone
 	_, err = f.c().SetTask(context.Background(), name(1), tk, metadata.AnyVersion)
@@ -320,4 +321,15 @@ func TestElectExtraMembersAreCountedBackups(t *testing.T) {
 	for i := 4; i <= 5; i++ {
 		assert.Equal(t, roles.RoleBackup, f.node(i).Role)
 	}
+}
+
+// A pending plain Task is not waited for on SIGTERM: it goes to a backup.
+func TestAwaitIdleDoesNotWaitForAPlainTask(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	f.assign(1, requests(3))
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	assert.False(t, AwaitIdle(ctx, f.mem, "", f.member(1)))
+	assert.NoError(t, ctx.Err(), "it returned at once")
 }

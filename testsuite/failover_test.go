@@ -185,8 +185,11 @@ func TestKilledRunnerRejoinsAsBackup(t *testing.T) {
 	testsuite.AssertExactlyOnce(t, c.WaitTaskDone(taskTimeout, 2), 20)
 }
 
-// SIGTERM stops a worker cleanly: it exits 0, its last heartbeat says
-// Apparent Death, and the backup takes its Task over as for a crash.
+// SIGTERM stops a worker cleanly: it exits 0; with a plain Task pending it
+// does not leave the group (the Task's requests may take long): its last
+// heartbeat says Apparent Death, and the backup takes its Task over as for
+// a crash. (An idle worker, or one whose crawl-job batch drains, leaves:
+// TestElasticClusterGrowsAndShrinksMidCrawl.)
 func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	c := testsuite.NewCluster(t, 2, 1, testsuite.FastTimers)
 	site := testsuite.NewSite(t, 30*time.Millisecond)

@@ -210,7 +210,7 @@ func TestCrawlCLIRejectsBadInput(t *testing.T) {
 		{[]string{"crawl", "http://127.0.0.1:1/", "--depth", "-1"}, 2, "--depth: is -1"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--select", "novalue"}, 2, "name=value"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--bogus"}, 2, "unknown flag"},
-		{[]string{"crawl"}, 2, "requires at least 1 arg"},
+		{[]string{"crawl"}, 2, "no seeds"},
 		{[]string{"status", "no-such-job"}, 3, "no job"},
 		{[]string{"cancel", "no-such-job"}, 3, "no running job"},
 		{[]string{"results", "no-such-job"}, 3, "no job \"no-such-job\""},

@@ -259,12 +259,12 @@ func leave(log *slog.Logger, cfg Config, store metadata.Store, m activities.Memb
 		log.Info("shutting down without leaving the group (--leave-timeout 0): heartbeats end with Apparent Death")
 		return
 	}
-	log.Info("leaving the group: the running batch stops pulling URLs", "leave_timeout", cfg.LeaveTimeout)
+	log.Info("shutting down: leaving the group (a running batch stops pulling URLs and drains)", "leave_timeout", cfg.LeaveTimeout)
 	leaving.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.LeaveTimeout)
 	defer cancel()
 	if !activities.AwaitIdle(ctx, store, cfg.ZK.Root, m) {
-		log.Warn("the Task is still pending at the end of --leave-timeout: stopping as a crash would; a backup takes it over")
+		log.Warn("a plain Task is pending, or the batch did not drain within --leave-timeout: stopping as a crash would (heartbeats end with Apparent Death); a backup takes the Task over")
 		return
 	}
 	if err := closer.CloseInstance(ctx, cfg.Group, cfg.Name, "left the cluster (SIGTERM)"); err != nil {

@@ -1,0 +1,91 @@
+package testsuite_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkClusterScale measures what a cluster costs ZooKeeper as it
+// grows (issue 9): at N = 10, 30 and 60 real baton-worker processes with
+// the reference timers, in two shapes — "backups" (N/3 Runners, the rest
+// Backups) and "all-runners" (All-are-Runner mode) — it reports
+//
+//   - formation-s: all processes started → every member has its elected
+//     role and GroupState lists them all;
+//   - zk-recv/s/inst, zk-sent/s/inst: ZooKeeper's zk_packets_received and
+//     zk_packets_sent (mntr) per second and per instance over a steady
+//     window (BATON_SCALE_WINDOW, 60s by default, after 10 s of settling);
+//   - zk-watches, zk-watch-paths: wchs at the end of the window;
+//   - zk-cpu-cores, worker-cpu-mcores: CPU over the window, ZooKeeper's
+//     and per worker;
+//   - rss-max-MiB, rss-mean-MiB: the workers' peak RSS (VmHWM);
+//   - detect-s, takeover-s: SIGKILL of a Runner → it is claimed dead, →
+//     it is in fail_crawler (and the standby is a Runner), against
+//     bound+0.5-s (update_timeout + heart_rhythm_timeout ×
+//     check_crawler_state, + 0.5 s);
+//   - false-deaths: instances declared dead without being killed; the
+//     benchmark fails if there is one.
+//
+// BATON_SCALE_SIZES (e.g. "10,30") restricts the sizes. Run it with
+//
+//	make bench BENCH=ClusterScale BENCH_FLAGS=-benchtime=1x PKGS=./testsuite/
+func BenchmarkClusterScale(b *testing.B) {
+	sizes := scaleSizes(b)
+	for _, shape := range []struct {
+		name    string
+		runners func(n int) int
+	}{
+		{"backups", func(n int) int { return n / 3 }},
+		{"all-runners", func(n int) int { return n }},
+	} {
+		b.Run(shape.name, func(b *testing.B) {
+			for _, n := range sizes {
+				b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+					r := shape.runners(n)
+					s := scaleRun{Runners: r, Backups: n - r, Settle: 10 * time.Second, Window: scaleWindow(b, 60*time.Second)}
+					var f scaleFigures
+					for i := 0; i < b.N; i++ { // -benchtime=1x: one cluster per size
+						f = runScale(b, s)
+					}
+					b.ReportMetric(f.Formation.Seconds(), "formation-s")
+					b.ReportMetric(f.Received, "zk-recv/s/inst")
+					b.ReportMetric(f.Sent, "zk-sent/s/inst")
+					b.ReportMetric(float64(f.Watches.Watches), "zk-watches")
+					b.ReportMetric(float64(f.Watches.Paths), "zk-watch-paths")
+					b.ReportMetric(f.ZKCPU, "zk-cpu-cores")
+					b.ReportMetric(f.WorkerCPU, "worker-cpu-mcores")
+					b.ReportMetric(float64(f.MaxRSS)/1024, "rss-max-MiB")
+					b.ReportMetric(float64(f.MeanRSS)/1024, "rss-mean-MiB")
+					b.ReportMetric(f.Detected.Seconds(), "detect-s")
+					b.ReportMetric(f.TakenOver.Seconds(), "takeover-s")
+					b.ReportMetric((f.Bound + 500*time.Millisecond).Seconds(), "bound+0.5-s")
+					b.ReportMetric(float64(len(f.FalseDeaths)), "false-deaths")
+					if limit := f.Bound + 500*time.Millisecond; f.TakenOver > limit {
+						b.Logf("N=%d %s: takeover %v exceeds the bound %v + 0.5 s", n, shape.name, f.TakenOver, f.Bound)
+					}
+				})
+			}
+		})
+	}
+}
+
+// scaleSizes returns BATON_SCALE_SIZES, or 10, 30 and 60.
+func scaleSizes(b *testing.B) []int {
+	v := os.Getenv("BATON_SCALE_SIZES")
+	if v == "" {
+		return []int{10, 30, 60}
+	}
+	var out []int
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 2 {
+			b.Fatalf("BATON_SCALE_SIZES=%q: want sizes >= 2 such as 10,30,60", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}

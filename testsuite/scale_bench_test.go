@@ -19,6 +19,10 @@ import (
 //   - zk-recv/s/inst, zk-sent/s/inst: ZooKeeper's zk_packets_received and
 //     zk_packets_sent (mntr) per second and per instance over a steady
 //     window (BATON_SCALE_WINDOW, 60s by default, after 10 s of settling);
+//   - zk-recv/s-busiest: the busiest instance's packets/s (its session in
+//     `cons`), where one instance's O(N) work shows;
+//   - zk-recv-KiB/s/inst, zk-sent-KiB/s/inst: zk_bytes_received_count and
+//     zk_response_bytes per second and per instance over the window;
 //   - zk-watches, zk-watch-paths: wchs at the end of the window;
 //   - zk-cpu-cores, worker-cpu-mcores: CPU over the window, ZooKeeper's
 //     and per worker;
@@ -26,8 +30,12 @@ import (
 //   - detect-s, takeover-s, takeover-max-s: for 3 Runners SIGKILLed one
 //     after the other, the median time from SIGKILL to the Runner being
 //     claimed dead and to it being in fail_crawler (and the standby a
-//     Runner), and the slowest takeover, against bound+0.5-s (update_timeout + heart_rhythm_timeout ×
-//     check_crawler_state, + 0.5 s);
+//     Runner), and the slowest takeover, against bound+0.5-s
+//     (update_timeout + heart_rhythm_timeout × check_crawler_state, +
+//     0.5 s);
+//   - failover-zk-pkts: the median packets the workers sent ZooKeeper for
+//     one fail-over beyond their steady rate (kill → 3 s after the
+//     takeover), where GroupState rewrites re-read by every watcher show;
 //   - false-deaths: instances declared dead without being killed; the
 //     benchmark fails if there is one.
 //
@@ -56,6 +64,9 @@ func BenchmarkClusterScale(b *testing.B) {
 					b.ReportMetric(f.Formation.Seconds(), "formation-s")
 					b.ReportMetric(f.Received, "zk-recv/s/inst")
 					b.ReportMetric(f.Sent, "zk-sent/s/inst")
+					b.ReportMetric(f.MaxReceived, "zk-recv/s-busiest")
+					b.ReportMetric(f.ReceivedKiB, "zk-recv-KiB/s/inst")
+					b.ReportMetric(f.SentKiB, "zk-sent-KiB/s/inst")
 					b.ReportMetric(float64(f.Watches.Watches), "zk-watches")
 					b.ReportMetric(float64(f.Watches.Paths), "zk-watch-paths")
 					b.ReportMetric(f.ZKCPU, "zk-cpu-cores")
@@ -66,6 +77,7 @@ func BenchmarkClusterScale(b *testing.B) {
 					b.ReportMetric(detected.Seconds(), "detect-s")
 					b.ReportMetric(tookOver.Seconds(), "takeover-s")
 					b.ReportMetric(f.slowest().TakenOver.Seconds(), "takeover-max-s")
+					b.ReportMetric(f.medianBurst(), "failover-zk-pkts")
 					b.ReportMetric((f.Bound + 500*time.Millisecond).Seconds(), "bound+0.5-s")
 					b.ReportMetric(float64(len(f.FalseDeaths)), "false-deaths")
 					if k, limit := f.slowest(), f.Bound+500*time.Millisecond; k.TakenOver > limit {

@@ -43,7 +43,15 @@ type killFigures struct {
 	// claim of Discover); TakenOver is kill → it is in fail_crawler and,
 	// with backups, the standby that claimed it is a Runner (Activate).
 	Detected, TakenOver time.Duration
+	// Burst is the packets the surviving workers sent ZooKeeper from the
+	// kill to failoverQuiet after the takeover, beyond their steady rate:
+	// the cost of one fail-over (GroupState rewritten and re-read, ...).
+	Burst float64
 }
+
+// failoverQuiet is how long after a takeover its ZooKeeper traffic is
+// still counted: the watchers re-read what changed.
+const failoverQuiet = 3 * time.Second
 
 // killRunner SIGKILLs Runner victim and times its detection and takeover.
 func killRunner(t testing.TB, c *testsuite.Cluster, s scaleRun, victim int) killFigures {
@@ -96,6 +104,19 @@ func (f scaleFigures) slowest() killFigures {
 	return w
 }
 
+// medianBurst returns the median fail-over burst, in packets.
+func (f scaleFigures) medianBurst() float64 {
+	if len(f.Kills) == 0 {
+		return 0
+	}
+	var b []float64
+	for _, k := range f.Kills {
+		b = append(b, k.Burst)
+	}
+	slices.Sort(b)
+	return b[len(b)/2]
+}
+
 // median returns the median detection and takeover times.
 func (f scaleFigures) median() (detected, tookOver time.Duration) {
 	if len(f.Kills) == 0 {
@@ -117,12 +138,18 @@ type scaleFigures struct {
 	// Received and Sent are ZooKeeper's zk_packets_received and
 	// zk_packets_sent per second and per instance over the window.
 	Received, Sent float64
-	Watches        testsuite.WatchSummary // at the end of the window
-	Connections    int64                  // zk_num_alive_connections
-	ZKCPU          float64                // ZooKeeper's CPU, in cores, over the window
-	WorkerCPU      float64                // CPU per worker, in milli-cores, over the window
-	MaxRSS         int                    // largest worker VmHWM, KiB
-	MeanRSS        int                    // mean worker VmHWM, KiB
+	// MaxReceived is the busiest instance's packets/s to ZooKeeper (its
+	// session in `cons`) over the window.
+	MaxReceived float64
+	// ReceivedKiB and SentKiB are zk_bytes_received_count and
+	// zk_response_bytes in KiB per second and per instance.
+	ReceivedKiB, SentKiB float64
+	Watches              testsuite.WatchSummary // at the end of the window
+	Connections          int64                  // zk_num_alive_connections
+	ZKCPU                float64                // ZooKeeper's CPU, in cores, over the window
+	WorkerCPU            float64                // CPU per worker, in milli-cores, over the window
+	MaxRSS               int                    // largest worker VmHWM, KiB
+	MeanRSS              int                    // mean worker VmHWM, KiB
 	// FalseDeaths names the instances declared dead without being killed
 	// (over the whole run, kill included).
 	FalseDeaths []string
@@ -162,13 +189,16 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 	// to ZooKeeper meanwhile (its own session only pings), so the server's
 	// counters are the workers' traffic. The workers are checked for
 	// liveness locally every second.
-	holdAlive(t, c, n, s.Settle)
+	holdAlive(t, c, n, s.Settle, nil)
 	zk := c.ZK.Addr()
+	self := c.Meta.Store.Session() // the test's own session, left out of per-session figures
 	m0 := readMonitor(t, zk)
+	cons0 := readConnections(t, zk, self)
 	cpu0 := clusterCPU(t, c, n)
 	t0 := time.Now()
-	holdAlive(t, c, n, s.Window)
+	holdAlive(t, c, n, s.Window, nil)
 	m1 := readMonitor(t, zk)
+	cons1 := readConnections(t, zk, self)
 	cpu1 := clusterCPU(t, c, n)
 	dt := time.Since(t0).Seconds()
 	w, err := testsuite.ReadWatches(zk)
@@ -179,6 +209,18 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 	f.Connections = monitorInt(t, m1, "zk_num_alive_connections")
 	f.Received = float64(monitorInt(t, m1, "zk_packets_received")-monitorInt(t, m0, "zk_packets_received")) / dt / float64(n)
 	f.Sent = float64(monitorInt(t, m1, "zk_packets_sent")-monitorInt(t, m0, "zk_packets_sent")) / dt / float64(n)
+	f.ReceivedKiB = float64(monitorInt(t, m1, "zk_bytes_received_count")-monitorInt(t, m0, "zk_bytes_received_count")) / 1024 / dt / float64(n)
+	f.SentKiB = float64(monitorInt(t, m1, "zk_response_bytes")-monitorInt(t, m0, "zk_response_bytes")) / 1024 / dt / float64(n)
+	var steady int64 // packets received from the workers' sessions over the window
+	for sid, p := range cons1 {
+		d := p - cons0[sid]
+		steady += d
+		f.MaxReceived = max(f.MaxReceived, float64(d)/dt)
+	}
+	if len(cons1) < n {
+		t.Errorf("ZooKeeper lists %d worker sessions, want at least %d", len(cons1), n)
+	}
+	steadyRate := float64(steady) / dt / float64(n) // per instance
 	f.ZKCPU = (cpu1.zk - cpu0.zk).Seconds() / dt
 	f.WorkerCPU = (cpu1.workers - cpu0.workers).Seconds() / dt / float64(n) * 1000
 	total := 0
@@ -202,11 +244,20 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 	// All-are-Runner mode) and time each detection and takeover.
 	killed := map[string]bool{}
 	for victim := 1; victim <= s.kills(); victim++ {
+		before, from := readConnections(t, zk, self), time.Now()
 		k := killRunner(t, c, s, victim)
-		f.Kills = append(f.Kills, k)
 		killed[k.Victim] = true
-		t.Logf("N=%d: %s SIGKILLed: declared dead after %v, taken over after %v (bound %v + 0.5 s)",
-			n, k.Victim, k.Detected.Round(time.Millisecond), k.TakenOver.Round(time.Millisecond), f.Bound)
+		holdAlive(t, c, n, failoverQuiet, killed)
+		after, elapsed := readConnections(t, zk, self), time.Since(from)
+		var burst int64
+		for sid, p := range after {
+			burst += p - before[sid] // the victim's session is gone: not counted
+		}
+		live := n - len(killed)
+		k.Burst = float64(burst) - steadyRate*float64(live)*elapsed.Seconds()
+		f.Kills = append(f.Kills, k)
+		t.Logf("N=%d: %s SIGKILLed: declared dead after %v, taken over after %v (bound %v + 0.5 s); %.0f ZooKeeper packets beyond the steady rate",
+			n, k.Victim, k.Detected.Round(time.Millisecond), k.TakenOver.Round(time.Millisecond), f.Bound, k.Burst)
 		if dead := falseDeaths(c, n, killed); len(dead) > 0 {
 			f.FalseDeaths = dead
 			t.Errorf("false deaths around the fail-over of %s at N=%d: %v", k.Victim, n, dead)
@@ -217,15 +268,15 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 }
 
 // holdAlive lets the cluster run for d, failing t as soon as a worker
-// process exits.
-func holdAlive(t testing.TB, c *testsuite.Cluster, n int, d time.Duration) {
+// process other than the killed ones exits.
+func holdAlive(t testing.TB, c *testsuite.Cluster, n int, d time.Duration, killed map[string]bool) {
 	t.Helper()
 	end := time.Now().Add(d)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for time.Now().Before(end) {
 		for i := 1; i <= n; i++ {
-			if p := c.Process(i); p.Exited() {
+			if p := c.Process(i); p.Exited() && !killed[p.Name()] {
 				t.Fatalf("%s exited (code %d) while the cluster was held:\n%s", p.Name(), p.ExitCode(), p.LogTail(4<<10))
 			}
 		}
@@ -284,6 +335,23 @@ func falseDeaths(c *testsuite.Cluster, n int, killed map[string]bool) []string {
 		out = append(out, d)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// readConnections returns the packets received on each client session of
+// the server at addr but self's.
+func readConnections(t testing.TB, addr string, self int64) map[int64]int64 {
+	t.Helper()
+	cs, err := testsuite.ReadConnections(addr)
+	if err != nil {
+		t.Fatalf("zookeeper cons: %v", err)
+	}
+	out := map[int64]int64{}
+	for _, c := range cs {
+		if c.Session != self {
+			out[c.Session] = c.Received
+		}
+	}
 	return out
 }
 

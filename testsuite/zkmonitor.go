@@ -69,3 +69,35 @@ func ReadWatches(addr string) (WatchSummary, error) {
 	w.Watches, _ = strconv.Atoi(f[3])
 	return w, nil
 }
+
+// Connection is one client session in a ZooKeeper server's `cons` answer.
+type Connection struct {
+	Session  int64 // session id
+	Received int64 // packets received from the client on this connection
+	Sent     int64 // packets sent to it
+}
+
+var consRE = regexp.MustCompile(`recved=(\d+),sent=(\d+),sid=0x([0-9a-fA-F]+)`)
+
+// ReadConnections sends `cons` to the server at addr and returns its client
+// sessions (connections without a session, such as the one asking, are
+// left out).
+func ReadConnections(addr string) ([]Connection, error) {
+	out, err := FourLetterWord(addr, "cons")
+	if err != nil {
+		return nil, err
+	}
+	var cs []Connection
+	for _, f := range consRE.FindAllStringSubmatch(out, -1) {
+		var c Connection
+		c.Received, _ = strconv.ParseInt(f[1], 10, 64)
+		c.Sent, _ = strconv.ParseInt(f[2], 10, 64)
+		u, err := strconv.ParseUint(f[3], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("cons on %s: session id %q: %w", addr, f[3], err)
+		}
+		c.Session = int64(u)
+		cs = append(cs, c)
+	}
+	return cs, nil
+}

@@ -25,7 +25,8 @@ import (
 //     zk_response_bytes per second and per instance over the window;
 //   - zk-watches, zk-watch-paths: wchs at the end of the window;
 //   - zk-cpu-cores, worker-cpu-mcores: CPU over the window, ZooKeeper's
-//     and per worker;
+//     and per worker; loadavg: the machine's 1-minute load average then
+//     (the cores are shared: compare runs at similar loads);
 //   - rss-max-MiB, rss-mean-MiB: the workers' peak RSS (VmHWM);
 //   - detect-s, takeover-s, takeover-max-s: for 3 Runners SIGKILLed one
 //     after the other, the median time from SIGKILL to the Runner being
@@ -70,6 +71,7 @@ func BenchmarkClusterScale(b *testing.B) {
 					b.ReportMetric(float64(f.Watches.Watches), "zk-watches")
 					b.ReportMetric(float64(f.Watches.Paths), "zk-watch-paths")
 					b.ReportMetric(f.ZKCPU, "zk-cpu-cores")
+					b.ReportMetric(f.Load, "loadavg")
 					b.ReportMetric(f.WorkerCPU, "worker-cpu-mcores")
 					b.ReportMetric(float64(f.MaxRSS)/1024, "rss-max-MiB")
 					b.ReportMetric(float64(f.MeanRSS)/1024, "rss-mean-MiB")

@@ -147,9 +147,13 @@ type scaleFigures struct {
 	Watches              testsuite.WatchSummary // at the end of the window
 	Connections          int64                  // zk_num_alive_connections
 	ZKCPU                float64                // ZooKeeper's CPU, in cores, over the window
-	WorkerCPU            float64                // CPU per worker, in milli-cores, over the window
-	MaxRSS               int                    // largest worker VmHWM, KiB
-	MeanRSS              int                    // mean worker VmHWM, KiB
+	// Load is the machine's 1-minute load average at the end of the
+	// window: figures taken under a much higher load than the cluster's
+	// own are not comparable.
+	Load      float64
+	WorkerCPU float64 // CPU per worker, in milli-cores, over the window
+	MaxRSS    int     // largest worker VmHWM, KiB
+	MeanRSS   int     // mean worker VmHWM, KiB
 	// FalseDeaths names the instances declared dead without being killed
 	// (over the whole run, kill included).
 	FalseDeaths []string
@@ -201,6 +205,7 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 	cons1 := readConnections(t, zk, self)
 	cpu1 := clusterCPU(t, c, n)
 	dt := time.Since(t0).Seconds()
+	f.Load = loadAverage(t)
 	w, err := testsuite.ReadWatches(zk)
 	if err != nil {
 		t.Fatalf("zookeeper watches: %v", err)
@@ -384,6 +389,20 @@ func clusterCPU(t testing.TB, c *testsuite.Cluster, n int) cpuSample {
 		s.workers += cpuTime(t, c.Process(i).Pid())
 	}
 	return s
+}
+
+// loadAverage returns the 1-minute load average (Linux).
+func loadAverage(t testing.TB) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		t.Fatalf("load average: %v", err)
+	}
+	l, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		t.Fatalf("load average: %q: %v", b, err)
+	}
+	return l
 }
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times.

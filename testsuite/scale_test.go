@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/testsuite"
 )
@@ -195,7 +196,11 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 	// liveness locally every second.
 	holdAlive(t, c, n, s.Settle, nil)
 	zk := c.ZK.Addr()
-	self := c.Meta.Store.Session() // the test's own session, left out of per-session figures
+	zc, ok := c.Meta.Store.(*metadata.ZooKeeper)
+	if !ok {
+		t.Fatalf("the cluster's metadata store is a %T, want *metadata.ZooKeeper", c.Meta.Store)
+	}
+	self := zc.Conn().SessionID() // the test's own session, left out of per-session figures
 	m0 := readMonitor(t, zk)
 	cons0 := readConnections(t, zk, self)
 	cpu0 := clusterCPU(t, c, n)
@@ -222,8 +227,8 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 		steady += d
 		f.MaxReceived = max(f.MaxReceived, float64(d)/dt)
 	}
-	if len(cons1) < n {
-		t.Errorf("ZooKeeper lists %d worker sessions, want at least %d", len(cons1), n)
+	if len(cons1) != n {
+		t.Errorf("ZooKeeper lists %d sessions besides the test's, want one per worker (%d)", len(cons1), n)
 	}
 	steadyRate := float64(steady) / dt / float64(n) // per instance
 	f.ZKCPU = (cpu1.zk - cpu0.zk).Seconds() / dt

@@ -54,8 +54,14 @@ type killFigures struct {
 // still counted: the watchers re-read what changed.
 const failoverQuiet = 3 * time.Second
 
+// takeoverTimeout bounds the wait for a takeover: far beyond any timer
+// bound, it only ends a run whose detector stalled.
+const takeoverTimeout = 60 * time.Second
+
 // killRunner SIGKILLs Runner victim and times its detection and takeover.
-func killRunner(t testing.TB, c *testsuite.Cluster, s scaleRun, victim int) killFigures {
+// If the takeover does not come within takeoverTimeout it fails t
+// (t.Errorf) and returns false.
+func killRunner(t testing.TB, c *testsuite.Cluster, s scaleRun, victim int) (killFigures, bool) {
 	t.Helper()
 	k := killFigures{Victim: testsuite.Name(victim)}
 	standby := 0
@@ -68,30 +74,37 @@ func killRunner(t testing.TB, c *testsuite.Cluster, s scaleRun, victim int) kill
 	}
 	ctx := context.Background()
 	killedAt := c.Kill(victim)
-	var detected, tookOver time.Time
-	testsuite.EventuallyEvery(t, 60*time.Second, 10*time.Millisecond, k.Victim+" to be taken over", func() (bool, error) {
+	var detected time.Time
+	state := "not polled"
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
 		now := time.Now()
-		if detected.IsZero() && c.Role(victim).Dead() {
-			detected = now
+		if now.Sub(killedAt) > takeoverTimeout {
+			t.Errorf("%s not taken over %v after SIGKILL: %s", k.Victim, takeoverTimeout, state)
+			return k, false
 		}
 		if detected.IsZero() {
-			return false, fmt.Errorf("%s is still %q", k.Victim, c.Role(victim))
+			if r := c.Role(victim); r.Dead() {
+				detected = now
+			} else {
+				state = fmt.Sprintf("%s is still %q", k.Victim, r)
+				continue
+			}
 		}
 		g, _, err := c.Meta.GetGroup(ctx)
-		if err != nil {
-			return false, err
+		switch {
+		case err != nil:
+			state = err.Error()
+		case !slices.Contains(g.FailCrawler, k.Victim):
+			state = fmt.Sprintf("%s declared dead after %v, not in fail_crawler %v", k.Victim, detected.Sub(killedAt), g.FailCrawler)
+		case standby > 0 && c.Role(standby) != roles.RoleRunner:
+			state = fmt.Sprintf("standby %s is %q", testsuite.Name(standby), c.Role(standby))
+		default:
+			k.Detected, k.TakenOver = detected.Sub(killedAt), now.Sub(killedAt)
+			return k, true
 		}
-		if !slices.Contains(g.FailCrawler, k.Victim) {
-			return false, fmt.Errorf("%s not in fail_crawler %v", k.Victim, g.FailCrawler)
-		}
-		if standby > 0 && c.Role(standby) != roles.RoleRunner {
-			return false, fmt.Errorf("standby %s is %q", testsuite.Name(standby), c.Role(standby))
-		}
-		tookOver = now
-		return true, nil
-	})
-	k.Detected, k.TakenOver = detected.Sub(killedAt), tookOver.Sub(killedAt)
-	return k
+	}
 }
 
 // slowest returns the kill with the longest takeover.
@@ -258,7 +271,10 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 	killed := map[string]bool{}
 	for victim := 1; victim <= s.kills(); victim++ {
 		before, from := readConnections(t, zk, self), time.Now()
-		k := killRunner(t, c, s, victim)
+		k, ok := killRunner(t, c, s, victim)
+		if !ok {
+			break
+		}
 		killed[k.Victim] = true
 		holdAlive(t, c, n, failoverQuiet, killed)
 		after, elapsed := readConnections(t, zk, self), time.Since(from)

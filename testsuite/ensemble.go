@@ -26,7 +26,7 @@ const (
 // started by StartEnsemble. Members are indexed 0..n-1 (myid i+1); each keeps
 // its ports and data directory across Kill and Restart. The servers have the
 // settings of StartZooKeeper's (tickTime 500ms, sessions 1s..60s, 4lw ruok,
-// stat, srvr and mntr), with initLimit 10 and syncLimit 5 ticks.
+// stat, srvr, mntr, wchs and cons), with initLimit 10 and syncLimit 5 ticks.
 //
 // Methods must be called from the test goroutine.
 type Ensemble struct {

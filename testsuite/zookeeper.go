@@ -38,8 +38,8 @@ const (
 //
 // The server accepts session timeouts between 1s and 60s (tickTime 500ms),
 // so tests can use short sessions to make ephemeral znodes of killed
-// processes disappear quickly. The 4lw commands ruok, stat, srvr and mntr
-// are enabled.
+// processes disappear quickly. The 4lw commands ruok, stat, srvr, mntr,
+// wchs and cons are enabled.
 type ZooKeeper struct {
 	t         testing.TB
 	label     string // names the server in messages and process names
@@ -179,7 +179,7 @@ func (zk *ZooKeeper) writeConfig() error {
 		"dataDir=" + zk.DataDir(),
 		"maxClientCnxns=0",
 		"admin.enableServer=false",
-		"4lw.commands.whitelist=ruok,stat,srvr,mntr",
+		"4lw.commands.whitelist=ruok,stat,srvr,mntr,wchs,cons",
 	}
 	if len(zk.quorum) == 0 {
 		lines = append(lines, "standaloneEnabled=true")

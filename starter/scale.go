@@ -147,14 +147,14 @@ func printPlan(w io.Writer, p scalePlan) {
 		p.Group, p.Runners, p.Backups, p.WantRunners, p.MinBackup)
 	switch {
 	case p.Promote > 0:
-		fmt.Fprintf(w, "%d backups will be promoted to runners\n", p.Promote)
+		fmt.Fprintf(w, "%s will be promoted to %s\n", plural(p.Promote, "backup"), noun(p.Promote, "runner"))
 	case p.StepDown > 0:
-		fmt.Fprintf(w, "%d runners will step down to backups once their batch is done\n", p.StepDown)
+		fmt.Fprintf(w, "%s will step down to %s once idle (a running batch drains first)\n", plural(p.StepDown, "runner"), noun(p.StepDown, "backup"))
 	default:
 		fmt.Fprintln(w, "no role changes needed")
 	}
 	if p.StartWorkers > 0 {
-		fmt.Fprintf(w, "start %d more workers for this group to reach the target (they join on their own)\n", p.StartWorkers)
+		fmt.Fprintf(w, "start %d more %s for this group to reach the target (they join on their own)\n", p.StartWorkers, noun(p.StartWorkers, "worker"))
 	}
 }
 
@@ -180,3 +180,14 @@ func waitScale(ctx context.Context, c *metadata.Cluster, want int, d time.Durati
 		}
 	}
 }
+
+// noun is word, plural for n != 1.
+func noun(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// plural is "n word(s)".
+func plural(n int, word string) string { return fmt.Sprintf("%d %s", n, noun(n, word)) }

@@ -83,7 +83,7 @@ func TestElasticClusterGrowsAndShrinksMidCrawl(t *testing.T) {
 	})
 	out, code := baton(c, "cluster", "scale", "--runners", "4", "--backups", "2", "--wait", "60s")
 	require.Equal(t, 0, code, out)
-	assert.Contains(t, out, "2 backups will be promoted")
+	assert.Contains(t, out, "2 backups will be promoted to runners")
 	g := c.GroupState()
 	assert.Len(t, g.CurrentRunner, 4, "runners after the scale-up: %v", g.CurrentRunner)
 	assert.Len(t, g.CurrentBackup, 2)

@@ -125,17 +125,23 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 		}
 	}()
 	det, gr := a.resumeDetector(ctx, m.Timers)
+	var nodeZ, groupZ watchedZnode
 	tick := time.NewTicker(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
-		node, _, err := c.GetNode(ctx, m.Name)
+		// The watcher's own NodeState and GroupState are read again only
+		// after they changed (a watch each): a check costs ZooKeeper the
+		// watched peers' heartbeats, not the group's whole membership.
+		nd, err := nodeZ.get(ctx, a.Store, c.NodePath(m.Name))
+		node, err := decodeWith(nd, err, c.NodePath(m.Name), roles.DecodeNodeState)
 		if errors.Is(err, metadata.ErrNotFound) {
 			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
 		}
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
-		g, _, err := c.GetGroup(ctx)
+		gd, err := groupZ.get(ctx, a.Store, c.GroupPath())
+		g, err := decodeWith(gd, err, c.GroupPath(), roles.DecodeGroupState)
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}

@@ -22,7 +22,10 @@ import (
 func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, error) {
 	ctx = logWith(ctx, roles.RoleRunner, "crawler", m.Name)
 	c := a.cluster(m.Group)
-	var watches []<-chan struct{}
+	var (
+		watches []<-chan struct{}
+		groupZ  watchedZnode
+	)
 	for {
 		nd, _, nch, err := a.Store.GetW(ctx, c.NodePath(m.Name))
 		if errors.Is(err, metadata.ErrNotFound) {
@@ -52,11 +55,13 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 				return WaitTaskResult{Pending: true, Role: node.Role}, nil
 			default:
 				// Idle: a runner the group no longer wants steps down now.
-				gd, _, gch, err := a.Store.GetW(ctx, c.GroupPath())
+				// Read again only after it changed (a watch): an idle
+				// runner's safety re-reads do not fetch the membership.
+				gd, err := groupZ.get(ctx, a.Store, c.GroupPath())
 				if err != nil {
 					return WaitTaskResult{}, err
 				}
-				watches = append(watches[:0], gch)
+				watches = append(watches[:0], groupZ.changed)
 				if g, err := roles.DecodeGroupState(gd); err == nil && slices.Contains(g.Surplus(), m.Name) {
 					down, err := a.stepDown(ctx, c, m, t, tv)
 					if err != nil {

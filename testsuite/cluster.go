@@ -92,10 +92,12 @@ func WithWebUI() ClusterOption {
 	return func(c *Cluster) { c.temporalOpts = append(c.temporalOpts, WithTemporalUI()) }
 }
 
-// WithZooKeeperAuth runs the cluster with ZooKeeper digest credentials
-// user:password: the workers read them from a file (--zk-auth-file), the
-// harness's store (Meta) authenticates with them, and Baton's znodes get an
-// ACL for that user only.
+// WithTemporalOptions starts the cluster's Temporal dev server with opts,
+// e.g. WithTemporalDatabase() to restart it mid-test.
+func WithTemporalOptions(opts ...TemporalOption) ClusterOption {
+	return func(c *Cluster) { c.temporalOpts = append(c.temporalOpts, opts...) }
+}
+
 // WithPostgres keeps the job data in pg (its own database, not
 // Temporal's), with every worker on its own data directory, as on
 // separate machines.
@@ -103,6 +105,10 @@ func WithPostgres(pg *Postgres) ClusterOption {
 	return func(c *Cluster) { c.Postgres, c.Store, c.SeparateDataDirs = pg, pg.DSN(), true }
 }
 
+// WithZooKeeperAuth runs the cluster with ZooKeeper digest credentials
+// user:password: the workers read them from a file (--zk-auth-file), the
+// harness's store (Meta) authenticates with them, and Baton's znodes get an
+// ACL for that user only.
 func WithZooKeeperAuth(auth string) ClusterOption {
 	return func(c *Cluster) { c.ZKAuth = auth }
 }

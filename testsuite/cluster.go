@@ -204,8 +204,17 @@ func (c *Cluster) OpenStore() jobs.Store {
 // Start starts (or restarts) instance i with optional extra environment.
 func (c *Cluster) Start(i int, env ...string) *Process {
 	c.T.Helper()
+	return c.StartWith(i, nil, env...)
+}
+
+// StartWith starts (or restarts) instance i with extra flags after the
+// cluster's (a repeated flag's last value wins, e.g. "--zk-hosts" of a
+// Proxy) and optional extra environment.
+func (c *Cluster) StartWith(i int, args []string, env ...string) *Process {
+	c.T.Helper()
 	name := Name(i)
-	p := StartProcess(c.T, ProcessSpec{Name: name, Path: c.Worker, Args: c.WorkerArgs(name), Env: env})
+	all := append(c.WorkerArgs(name), args...)
+	p := StartProcess(c.T, ProcessSpec{Name: name, Path: c.Worker, Args: all, Env: env})
 	c.mu.Lock()
 	c.workers[name] = p
 	c.mu.Unlock()

@@ -110,7 +110,7 @@ func BenchmarkSoak(b *testing.B) {
 	}
 	cur := next()
 
-	var detect, failover []time.Duration
+	var detect, failover, detectBackup []time.Duration
 	kills, runnerKills, noFailover := 0, 0, 0
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	b.ResetTimer()
@@ -141,6 +141,9 @@ func BenchmarkSoak(b *testing.B) {
 				}
 			}
 			time.Sleep(20 * time.Millisecond) // measurement grain
+		}
+		if !wasRunner && detected > 0 {
+			detectBackup = append(detectBackup, detected)
 		}
 		if wasRunner {
 			detect = append(detect, detected)
@@ -195,6 +198,8 @@ func BenchmarkSoak(b *testing.B) {
 		time.Since(start).Round(time.Second), len(jobsRun), failed, total.pages, total.lost, total.twice, kills, runnerKills, noFailover)
 	b.Logf("kill → declared dead: %v", detect)
 	b.Logf("kill → %d Runners again: %v", runners, failover)
+	slices.Sort(detectBackup)
+	b.Logf("backup kill → declared dead: %v", detectBackup)
 	var rss strings.Builder
 	for _, s := range samples {
 		fmt.Fprintf(&rss, "  %6s  sum %6.1f MB  max %5.1f MB\n", s.at.Round(time.Second), float64(s.sum)/1024, float64(s.max)/1024)

@@ -71,7 +71,7 @@ func TestCrawlSurvivesTemporalRestart(t *testing.T) {
 	// While the crawl goes on, status answers from the progress query.
 	restarted := time.Now()
 	var prog workflows.JobProgress
-	testsuite.Eventually(t, 60*time.Second, "baton status to answer after the restart", func() (bool, error) {
+	testsuite.Eventually(t, 30*time.Second, "baton status to answer after the restart", func() (bool, error) {
 		var out string
 		prog, out, ok = statusJSON(c, "tr")
 		if !ok {

@@ -109,18 +109,29 @@ func BenchmarkSoak(b *testing.B) {
 		return j
 	}
 	cur := next()
+	// pause waits at least one 20 ms step and at most d while keeping a
+	// job running: the next starts as soon as one ends.
+	pause := func(d time.Duration) {
+		for end := time.Now().Add(d); ; {
+			if cur.proc.Exited() && time.Since(start) < dur {
+				cur = next()
+			}
+			time.Sleep(20 * time.Millisecond) // measurement and submission grain
+			if !time.Now().Before(end) {
+				return
+			}
+		}
+	}
 
 	var detect, failover, detectBackup []time.Duration
 	kills, runnerKills, noFailover := 0, 0, 0
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	b.ResetTimer()
 	for time.Since(start) < dur {
-		if cur.proc.Exited() {
-			cur = next()
-		}
 		i := 1 + rng.IntN(runners+backups)
 		role := c.Role(i)
 		if role.Dead() || c.Process(i).Exited() {
+			pause(100 * time.Millisecond) // a restarted instance is rejoining
 			continue
 		}
 		killed := c.Kill(i)
@@ -140,7 +151,7 @@ func BenchmarkSoak(b *testing.B) {
 					replaced = time.Since(killed)
 				}
 			}
-			time.Sleep(20 * time.Millisecond) // measurement grain
+			pause(0)
 		}
 		if !wasRunner && detected > 0 {
 			detectBackup = append(detectBackup, detected)
@@ -154,12 +165,14 @@ func BenchmarkSoak(b *testing.B) {
 			}
 		}
 		c.Start(i)                                                        // it rejoins as a backup
-		time.Sleep(time.Duration(2000+rng.IntN(3000)) * time.Millisecond) // the pace of the faults
+		pause(time.Duration(2000+rng.IntN(3000)) * time.Millisecond) // the pace of the faults
 	}
 	// The last job finishes without faults.
+	faultsEnd := time.Now()
 	if err := cur.proc.Wait(5 * time.Minute); err != nil {
 		b.Logf("last job %s: %v\n%s", cur.id, err, cur.proc.LogTail(2048))
 	}
+	b.Logf("the last job, %s, ended %v after the last fault", cur.id, time.Since(faultsEnd).Round(time.Millisecond))
 	b.StopTimer()
 	close(stopSampling)
 	<-sampled

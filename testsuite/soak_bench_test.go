@@ -164,7 +164,7 @@ func BenchmarkSoak(b *testing.B) {
 				noFailover++ // no live backup left at the time
 			}
 		}
-		c.Start(i)                                                        // it rejoins as a backup
+		c.Start(i)                                                   // it rejoins as a backup
 		pause(time.Duration(2000+rng.IntN(3000)) * time.Millisecond) // the pace of the faults
 	}
 	// The last job finishes without faults.

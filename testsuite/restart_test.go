@@ -152,9 +152,10 @@ func TestCrawlSurvivesZooKeeperRestart(t *testing.T) {
 
 // A Runner is cut off from ZooKeeper (a TCP proxy in front of the server
 // is cut) for longer than its session timeout while its process runs on:
-// a backup declares it dead and takes its work over, the cut-off Runner's
-// late writes are fenced, and once it reaches ZooKeeper again it rejoins
-// as a backup. The crawl records every page once.
+// a backup declares it dead and takes its work over, the cut-off Runner is
+// fenced (its workflows are closed by the cluster, its batch's epoch is
+// raised in the job store, which it still reaches), and once it reaches
+// ZooKeeper again it rejoins as a backup. The crawl records every page once.
 func TestRunnerCutOffFromZooKeeperIsFencedAndRejoins(t *testing.T) {
 	const session = 2 * time.Second
 	c := testsuite.NewCluster(t, 2, 1, testsuite.FastTimers)
@@ -173,6 +174,9 @@ func TestRunnerCutOffFromZooKeeperIsFencedAndRejoins(t *testing.T) {
 	cutAt := time.Now()
 	t.Logf("runner 2 cut off from ZooKeeper after %d pages", recorded())
 	c.WaitRoles(taskTimeout, map[int]roles.Role{2: roles.RoleDeadRunner, 3: roles.RoleRunner})
+	node, _, err := c.Meta.GetNode(context.Background(), testsuite.Name(2))
+	require.NoError(t, err)
+	assert.Equal(t, testsuite.Name(3), node.TakenOverBy, "the backup took the cut-off runner over")
 	// Past the session timeout: the server has expired 2's session.
 	testsuite.Eventually(t, 30*time.Second, "runner 2's session to expire", func() (bool, error) {
 		_, _, err := c.Meta.Store.Get(context.Background(), c.Meta.AlivePath(testsuite.Name(2)))
@@ -188,7 +192,8 @@ func TestRunnerCutOffFromZooKeeperIsFencedAndRejoins(t *testing.T) {
 	require.Equal(t, 0, p.ExitCode(), p.Logs())
 	js := c.OpenStore()
 	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, "cut"))
-	assert.Contains(t, c.Process(2).Logs(), "fenced", "the cut-off runner learnt it was fenced")
+	assert.Contains(t, c.Process(2).Logs(), "lifecycle was closed by the cluster (declared dead); registering again",
+		"the cut-off runner learnt it was declared dead")
 	for i := 1; i <= 3; i++ {
 		require.False(t, c.Process(i).Exited(), "%s exited: %s", testsuite.Name(i), c.Process(i).LogTail(4096))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -125,22 +126,32 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	run := c.GetWorkflow(ctx, wid, "")
 	done := make(chan error, 1)
 	var final workflows.JobProgress
-	go func() { done <- run.Get(ctx, &final) }()
+	getResult := func() {
+		done <- c.GetWorkflow(ctx, wid, "").Get(ctx, &final)
+	}
+	go getResult()
 	tick := time.NewTicker(300 * time.Millisecond)
 	defer tick.Stop()
 	check := time.NewTicker(runnerCheckInterval)
 	defer check.Stop()
 	var last workflows.JobProgress
 	watch := runnerWatch{limit: co.waitForRunners, group: live.c.Group, w: errw}
+	tw := temporalWatch{w: errw, job: jobOf(wid)}
 	if err := watch.observe(ctx, live, time.Now()); err != nil {
 		return last, err
 	}
 	for {
 		select {
 		case err := <-done:
+			if err != nil && ctx.Err() == nil && transient(err) {
+				// Temporal went away under the long poll for the result:
+				// the job goes on; ask again.
+				tw.observe(ctx, c, err, time.Now())
+				time.AfterFunc(time.Second, getResult)
+				continue
+			}
 			_ = pb.Finish()
 			fmt.Fprintln(bar)
 			if err != nil {
@@ -151,6 +162,10 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
 			p, err := queryProgress(qctx, c, wid)
 			qcancel()
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			tw.observe(ctx, c, err, time.Now())
 			if err == nil {
 				last = p
 				pb.ChangeMax(p.Stats.Seen)
@@ -158,14 +173,14 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 				pb.Describe(fmt.Sprintf("%s: done %d, failed %d, queued %d, in flight %d batches",
 					p.State, p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, len(p.InFlight)))
 			}
-			var unavailable *serviceerror.Unavailable
-			if errors.As(err, &unavailable) {
-				_ = pb.Exit()
-				fmt.Fprintln(bar)
-				return last, exitcode.With(exitcode.Unavailable, fmt.Errorf(
-					"lost Temporal while waiting (%w): the job may still be running; follow it with 'baton status %s'", err, last.ID))
-			}
 		case now := <-check.C:
+			if tw.holding(now) {
+				// Without Temporal no heartbeat is written (they are
+				// Temporal activities): a Runner's stale heartbeat says
+				// nothing until the workers serve again.
+				watch.since = time.Time{}
+				continue
+			}
 			if err := watch.observe(ctx, live, now); err != nil {
 				_ = pb.Exit()
 				fmt.Fprintln(bar)
@@ -175,6 +190,73 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 			return last, ctx.Err()
 		}
 	}
+}
+
+// temporalRecovery bounds how long, once Temporal answers again after an
+// outage, crawl --wait keeps its no-Runner countdown stopped while the
+// workers come back: their pollers back off while the server is away and
+// their heartbeats (Temporal activities) are retried.
+const temporalRecovery = 30 * time.Second
+
+// temporalWatch follows Temporal's reachability while crawl --wait waits,
+// and says on w when it is lost and when it is back. The job does not
+// depend on the waiting CLI: it goes on when Temporal is back.
+type temporalWatch struct {
+	w      io.Writer
+	job    string
+	down   bool      // Temporal did not answer at the last look
+	outage bool      // an outage whose recovery is not over
+	backAt time.Time // when Temporal answered again after the outage
+}
+
+// observe records the outcome err of a request to Temporal at now; after
+// a failure it asks Temporal's health to tell an unreachable server from
+// workers that do not answer yet.
+func (tw *temporalWatch) observe(ctx context.Context, c client.Client, err error, now time.Time) {
+	if err == nil {
+		if tw.outage {
+			fmt.Fprintf(tw.w, "\nTemporal and the workers answer again: job %s goes on\n", tw.job)
+		}
+		tw.down, tw.outage = false, false
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, herr := c.CheckHealth(hctx, &client.CheckHealthRequest{})
+	cancel()
+	switch {
+	case herr != nil && ctx.Err() == nil:
+		if !tw.down {
+			fmt.Fprintf(tw.w, "\nnote: Temporal does not answer (%v); still waiting for job %s, which goes on when Temporal is back "+
+				"(Ctrl-C stops waiting, not the job; 'baton status %s' follows it)\n", herr, tw.job, tw.job)
+		}
+		tw.down, tw.outage = true, true
+	case tw.down:
+		tw.down, tw.backAt = false, now
+		fmt.Fprintf(tw.w, "\nTemporal answers again; waiting for the workers to resume job %s\n", tw.job)
+	}
+}
+
+// holding reports whether the no-Runner countdown stays stopped at now:
+// while Temporal is away, and for temporalRecovery after it is back until
+// the workers answer.
+func (tw *temporalWatch) holding(now time.Time) bool {
+	return tw.down || (tw.outage && now.Sub(tw.backAt) < temporalRecovery)
+}
+
+// transient reports whether err is a failure to reach Temporal (not an
+// outcome of the workflow), worth asking again.
+func transient(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// jobOf returns the job ID of a job workflow ID (its last path element).
+func jobOf(wid string) string {
+	if i := strings.LastIndex(wid, "/"); i >= 0 {
+		return wid[i+1:]
+	}
+	return wid
 }
 
 // runnerCheck reads the group's Runners and their heartbeats in ZooKeeper.

@@ -92,10 +92,12 @@ func WithWebUI() ClusterOption {
 	return func(c *Cluster) { c.temporalOpts = append(c.temporalOpts, WithTemporalUI()) }
 }
 
-// WithZooKeeperAuth runs the cluster with ZooKeeper digest credentials
-// user:password: the workers read them from a file (--zk-auth-file), the
-// harness's store (Meta) authenticates with them, and Baton's znodes get an
-// ACL for that user only.
+// WithTemporalOptions starts the cluster's Temporal dev server with opts,
+// e.g. WithTemporalDatabase() to restart it mid-test.
+func WithTemporalOptions(opts ...TemporalOption) ClusterOption {
+	return func(c *Cluster) { c.temporalOpts = append(c.temporalOpts, opts...) }
+}
+
 // WithPostgres keeps the job data in pg (its own database, not
 // Temporal's), with every worker on its own data directory, as on
 // separate machines.
@@ -103,6 +105,10 @@ func WithPostgres(pg *Postgres) ClusterOption {
 	return func(c *Cluster) { c.Postgres, c.Store, c.SeparateDataDirs = pg, pg.DSN(), true }
 }
 
+// WithZooKeeperAuth runs the cluster with ZooKeeper digest credentials
+// user:password: the workers read them from a file (--zk-auth-file), the
+// harness's store (Meta) authenticates with them, and Baton's znodes get an
+// ACL for that user only.
 func WithZooKeeperAuth(auth string) ClusterOption {
 	return func(c *Cluster) { c.ZKAuth = auth }
 }
@@ -198,8 +204,17 @@ func (c *Cluster) OpenStore() jobs.Store {
 // Start starts (or restarts) instance i with optional extra environment.
 func (c *Cluster) Start(i int, env ...string) *Process {
 	c.T.Helper()
+	return c.StartWith(i, nil, env...)
+}
+
+// StartWith starts (or restarts) instance i with extra flags after the
+// cluster's (a repeated flag's last value wins, e.g. "--zk-hosts" of a
+// Proxy) and optional extra environment.
+func (c *Cluster) StartWith(i int, args []string, env ...string) *Process {
+	c.T.Helper()
 	name := Name(i)
-	p := StartProcess(c.T, ProcessSpec{Name: name, Path: c.Worker, Args: c.WorkerArgs(name), Env: env})
+	all := append(c.WorkerArgs(name), args...)
+	p := StartProcess(c.T, ProcessSpec{Name: name, Path: c.Worker, Args: all, Env: env})
 	c.mu.Lock()
 	c.workers[name] = p
 	c.mu.Unlock()

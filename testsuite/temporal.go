@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ const (
 	temporalStartAttempts = 3
 	// temporalDialTimeout bounds one client dial.
 	temporalDialTimeout = 5 * time.Second
+	// temporalStopGrace is how long Stop waits after SIGTERM before SIGKILL.
+	temporalStopGrace = 15 * time.Second
 )
 
 // DefaultNamespace is the namespace the dev servers serve.
@@ -43,8 +46,17 @@ type TemporalOption func(*temporalConfig)
 
 type temporalConfig struct {
 	ui            bool
+	persistent    bool
 	dynamicConfig []string
 	extraArgs     []string
+}
+
+// WithTemporalDatabase keeps the server's state in a SQLite file
+// (--db-filename, see Temporal.DBPath) instead of in memory, so that the
+// server can be stopped and started again on the same database
+// (Temporal.Stop, Kill, Start, Restart) with its workflows intact.
+func WithTemporalDatabase() TemporalOption {
+	return func(c *temporalConfig) { c.persistent = true }
 }
 
 // WithTemporalUI enables the Web UI on a free port (see Temporal.UIAddress);
@@ -65,11 +77,19 @@ func WithTemporalArgs(args ...string) TemporalOption {
 }
 
 // Temporal is a Temporal dev server (`temporal server start-dev`, in-memory
-// persistence) started by StartTemporal, listening on 127.0.0.1.
+// persistence unless WithTemporalDatabase) started by StartTemporal,
+// listening on 127.0.0.1. Its ports stay the same across Start.
 type Temporal struct {
+	t      testing.TB
+	bin    string
+	dir    string
+	cfg    temporalConfig
 	port   int
 	uiPort int // 0 when headless
-	proc   *Process
+
+	mu     sync.Mutex
+	proc   *Process // current (possibly exited) server process
+	starts int
 }
 
 // StartTemporal starts a Temporal dev server for the test on free loopback
@@ -92,20 +112,30 @@ func StartTemporal(t testing.TB, opts ...TemporalOption) *Temporal {
 	if err != nil {
 		missingDependency(t, "Temporal CLI", err)
 	}
-	dir := t.TempDir()
+	tmp := &Temporal{t: t, bin: bin, dir: t.TempDir(), cfg: cfg}
+	t.Cleanup(tmp.cleanup)
 
 	var lastErr error
 	for attempt := 1; attempt <= temporalStartAttempts; attempt++ {
-		tmp, err := launchTemporal(t, bin, dir, attempt, cfg)
-		if err == nil {
-			t.Cleanup(tmp.proc.cleanup)
+		if tmp.port, err = freePort(); err != nil {
+			t.Fatalf("testsuite: temporal: %v", err)
+		}
+		if cfg.ui {
+			if tmp.uiPort, err = freePort(); err != nil {
+				t.Fatalf("testsuite: temporal: %v", err)
+			}
+		}
+		if lastErr = tmp.launch(); lastErr == nil {
 			return tmp
 		}
-		lastErr = err
-		if tmp == nil || !strings.Contains(tmp.proc.Logs(), "can't set") {
+		if p := tmp.Process(); p == nil || !strings.Contains(p.Logs(), "can't set") {
 			break // not a port conflict
 		}
-		t.Logf("testsuite: temporal: port conflict, retrying with other ports: %v", err)
+		t.Logf("testsuite: temporal: port conflict, retrying with other ports: %v", lastErr)
+		if tmp.cfg.persistent {
+			// A failed first start may have created the database.
+			_ = os.Remove(tmp.DBPath())
+		}
 	}
 	t.Fatalf("testsuite: temporal: %v", lastErr)
 	return nil
@@ -131,14 +161,9 @@ func findTemporal() (string, error) {
 	return bin, nil
 }
 
-// launchTemporal starts one server process and waits for it. On failure the
-// process is killed and returned (for its logs) along with the error.
-func launchTemporal(t testing.TB, bin, dir string, attempt int, cfg temporalConfig) (*Temporal, error) {
-	tmp := &Temporal{}
-	var err error
-	if tmp.port, err = freePort(); err != nil {
-		return nil, err
-	}
+// launch starts one server process on the chosen ports and waits for it.
+// On failure the process is killed and the error carries its log tail.
+func (tmp *Temporal) launch() error {
 	args := []string{
 		"server", "start-dev",
 		"--ip", "127.0.0.1",
@@ -146,13 +171,13 @@ func launchTemporal(t testing.TB, bin, dir string, attempt int, cfg temporalConf
 		"--namespace", DefaultNamespace,
 		"--log-level", "warn",
 	}
-	if cfg.ui {
-		if tmp.uiPort, err = freePort(); err != nil {
-			return nil, err
-		}
+	if tmp.cfg.ui {
 		args = append(args, "--ui-port", strconv.Itoa(tmp.uiPort))
 	} else {
 		args = append(args, "--headless")
+	}
+	if tmp.cfg.persistent {
+		args = append(args, "--db-filename", tmp.DBPath())
 	}
 	for _, sa := range SearchAttributes {
 		args = append(args, "--search-attribute", sa+"=Keyword")
@@ -164,28 +189,35 @@ func launchTemporal(t testing.TB, bin, dir string, attempt int, cfg temporalConf
 	args = append(args, "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 		"--dynamic-config-value", "system.enableActivityEagerExecution=true")
-	for _, dc := range cfg.dynamicConfig {
+	for _, dc := range tmp.cfg.dynamicConfig {
 		args = append(args, "--dynamic-config-value", dc)
 	}
-	args = append(args, cfg.extraArgs...)
+	args = append(args, tmp.cfg.extraArgs...)
 
-	xdg := filepath.Join(dir, fmt.Sprintf("config-%d", attempt))
-	tmp.proc, err = startProcess(t, ProcessSpec{
-		Name: fmt.Sprintf("temporal-%d", attempt),
-		Path: bin,
+	tmp.mu.Lock()
+	tmp.starts++
+	n := tmp.starts
+	tmp.mu.Unlock()
+	xdg := filepath.Join(tmp.dir, fmt.Sprintf("config-%d", n))
+	proc, err := startProcess(tmp.t, ProcessSpec{
+		Name: fmt.Sprintf("temporal-%d", n),
+		Path: tmp.bin,
 		Args: args,
-		Dir:  dir,
+		Dir:  tmp.dir,
 		// Keep the CLI away from the user's ~/.config/temporalio files.
 		Env:     []string{"XDG_CONFIG_HOME=" + xdg},
-		LogPath: filepath.Join(dir, fmt.Sprintf("temporal-%d.log", attempt)),
+		LogPath: filepath.Join(tmp.dir, fmt.Sprintf("temporal-%d.log", n)),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	tmp.mu.Lock()
+	tmp.proc = proc
+	tmp.mu.Unlock()
 
 	err = poll(temporalReadyTimeout, pollInterval, func() (bool, error) {
-		if tmp.proc.Exited() {
-			return false, errPermanent{fmt.Errorf("server exited during startup: %w", tmp.proc.Wait(0))}
+		if proc.Exited() {
+			return false, errPermanent{fmt.Errorf("server exited during startup: %w", proc.Wait(0))}
 		}
 		if err := tmp.healthy(); err != nil {
 			return false, err
@@ -193,12 +225,69 @@ func launchTemporal(t testing.TB, bin, dir string, attempt int, cfg temporalConf
 		return true, nil
 	})
 	if err != nil {
-		if kerr := tmp.proc.kill(); kerr != nil {
+		if kerr := proc.kill(); kerr != nil {
 			err = errors.Join(err, kerr)
 		}
-		return tmp, fmt.Errorf("not ready on %s: %w\n%s", tmp.Address(), err, tmp.proc.LogTail(logTailBytes))
+		return fmt.Errorf("not ready on %s: %w\n%s", tmp.Address(), err, proc.LogTail(logTailBytes))
 	}
-	return tmp, nil
+	return nil
+}
+
+// DBPath returns the SQLite file holding the server's state
+// (WithTemporalDatabase); without that option the state is in memory and
+// the file is never created.
+func (tmp *Temporal) DBPath() string { return filepath.Join(tmp.dir, "temporal.db") }
+
+// Stop shuts the server down gracefully (SIGTERM, then SIGKILL after 15s)
+// and waits for it to exit. Stopping a stopped server is a no-op.
+// Failures are reported with t.Errorf.
+func (tmp *Temporal) Stop() {
+	if p := tmp.Process(); p != nil {
+		if err := p.stop(temporalStopGrace); err != nil {
+			tmp.t.Errorf("testsuite: temporal: stop: %v", err)
+		}
+	}
+}
+
+// Kill SIGKILLs the server (simulating a crash) and waits for it to exit.
+// Failures are reported with t.Errorf.
+func (tmp *Temporal) Kill() {
+	if p := tmp.Process(); p != nil {
+		if err := p.kill(); err != nil {
+			tmp.t.Errorf("testsuite: temporal: %v", err)
+		}
+	}
+}
+
+// Start starts a stopped (or killed) server again on the same ports and
+// database and waits until it is healthy. It needs WithTemporalDatabase:
+// an in-memory server's state died with it. It fails t if the server is
+// running or does not come back.
+func (tmp *Temporal) Start(t testing.TB) {
+	t.Helper()
+	if !tmp.cfg.persistent {
+		t.Fatalf("testsuite: temporal: Start after Stop needs WithTemporalDatabase (the in-memory state is gone)")
+	}
+	if p := tmp.Process(); p != nil && !p.Exited() {
+		t.Fatalf("testsuite: temporal: Start: the server (pid %d) is still running", p.Pid())
+	}
+	if err := tmp.launch(); err != nil {
+		t.Fatalf("testsuite: temporal: start again on %s: %v", tmp.DBPath(), err)
+	}
+}
+
+// Restart stops the server gracefully and starts it again on the same
+// ports and database (see Start).
+func (tmp *Temporal) Restart(t testing.TB) {
+	t.Helper()
+	tmp.Stop()
+	tmp.Start(t)
+}
+
+func (tmp *Temporal) cleanup() {
+	if p := tmp.Process(); p != nil {
+		p.cleanup()
+	}
 }
 
 // healthy dials the server and checks its health and the default namespace.
@@ -236,8 +325,13 @@ func (tmp *Temporal) UIAddress() string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tmp.uiPort))
 }
 
-// Process returns the server process (e.g. to Kill it).
-func (tmp *Temporal) Process() *Process { return tmp.proc }
+// Process returns the current server process (nil before the first
+// start); each Start creates a new one.
+func (tmp *Temporal) Process() *Process {
+	tmp.mu.Lock()
+	defer tmp.mu.Unlock()
+	return tmp.proc
+}
 
 // ClientOptions returns SDK client options for this server: address,
 // namespace and a logger that only prints warnings and errors (to stderr).

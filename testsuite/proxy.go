@@ -1,0 +1,89 @@
+package testsuite
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy on 127.0.0.1 in front of one server, for cutting a
+// single process off from it (a network partition) while others still
+// reach it directly: give the process Addr instead of the server's.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+// StartProxy listens on a free loopback port and forwards every
+// connection to target until the test ends.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testsuite: proxy: %v", err)
+	}
+	p := &Proxy{ln: ln, target: target}
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Cut()
+	})
+	return p
+}
+
+// Addr returns the proxy's address, "127.0.0.1:port".
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, u)
+		p.mu.Unlock()
+		go pipe(u, c)
+		go pipe(c, u)
+	}
+}
+
+func pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+}
+
+// Cut closes every proxied connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// Restore accepts and forwards connections again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}

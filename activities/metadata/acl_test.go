@@ -186,7 +186,7 @@ func TestZooKeeperACLContracts(t *testing.T) {
 func TestZooKeeperACLSessionExpiry(t *testing.T) {
 	server := testsuite.StartZooKeeper(t)
 	ctx := context.Background()
-	px := startProxy(t, server.Addr())
+	px := testsuite.StartProxy(t, server.Addr())
 	z := dialZKAuth(t, px.Addr(), aclAuth, 2*time.Second)
 	good := rawZK(t, server.Addr(), aclAuth)
 	anon := rawZK(t, server.Addr(), "")

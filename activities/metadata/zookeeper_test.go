@@ -4,9 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,68 +96,6 @@ func TestZooKeeperGetWKeepsOneWatchPerPath(t *testing.T) {
 	assert.Equal(t, "m", string(data))
 }
 
-// proxy is a TCP relay between the store and the server; Cut drops every
-// connection and refuses new ones, a network partition of that client only.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{ln: ln, target: target}
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.Cut() })
-	return p
-}
-
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		u, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, u)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(u, c); u.Close(); c.Close() }()
-		go func() { _, _ = io.Copy(c, u); u.Close(); c.Close() }()
-	}
-}
-
-func (p *proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) Restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = false
-}
-
 // TestZooKeeperSessionExpiry partitions a store from the server for longer
 // than its session timeout, so the server expires the session. When the
 // store reaches the server again it gets a new session: Session() changes,
@@ -168,7 +104,7 @@ func (p *proxy) Restore() {
 func TestZooKeeperSessionExpiry(t *testing.T) {
 	server := testsuite.StartZooKeeper(t)
 	ctx := context.Background()
-	px := startProxy(t, server.Addr())
+	px := testsuite.StartProxy(t, server.Addr())
 	z := dialZK(t, px.Addr(), 2*time.Second)
 
 	observer, _, err := zk.Connect([]string{server.Addr()}, 10*time.Second, zk.WithLogInfo(false))

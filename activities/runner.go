@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -57,12 +56,9 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 				// Idle: a runner the group no longer wants steps down now.
 				// Read again only after it changed (a watch): an idle
 				// runner's safety re-reads do not fetch the membership.
-				gd, err := groupZ.get(ctx, a.Store, c.GroupPath())
-				if err != nil {
-					return WaitTaskResult{}, err
-				}
+				surplus := a.surplus(ctx, c, m, &groupZ)
 				watches = append(watches[:0], groupZ.changed)
-				if g, err := roles.DecodeGroupState(gd); err == nil && slices.Contains(g.Surplus(), m.Name) {
+				if surplus {
 					down, err := a.stepDown(ctx, c, m, t, tv)
 					if err != nil {
 						return WaitTaskResult{}, err

@@ -44,6 +44,10 @@ func FastTimers() Timers {
 	}
 }
 
+// IsZero reports whether no timer is set (a job spec that leaves them to
+// its group's workers).
+func (t Timers) IsZero() bool { return t == Timers{} }
+
 // Validate names the first bad field.
 func (t Timers) Validate() error {
 	pos := []struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batoncrawl/baton/activities/connect/exitcode"
+	"github.com/batoncrawl/baton/testsuite"
 )
 
 // run executes the CLI in-process and returns stdout, stderr and the exit
@@ -24,16 +24,6 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errw.String(), code
 }
 
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 func TestVersion(t *testing.T) {
 	out, _, code := run(t, "--version")
 	assert.Equal(t, exitcode.OK, code)
@@ -43,7 +33,7 @@ func TestVersion(t *testing.T) {
 // Bad usage is exit code 2, with a pointer to the help, and contacts no
 // server (the addresses are closed ports: a dial would be exit code 5).
 func TestBadUsageExitsTwo(t *testing.T) {
-	zk, temporal := closedPort(t), closedPort(t)
+	zk, temporal := testsuite.ClosedPort(t), testsuite.ClosedPort(t)
 	for _, tc := range []struct {
 		args []string
 		msg  string
@@ -93,7 +83,7 @@ func TestOnlyGlobalSettingsComeFromTheEnvironment(t *testing.T) {
 	// BATON_ZK_HOSTS is read: the cluster command goes to the closed port.
 	t.Setenv("BATON_DEPTH", "-1")
 	t.Setenv("BATON_ID", "../stray")
-	t.Setenv("BATON_TEMPORAL_ADDRESS", closedPort(t))
+	t.Setenv("BATON_TEMPORAL_ADDRESS", testsuite.ClosedPort(t))
 	_, errw, code := run(t, "crawl", "http://127.0.0.1:1/", "--connect-timeout", "2s")
 	assert.Equal(t, exitcode.Unavailable, code, "BATON_DEPTH and BATON_ID ignored, BATON_TEMPORAL_ADDRESS used: %s", errw)
 	t.Setenv("BATON_CONNECT_TIMEOUT", "soon")
@@ -106,7 +96,7 @@ func TestOnlyGlobalSettingsComeFromTheEnvironment(t *testing.T) {
 // --connect-timeout with exit code 5, naming the server and what to check;
 // `make stack-up` is suggested only for the local stack's addresses.
 func TestUnreachableServersFailFast(t *testing.T) {
-	zk, temporal := closedPort(t), closedPort(t)
+	zk, temporal := testsuite.ClosedPort(t), testsuite.ClosedPort(t)
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	require.NoError(t, os.Mkdir(store, 0o755))
@@ -121,7 +111,7 @@ func TestUnreachableServersFailFast(t *testing.T) {
 		{[]string{"crawl", "http://127.0.0.1:1/", "--wait"}, "ZooKeeper at " + zk},
 		{[]string{"status", "j"}, "Temporal at " + temporal},
 		{[]string{"cancel", "j"}, "Temporal at " + temporal},
-		{[]string{"jobs", "--store", "postgres://baton@" + closedPort(t) + "/baton"}, "the job store did not answer within 1s"},
+		{[]string{"jobs", "--store", "postgres://baton@" + testsuite.ClosedPort(t) + "/baton"}, "the job store did not answer within 1s"},
 	} {
 		start := time.Now()
 		out, errw, code := run(t, append(global, tc.args...)...)
@@ -149,7 +139,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	missing := filepath.Join(dir, "no", "such", "dir")
-	global := []string{"--zk-hosts", closedPort(t), "--temporal-address", closedPort(t), "--connect-timeout", "1s"}
+	global := []string{"--zk-hosts", testsuite.ClosedPort(t), "--temporal-address", testsuite.ClosedPort(t), "--connect-timeout", "1s"}
 	for _, args := range [][]string{
 		{"results", "x", "--data-dir", missing},
 		{"jobs", "--data-dir", missing},

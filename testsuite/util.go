@@ -53,6 +53,17 @@ func freePort() (int, error) {
 	return port, nil
 }
 
+// ClosedPort returns a loopback address nothing listens on (for a client
+// that must find its server unreachable).
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("testsuite: %v", err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
 // Eventually calls cond every 50ms until it returns true or timeout passes.
 // An error from cond does not stop the polling; it is remembered and
 // reported if the deadline is reached. On timeout Eventually fails the test

@@ -2,16 +2,15 @@ package main
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/batoncrawl/baton/activities/connect/exitcode"
+	"github.com/batoncrawl/baton/testsuite"
 )
 
 func runWorker(t *testing.T, args ...string) (string, string, int) {
@@ -19,15 +18,6 @@ func runWorker(t *testing.T, args ...string) (string, string, int) {
 	var out, errw bytes.Buffer
 	code := execute(args, &out, &errw)
 	return out.String(), errw.String(), code
-}
-
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
 }
 
 func TestWorkerVersion(t *testing.T) {
@@ -76,7 +66,7 @@ func TestWorkerUnreachableServersExitFive(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--zk-hosts", closedPort(t)}, "ZooKeeper at "},
+		{[]string{"--zk-hosts", testsuite.ClosedPort(t)}, "ZooKeeper at "},
 	} {
 		start := time.Now()
 		_, errw, code := runWorker(t, append(base, tc.args...)...)

@@ -438,10 +438,10 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 
 // timers returns the job's timers: its spec's, else the group's.
 func (a *Activities) timers(spec Spec) roles.Timers {
-	if spec.Timers != (roles.Timers{}) {
+	if !spec.Timers.IsZero() {
 		return spec.Timers
 	}
-	if a.Timers != (roles.Timers{}) {
+	if !a.Timers.IsZero() {
 		return a.Timers
 	}
 	return roles.DefaultTimers()

@@ -124,7 +124,7 @@ func (s Spec) Validate() error {
 	}
 	// Unset timers are the group's (the workers' profile); set ones must be
 	// valid: zero intervals would make JobAwait spin.
-	if s.Timers != (roles.Timers{}) {
+	if !s.Timers.IsZero() {
 		if err := s.Timers.Validate(); err != nil {
 			return fmt.Errorf("timers: %w", err)
 		}

@@ -24,6 +24,7 @@ type memNode struct {
 	version   int32
 	ephemeral bool
 	watchers  []chan struct{}
+	kids      []chan struct{} // ChildrenW's watches
 }
 
 // NewMemory returns an empty in-memory store holding only "/".
@@ -37,6 +38,19 @@ func (m *Memory) fire(p string) {
 			close(w)
 		}
 		n.watchers = nil
+	}
+}
+
+// fireChildren fires the ChildrenW watches of p's parent (a child was
+// created or deleted) and, when p itself goes, p's own.
+func (m *Memory) fireChildren(p string, gone bool) {
+	for _, q := range []string{path.Dir(p), p} {
+		if n, ok := m.nodes[q]; ok && (q != p || gone) {
+			for _, w := range n.kids {
+				close(w)
+			}
+			n.kids = nil
+		}
 	}
 }
 
@@ -90,6 +104,28 @@ func (m *Memory) Children(_ context.Context, p string) ([]string, error) {
 	return m.children(p), nil
 }
 
+// ChildrenW implements Store. A watch on a missing znode fires when it is
+// created.
+func (m *Memory) ChildrenW(_ context.Context, p string) ([]string, <-chan struct{}, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, nil, ErrClosed
+	}
+	ch := make(chan struct{})
+	n, ok := m.nodes[p]
+	if !ok {
+		m.nodes[p] = &memNode{version: -1, watchers: []chan struct{}{ch}}
+		return nil, ch, fmt.Errorf("children %s: %w", p, ErrNotFound)
+	}
+	if n.version < 0 {
+		n.watchers = append(n.watchers, ch)
+		return nil, ch, fmt.Errorf("children %s: %w", p, ErrNotFound)
+	}
+	n.kids = append(n.kids, ch)
+	return m.children(p), ch, nil
+}
+
 func (m *Memory) children(p string) []string {
 	prefix := strings.TrimSuffix(p, "/") + "/"
 	var out []string
@@ -131,6 +167,7 @@ func (m *Memory) create(p string, data []byte, mode CreateMode, parents bool) (s
 	}
 	n.data, n.version, n.ephemeral = append([]byte{}, data...), 0, mode != Persistent
 	m.fire(p)
+	m.fireChildren(p, false)
 	return p, nil
 }
 
@@ -180,6 +217,7 @@ func (m *Memory) del(p string, v int32) error {
 		return fmt.Errorf("delete %s: %w", p, ErrNotEmpty)
 	}
 	m.fire(p)
+	m.fireChildren(p, true)
 	delete(m.nodes, p)
 	return nil
 }
@@ -281,10 +319,10 @@ func (m *Memory) ExpireSession() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p, n := range m.nodes {
-		for _, w := range n.watchers {
+		for _, w := range append(n.watchers, n.kids...) {
 			close(w)
 		}
-		n.watchers = nil
+		n.watchers, n.kids = nil, nil
 		if n.ephemeral {
 			delete(m.nodes, p)
 		}

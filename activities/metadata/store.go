@@ -73,6 +73,11 @@ type Store interface {
 	GetW(ctx context.Context, path string) ([]byte, int32, <-chan struct{}, error)
 	// Children returns the names of path's children, unsorted.
 	Children(ctx context.Context, path string) ([]string, error)
+	// ChildrenW is Children plus a one-shot watch: the channel is closed
+	// when a child is created or deleted, when path is deleted, or when
+	// the session is lost. If path does not exist it returns ErrNotFound
+	// and a channel closed when it is created.
+	ChildrenW(ctx context.Context, path string) ([]string, <-chan struct{}, error)
 	// Create creates path (and any missing persistent parents) and returns
 	// the created path, which differs from path for sequential modes.
 	// Ephemeral znodes are re-created by the store after a session expiry.

@@ -296,6 +296,42 @@ func testStore(t *testing.T, s Store) {
 		assert.Equal(t, int32(0), v)
 	})
 
+	t.Run("ChildrenWatch", func(t *testing.T) {
+		dir := freshPath(t)
+		_, ch, err := s.ChildrenW(ctx, dir)
+		require.ErrorIs(t, err, ErrNotFound)
+		require.NotNil(t, ch, "a children watch is armed on a missing znode")
+		_, err = s.Create(ctx, dir, nil, Persistent)
+		require.NoError(t, err)
+		requireFires(t, ch, "the directory created")
+
+		kids, ch, err := s.ChildrenW(ctx, dir)
+		require.NoError(t, err)
+		assert.Empty(t, kids)
+		_, err = s.Create(ctx, dir+"/a", nil, Persistent)
+		require.NoError(t, err)
+		requireFires(t, ch, "a child created")
+
+		kids, ch, err = s.ChildrenW(ctx, dir)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a"}, kids)
+		_, err = s.Set(ctx, dir+"/a", []byte("x"), AnyVersion)
+		require.NoError(t, err)
+		_, err = s.Set(ctx, dir, []byte("x"), AnyVersion)
+		require.NoError(t, err)
+		requireNotFired(t, s, ch, "a child's or the directory's data changed, not its children")
+		_, ch2, err := s.ChildrenW(ctx, dir)
+		require.NoError(t, err)
+		require.NoError(t, s.Delete(ctx, dir+"/a", AnyVersion))
+		requireFires(t, ch, "a child deleted")
+		requireFires(t, ch2, "a child deleted (second reader)")
+
+		_, ch, err = s.ChildrenW(ctx, dir)
+		require.NoError(t, err)
+		require.NoError(t, s.Delete(ctx, dir, AnyVersion))
+		requireFires(t, ch, "the directory deleted")
+	})
+
 	t.Run("ManyWatchersAllFire", func(t *testing.T) {
 		p := freshPath(t)
 		_, err := s.Create(ctx, p, nil, Persistent)

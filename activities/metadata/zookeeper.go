@@ -296,6 +296,38 @@ func (z *ZooKeeper) shareWatch(p string, ev <-chan zk.Event) <-chan struct{} {
 	return ch
 }
 
+// ChildrenW implements Store, keeping one watch per path as GetW does (the
+// two kinds of watch are kept apart).
+func (z *ZooKeeper) ChildrenW(_ context.Context, p string) ([]string, <-chan struct{}, error) {
+	key := "children\x00" + p
+	if ch := z.liveWatch(key); ch != nil {
+		c, _, err := z.conn.Children(p)
+		switch {
+		case err == nil:
+			return c, ch, nil
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, ch, z.mapErr("children", p, err)
+		default:
+			return nil, nil, z.mapErr("children", p, err)
+		}
+	}
+	c, _, ev, err := z.conn.ChildrenW(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		ok, _, ev2, err2 := z.conn.ExistsW(p)
+		if err2 != nil {
+			return nil, nil, z.mapErr("exists", p, err2)
+		}
+		if ok { // created in between: read again
+			return z.ChildrenW(context.Background(), p)
+		}
+		return nil, z.shareWatch(key, ev2), z.mapErr("children", p, err)
+	}
+	if err != nil {
+		return nil, nil, z.mapErr("children", p, err)
+	}
+	return c, z.shareWatch(key, ev), nil
+}
+
 // Children implements Store.
 func (z *ZooKeeper) Children(_ context.Context, p string) ([]string, error) {
 	c, _, err := z.conn.Children(p)

@@ -129,6 +129,10 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	if err != nil {
 		return Position{}, a.corrupt(ctx, fmt.Errorf("activate %s after %s: %w", m.Name, in.Dead, err))
 	}
+	// The dead peer's death report, if a watcher wrote one, is acted on.
+	if err := c.Store.Delete(ctx, c.ReportPath(in.Dead), metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		a.log(ctx).Warn("could not delete the death report", "dead", in.Dead, "err", err)
+	}
 	node, nv, err := c.GetNode(ctx, m.Name)
 	if err != nil {
 		return Position{}, a.corrupt(ctx, err)

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -77,20 +78,21 @@ func (g *grace) blind(now func() time.Time) bool {
 	return false
 }
 
-// ringWatchers is how many runners watch each runner in All-are-Runner
-// mode: each watches its ringWatchers successors on the ring of runners
-// sorted by index, so the cost per instance stays flat as the group grows
-// (not every peer every check_crawler_state), and every runner is watched
-// by that many predecessors.
+// ringWatchers is how many members watch each member: every member
+// (runner or backup) watches its ringWatchers successors on the ring of the
+// group's current members sorted by index, so the cost per instance stays
+// flat as the group grows (no instance reads every peer's heartbeat), and
+// every member, a lone backup included, is watched by that many
+// predecessors.
 const ringWatchers = 2
 
-// ringSuccessors returns the k runners after self on the ring of runners
+// ringSuccessors returns the k members after self on the ring of members
 // sorted by index (fewer when the group is smaller). A member not in the
-// list (not a runner yet) watches the first k.
-func ringSuccessors(runners []string, self string, k int) []string {
-	ring := slices.Clone(runners)
+// list watches the k that would follow it.
+func ringSuccessors(members []string, self string, k int) []string {
+	ring := slices.Clone(members)
 	roles.SortNames(ring)
-	ring = slices.DeleteFunc(ring, func(n string) bool { return n == self })
+	ring = slices.Compact(slices.DeleteFunc(ring, func(n string) bool { return n == self }))
 	if len(ring) <= k {
 		return ring
 	}
@@ -105,33 +107,194 @@ func ringSuccessors(runners []string, self string, k int) []string {
 	return out
 }
 
-// WatchRunners is the Primary Backup's monitor (and, in All-are-Runner
-// mode, every runner's monitor of its ring successors). Every check_crawler_state it
-// reads GroupState and the Heartbeat of each runner, and of each other
-// backup, and feeds their ages to the dead-runner detector. It returns the
-// first peer declared dead, Changed when the watcher's own position
-// changed (it is no longer the standby, or was itself marked dead), or
-// Promote when the group wants more runners than it has and can spare the
-// standby (a scale-up). Peers already claimed by another instance are
-// skipped.
+// members returns the group's current runners and backups.
+func members(g roles.GroupState) []string {
+	return append(slices.Clone(g.CurrentRunner), g.CurrentBackup...)
+}
+
+// roleIn returns the role name has in g: runner, backup-runner, or "" when
+// it is not a current member.
+func roleIn(g roles.GroupState, name string) roles.Role {
+	switch {
+	case slices.Contains(g.CurrentRunner, name):
+		return roles.RoleRunner
+	case slices.Contains(g.CurrentBackup, name):
+		return roles.RoleBackup
+	}
+	return ""
+}
+
+// ring is one watcher's view of its ring successors: the dead-peer
+// detector with its counts, the grace after the watcher's own trouble, and
+// the peers whose heartbeat age it exports. Used by one goroutine.
+type ring struct {
+	a       *Activities
+	c       *metadata.Cluster
+	m       Member
+	det     *roles.Detector
+	gr      *grace
+	watched map[string]bool
+	// reported are the runners this watcher reported dead (it cannot take
+	// them over itself), so it writes each report once.
+	reported map[string]bool
+}
+
+func (a *Activities) newRing(ctx context.Context, c *metadata.Cluster, m Member) *ring {
+	det, gr := a.resumeDetector(ctx, m.Timers)
+	return &ring{a: a, c: c, m: m, det: det, gr: gr, watched: map[string]bool{}, reported: map[string]bool{}}
+}
+
+// close stops exporting the watched peers' ages.
+func (r *ring) close() {
+	for p := range r.watched {
+		r.a.Metrics.ForgetPeer(p)
+	}
+}
+
+// deadPeer is a peer declared dead by a watcher.
+type deadPeer struct {
+	name string
+	role roles.Role
+	age  time.Duration
+}
+
+// check reads the heartbeat of each of the watcher's ring successors in g
+// once, feeds their ages to the detector, and returns the peers declared
+// dead now (in ring order). It forgets peers that are no longer its
+// successors.
+func (r *ring) check(ctx context.Context, g roles.GroupState) []deadPeer {
+	peers := ringSuccessors(members(g), r.m.Name, ringWatchers)
+	var dead []deadPeer
+	for _, p := range peers {
+		age, timeout, ok := r.a.peerAge(ctx, r.c, p, r.m.Timers.UpdateTimeout)
+		if !ok {
+			r.gr.trouble(r.a.now())
+			continue
+		}
+		r.a.Metrics.PeerAge(p, age)
+		r.watched[p] = true
+		if age >= timeout && r.gr.blind(r.a.now) {
+			continue
+		}
+		if r.det.Observe(p, age, timeout) == roles.Dead {
+			dead = append(dead, deadPeer{name: p, role: roleIn(g, p), age: age})
+		}
+	}
+	for name := range r.det.Counts {
+		if !slices.Contains(peers, name) {
+			r.det.Forget(name)
+		}
+	}
+	for name := range r.watched {
+		if !slices.Contains(peers, name) {
+			r.a.Metrics.ForgetPeer(name)
+			delete(r.watched, name)
+		}
+	}
+	for name := range r.reported {
+		if !slices.Contains(peers, name) {
+			delete(r.reported, name)
+		}
+	}
+	return dead
+}
+
+// claimedElsewhere reports whether a live instance other than the watcher
+// already claimed the dead peer.
+func (r *ring) claimedElsewhere(ctx context.Context, name string) bool {
+	pn, _, err := r.c.GetNode(ctx, name)
+	return err == nil && pn.TakenOverBy != "" && pn.TakenOverBy != r.m.Name && !r.a.claimerDead(ctx, r.c, pn.TakenOverBy)
+}
+
+// report writes a death report for a runner the watcher cannot take over
+// itself (it is not the standby, or in All-are-Runner mode it has no room):
+// a child znode of the group's reports directory, which wakes the
+// instances that can act on it. Written once per runner; a failure is
+// logged and the report retried at the next check.
+func (r *ring) report(ctx context.Context, d deadPeer) {
+	if r.reported[d.name] {
+		return
+	}
+	body := metadata.Encode(roles.DeathReport{ReportedBy: r.m.Name, Role: d.role, HeartbeatAge: d.age.String(), Time: r.a.now().UTC().Format(roles.TimeFormat)})
+	_, err := r.c.Store.Create(ctx, r.c.ReportPath(d.name), body, metadata.Persistent)
+	if err != nil && !errors.Is(err, metadata.ErrExists) {
+		r.a.log(ctx).Warn("could not report a dead peer", "watcher", r.m.Name, "dead", d.name, "err", err)
+		return
+	}
+	r.reported[d.name] = true
+	r.a.log(ctx).Warn("peer reported dead", "watcher", r.m.Name, "dead", d.name, "dead_role", d.role, "heartbeat_age", d.age)
+}
+
+// reports returns the runners reported dead that the watcher may take
+// over now: a report is taken when the runner is still a current runner
+// whose heartbeat is at least update_timeout old (the reporter's verdict,
+// checked once more here). Reports of former members, and of runners whose
+// heartbeat is fresh again (the reporter was wrong), are deleted.
+func (r *ring) reports(ctx context.Context, g roles.GroupState, names []string) []deadPeer {
+	roles.SortNames(names)
+	var out []deadPeer
+	for _, n := range names {
+		if _, err := roles.ParseName(n); err != nil {
+			r.a.log(ctx).Warn("ignoring a death report with a bad name", "znode", r.c.ReportPath(n), "err", err)
+			continue
+		}
+		if n == r.m.Name || roleIn(g, n) != roles.RoleRunner {
+			if n != r.m.Name {
+				r.dropReport(ctx, n, "not a current runner")
+			}
+			continue
+		}
+		age, timeout, ok := r.a.peerAge(ctx, r.c, n, r.m.Timers.UpdateTimeout)
+		if !ok {
+			continue
+		}
+		if age < timeout {
+			r.dropReport(ctx, n, "its heartbeat is fresh")
+			continue
+		}
+		out = append(out, deadPeer{name: n, role: roles.RoleRunner, age: age})
+	}
+	return out
+}
+
+func (r *ring) dropReport(ctx context.Context, name, why string) {
+	if err := r.c.Store.Delete(ctx, r.c.ReportPath(name), metadata.AnyVersion); err == nil {
+		r.a.log(ctx).Info("death report dropped", "dead", name, "why", why)
+	}
+}
+
+// WatchRunners is the watch of the Primary Backup and of every runner.
+// Every check_crawler_state it reads the heartbeats of the watcher's ring
+// successors (see ringWatchers) and feeds their ages to the dead-runner
+// detector; its own NodeState and GroupState are read again only after
+// they changed.
+//
+// What it does with a dead peer depends on who watches:
+//   - a dead backup is returned (Dead) to whoever detects it, which removes
+//     it from the group;
+//   - a dead runner is returned to the standby (the Primary Backup) and,
+//     in All-are-Runner mode, to a runner with room (Free > 0). Any other
+//     watcher reports it: a child znode under the group's reports
+//     directory, which wakes the standby (or the runners with room), whose
+//     own watch takes the report once it sees the heartbeat timed out too.
+//
+// It returns Changed when the watcher's own position changed (a runner
+// that is a runner no more, a backup that is not the standby, or a watcher
+// marked dead), and Promote when the watcher is the standby and the group
+// wants more runners than it has (a scale-up). Peers already claimed by
+// another live instance are skipped.
 func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResult, error) {
 	m := in.Member
 	ctx = logWith(ctx, watcherRole(m))
 	c := a.cluster(m.Group)
-	watched := map[string]bool{} // peers whose heartbeat age this call exports
-	defer func() {
-		for p := range watched {
-			a.Metrics.ForgetPeer(p)
-		}
-	}()
-	det, gr := a.resumeDetector(ctx, m.Timers)
+	r := a.newRing(ctx, c, m)
+	defer r.close()
 	var nodeZ, groupZ watchedZnode
+	var reportsCh <-chan struct{} // the reports directory's watch, once armed
+	reportsRead := false
 	tick := time.NewTicker(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
-		// The watcher's own NodeState and GroupState are read again only
-		// after they changed (a watch each): a check costs ZooKeeper the
-		// watched peers' heartbeats, not the group's whole membership.
 		nd, err := nodeZ.get(ctx, a.Store, c.NodePath(m.Name))
 		node, err := decodeWith(nd, err, c.NodePath(m.Name), roles.DecodeNodeState)
 		if errors.Is(err, metadata.ErrNotFound) {
@@ -146,123 +309,99 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
 		pos := position(node, g, m)
-		if g.AllAreRunners() {
-			if node.Role != roles.RoleRunner {
-				return WatchResult{Changed: true, Position: pos}, nil
+		acting := false // takes over dead runners itself
+		switch {
+		case node.Role == roles.RoleRunner:
+			acting = g.AllAreRunners() && in.Free > 0
+		case node.Role == roles.RoleBackup && pos.Standby && !g.AllAreRunners():
+			if g.WantsRunner(true) {
+				return WatchResult{Promote: true, Position: pos}, nil
 			}
-		} else if !pos.Standby {
+			acting = true
+		default:
 			return WatchResult{Changed: true, Position: pos}, nil
-		} else if g.WantsRunner(true) {
-			return WatchResult{Promote: true, Position: pos}, nil
 		}
-		type peer struct {
-			name string
-			role roles.Role
-		}
-		var peers []peer
-		runners := g.CurrentRunner
-		if g.AllAreRunners() {
-			runners = ringSuccessors(g.CurrentRunner, m.Name, ringWatchers)
-		}
-		for _, r := range runners {
-			if r != m.Name {
-				peers = append(peers, peer{r, roles.RoleRunner})
+		found := func(d deadPeer) (WatchResult, bool) {
+			if r.claimedElsewhere(ctx, d.name) {
+				return WatchResult{}, false
 			}
+			a.log(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", d.name, "dead_role", d.role, "heartbeat_age", d.age)
+			a.Metrics.Detected(d.age)
+			return WatchResult{Dead: d.name, DeadRole: d.role, Position: pos, DetectedAfter: d.age}, true
 		}
-		for _, b := range g.CurrentBackup {
-			if b != m.Name {
-				peers = append(peers, peer{b, roles.RoleBackup})
-			}
-		}
-		for _, p := range peers {
-			age, timeout, ok := a.peerAge(ctx, c, p.name, m.Timers.UpdateTimeout)
-			if !ok {
-				gr.trouble(a.now())
+		for _, d := range r.check(ctx, g) {
+			if d.role == roles.RoleRunner && !acting {
+				r.report(ctx, d)
 				continue
 			}
-			a.Metrics.PeerAge(p.name, age)
-			watched[p.name] = true
-			if age >= timeout && gr.blind(a.now) {
-				continue
-			}
-			v := det.Observe(p.name, age, timeout)
-			if v != roles.Dead {
-				continue
-			}
-			if p.role == roles.RoleRunner && g.AllAreRunners() && in.Free <= 0 {
-				continue // no capacity: leave it to a survivor that has some
-			}
-			pn, _, err := c.GetNode(ctx, p.name)
-			if err == nil && pn.TakenOverBy != "" && pn.TakenOverBy != m.Name && !a.claimerDead(ctx, c, pn.TakenOverBy) {
-				continue
-			}
-			a.log(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", p.name, "dead_role", p.role, "heartbeat_age", age)
-			a.Metrics.Detected(age)
-			return WatchResult{Dead: p.name, DeadRole: p.role, Position: pos, DetectedAfter: age}, nil
-		}
-		for name := range det.Counts {
-			if !slices.ContainsFunc(peers, func(p peer) bool { return p.name == name }) {
-				det.Forget(name)
+			if res, ok := found(d); ok {
+				return res, nil
 			}
 		}
-		for name := range watched {
-			if !slices.ContainsFunc(peers, func(p peer) bool { return p.name == name }) {
-				a.Metrics.ForgetPeer(name)
-				delete(watched, name)
+		if acting {
+			fired := reportsCh == nil || !reportsRead
+			select {
+			case <-reportsCh:
+				fired = true
+			default:
+			}
+			if fired {
+				names, ch, err := c.Store.ChildrenW(ctx, c.ReportsPath())
+				if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+					return WatchResult{}, fmt.Errorf("read death reports %s: %w", c.ReportsPath(), err)
+				}
+				reportsCh, reportsRead = ch, true
+				for _, d := range r.reports(ctx, g, names) {
+					if res, ok := found(d); ok {
+						return res, nil
+					}
+				}
 			}
 		}
-		heartbeat(ctx, watchState{Counts: det.Counts})
+		heartbeat(ctx, watchState{Counts: r.det.Counts})
 		select {
 		case <-ctx.Done():
 			return WatchResult{}, ctx.Err()
 		case <-tick.C:
+		case <-reportsCh: // nil (never) unless acting
 		}
 	}
 }
 
 // WaitStandby is a Secondary Backup's wait: it returns when standby_id
-// becomes its index (Position.Standby), when it was marked dead (Changed),
-// or, if it is next in line after the standby, when the primary backup is
-// declared dead by the same detector the primary uses for runners. It is
-// woken by a watch on GroupState, with check_standby_id as a safety re-read.
+// becomes its index (Position.Standby) or when it was marked dead
+// (Changed). Meanwhile it watches its ring successors like every member:
+// a dead backup is returned (the secondary removes it from the group), a
+// dead runner is reported to the standby. It is woken by a watch on
+// GroupState, and checks its successors every check_crawler_state.
 func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, error) {
 	ctx = logWith(ctx, roles.RoleBackup)
 	c := a.cluster(m.Group)
-	watched := "" // the primary whose heartbeat age this call exports
-	defer func() {
-		if watched != "" {
-			a.Metrics.ForgetPeer(watched)
-		}
-	}()
-	det, gr := a.resumeDetector(ctx, m.Timers)
+	r := a.newRing(ctx, c, m)
+	defer r.close()
+	var nodeZ, groupZ watchedZnode
 	for {
-		node, _, err := c.GetNode(ctx, m.Name)
+		nd, err := nodeZ.get(ctx, a.Store, c.NodePath(m.Name))
+		node, err := decodeWith(nd, err, c.NodePath(m.Name), roles.DecodeNodeState)
 		if errors.Is(err, metadata.ErrNotFound) {
 			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
 		}
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
-		data, _, ch, err := a.Store.GetW(ctx, c.GroupPath())
+		gd, err := groupZ.get(ctx, a.Store, c.GroupPath())
+		g, err := decodeWith(gd, err, c.GroupPath(), roles.DecodeGroupState)
+		if isCorrupt(err) {
+			return WatchResult{}, a.corrupt(ctx, err)
+		}
 		if err != nil {
 			return WatchResult{}, err
-		}
-		g, err := roles.DecodeGroupState(data)
-		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
 		}
 		pos := position(node, g, m)
 		if node.Role != roles.RoleBackup || pos.Standby {
 			return WatchResult{Changed: true, Position: pos}, nil
 		}
-		// The primary is watched by the next backup in line only.
-		backups := slices.Clone(g.CurrentBackup)
-		roles.SortNames(backups)
-		primary, next := g.Standby(), ""
-		if i := slices.Index(backups, primary); i >= 0 && i+1 < len(backups) {
-			next = backups[i+1]
-		}
-		if primary == "" { // no standby: the smallest backup takes it
+		if g.Standby() == "" { // no standby: the smallest backup takes it
 			if _, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
 				if g.Standby() != "" {
 					return metadata.ErrNoChange
@@ -274,29 +413,20 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			}
 			continue
 		}
-		if watched != "" && (watched != primary || next != m.Name) {
-			a.Metrics.ForgetPeer(watched)
-			watched = ""
-		}
-		if next == m.Name {
-			age, timeout, ok := a.peerAge(ctx, c, primary, m.Timers.UpdateTimeout)
-			if !ok {
-				gr.trouble(a.now())
+		for _, d := range r.check(ctx, g) {
+			if d.role == roles.RoleRunner {
+				r.report(ctx, d)
+				continue
 			}
-			a.Metrics.PeerAge(primary, age)
-			watched = primary
-			if ok && !(age >= timeout && gr.blind(a.now)) && det.Observe(primary, age, timeout) == roles.Dead {
-				a.log(ctx).Warn("primary backup declared dead", "watcher", m.Name, "dead", primary, "heartbeat_age", age)
-				a.Metrics.Detected(age)
-				return WatchResult{Dead: primary, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: age}, nil
+			if r.claimedElsewhere(ctx, d.name) {
+				continue
 			}
+			a.log(ctx).Warn("backup declared dead", "watcher", m.Name, "dead", d.name, "heartbeat_age", d.age)
+			a.Metrics.Detected(d.age)
+			return WatchResult{Dead: d.name, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: d.age}, nil
 		}
-		heartbeat(ctx, watchState{Counts: det.Counts})
-		interval := m.Timers.CheckStandbyID
-		if next == m.Name {
-			interval = m.Timers.CheckCrawlerState
-		}
-		if err := wait(ctx, ch, interval); err != nil {
+		heartbeat(ctx, watchState{Counts: r.det.Counts})
+		if err := wait(ctx, groupZ.changed, m.Timers.CheckCrawlerState); err != nil {
 			return WatchResult{}, err
 		}
 	}

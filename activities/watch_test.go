@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -98,26 +99,117 @@ func TestWatchRunnersWatchesBackupsToo(t *testing.T) {
 }
 
 func TestWatchRunnersReturnsWhenNoLongerStandby(t *testing.T) {
-	f := newClusterFixture(t, 2, 1)
+	f := newClusterFixture(t, 1, 2)
 	f.start()
-	w := f.watchFor(1, 1) // a runner in a group with backups
-	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleRunner}}, w)
+	// A runner and the standby watch; a secondary is not the standby.
+	f.watchQuietly(1, 0)
+	f.watchQuietly(2, 1)
+	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleBackup}}, f.watchFor(3, 1))
 
 	// The standby marked dead stops watching.
 	ctx := context.Background()
-	_, err := f.acts(nil).Discover(ctx, peer(f.member(1), 3, roles.RoleBackup))
+	_, err := f.acts(nil).Discover(ctx, peer(f.member(1), 2, roles.RoleBackup))
 	require.NoError(t, err)
-	w = f.watchFor(3, 1)
+	w := f.watchFor(2, 1)
 	assert.True(t, w.Changed)
 	assert.Equal(t, roles.RoleDeadBackupRunner, w.Position.Role)
 }
 
+// TestRingSpreadsTheWatching: in a group of 4 runners and 1 backup every
+// member watches its two ring successors: the standby (5) reads runners 1
+// and 2 only, so no instance reads every heartbeat.
+func TestRingSpreadsTheWatching(t *testing.T) {
+	f := newClusterFixture(t, 4, 1)
+	f.start()
+	before := map[int]int{}
+	for i := 1; i <= 5; i++ {
+		before[i] = f.spy.count(f.spy.gets, f.c().HeartbeatPath(name(i)))
+	}
+	f.watchQuietly(5, 1)
+	for i := 1; i <= 5; i++ {
+		n := f.spy.count(f.spy.gets, f.c().HeartbeatPath(name(i))) - before[i]
+		if i <= 2 {
+			assert.Positive(t, n, "the standby reads its successor %d", i)
+		} else {
+			assert.Zero(t, n, "the standby does not read %d", i)
+		}
+	}
+}
+
+// TestRunnerReportsADeadRunnerToTheStandby: runner 3 dies; the standby (5)
+// does not watch it, its ring predecessors (1 and 2) do. They report it
+// (they cannot take it over); the report wakes the standby, whose watch
+// returns runner 3 dead; Activate deletes the report.
+func TestRunnerReportsADeadRunnerToTheStandby(t *testing.T) {
+	f := newClusterFixture(t, 4, 1)
+	f.start()
+	ctx := context.Background()
+	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
+	standby := goRun(func() (WatchResult, error) {
+		wctx, cancel := context.WithTimeout(ctx, waitLimit)
+		defer cancel()
+		return f.watch(wctx, 5, 1)
+	})
+	notReturned(t, standby, "the standby does not watch runner 3 itself")
+	f.watchQuietly(1, 0) // runner 1 reports, and keeps watching
+	data, _, err := f.mem.Get(ctx, f.c().ReportPath(name(3)))
+	require.NoError(t, err, "runner 1 wrote a death report")
+	assert.Contains(t, string(data), `"reported_by":"`+name(1)+`"`)
+	w, err := await(t, standby, "the standby's watch")
+	require.NoError(t, err)
+	assert.Equal(t, WatchResult{Dead: name(3), DeadRole: roles.RoleRunner,
+		Position: Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: time.Minute}, w)
+
+	in := peer(f.member(5), 3, roles.RoleRunner)
+	_, err = f.acts(nil).Discover(ctx, in)
+	require.NoError(t, err)
+	_, err = f.acts(nil).Activate(ctx, in)
+	require.NoError(t, err)
+	_, _, err = f.mem.Get(ctx, f.c().ReportPath(name(3)))
+	require.ErrorIs(t, err, metadata.ErrNotFound, "the report is acted on")
+}
+
+// TestStandbyDropsWrongReports: a report of a runner whose heartbeat is
+// fresh (the reporter was wrong), or of a name that is no current runner,
+// is deleted, not acted on.
+func TestStandbyDropsWrongReports(t *testing.T) {
+	f := newClusterFixture(t, 4, 1)
+	f.start()
+	ctx := context.Background()
+	for _, n := range []int{3, 9} {
+		_, err := f.mem.Create(ctx, f.c().ReportPath(name(n)), []byte(`{}`), metadata.Persistent)
+		require.NoError(t, err)
+	}
+	_, err := f.mem.Create(ctx, f.c().ReportPath("not a name"), []byte(`{}`), metadata.Persistent)
+	require.NoError(t, err)
+	f.watchQuietly(5, 1)
+	kids, err := f.mem.Children(ctx, f.c().ReportsPath())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"not a name"}, kids, "wrong reports dropped; a bad name is logged and left for a person")
+}
+
+// TestALoneBackupIsWatched: with one backup, its ring predecessors (the
+// runners) watch it; the runner that sees it dead returns it, to remove it
+// from the group.
+func TestALoneBackupIsWatched(t *testing.T) {
+	f := newClusterFixture(t, 2, 1)
+	f.start()
+	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
+	w := f.watchFor(1, 0)
+	assert.Equal(t, WatchResult{Dead: name(3), DeadRole: roles.RoleBackup,
+		Position: Position{Role: roles.RoleRunner}, DetectedAfter: time.Minute}, w)
+}
+
 func TestWatchRunnersFreeCapacity(t *testing.T) {
-	t.Run("all-are-runner: no capacity, no report", func(t *testing.T) {
-		f := newClusterFixture(t, 3, 0)
+	t.Run("all-are-runner: no capacity, a report for a survivor with room", func(t *testing.T) {
+		f := newClusterFixture(t, 5, 0)
 		f.start()
 		f.beat(2, t0.Add(-time.Minute), roles.HeartHealthy)
-		f.watchQuietly(1, 0)
+		f.watchQuietly(4, 1) // successors 5 and 1: runner 2 is not its to judge
+		f.watchQuietly(1, 0) // successors 2 and 3, but no room
+		_, _, err := f.mem.Get(context.Background(), f.c().ReportPath(name(2)))
+		require.NoError(t, err, "runner 1 reported runner 2")
+		assert.Equal(t, name(2), f.watchFor(4, 1).Dead, "runner 4, with room, takes the report")
 		w := f.watchFor(1, 1)
 		assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleRunner,
 			Position: Position{Role: roles.RoleRunner, AllRunner: true}, DetectedAfter: time.Minute}, w)
@@ -208,35 +300,51 @@ func TestWaitStandbyWokenWhenItBecomesStandby(t *testing.T) {
 	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleBackup, Standby: true}}, w)
 }
 
-func TestWaitStandbyNextInLineWatchesThePrimary(t *testing.T) {
+func TestWaitStandbyWatchesItsRingSuccessors(t *testing.T) {
 	f := newClusterFixture(t, 1, 3)
 	f.start()
 	ctx := context.Background()
 	f.beat(2, t0.Add(-time.Minute), roles.HeartHealthy) // the primary backup stops beating
-	// Backup 4 is not next in line: it does not judge the primary.
+	// Backup 3's successors are 4 and 1: it does not judge the primary.
 	cctx, cancel := context.WithTimeout(ctx, quietWindow)
 	defer cancel()
-	_, err := f.acts(nil).WaitStandby(cctx, f.member(4))
+	_, err := f.acts(nil).WaitStandby(cctx, f.member(3))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
+	// Backup 4's are 1 and 2.
 	wctx, wcancel := context.WithTimeout(ctx, waitLimit)
 	defer wcancel()
-	w, err := f.acts(nil).WaitStandby(wctx, f.member(3))
+	w, err := f.acts(nil).WaitStandby(wctx, f.member(4))
 	require.NoError(t, err)
 	assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleBackup,
 		Position: Position{Role: roles.RoleBackup}, DetectedAfter: time.Minute}, w)
 
-	in := peer(f.member(3), 2, roles.RoleBackup)
+	in := peer(f.member(4), 2, roles.RoleBackup)
 	_, err = f.acts(nil).Discover(ctx, in)
 	require.NoError(t, err)
 	pos, err := f.acts(nil).Activate(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup, Standby: true}, pos)
+	assert.Equal(t, Position{Role: roles.RoleBackup}, pos)
 	assert.Equal(t, gs(4, 1, 2, "3", names(1, 3, 4), names(1), names(3, 4), names(2), nil, names(2)), f.group())
 	w, err = f.acts(nil).WaitStandby(wctx, f.member(3))
 	require.NoError(t, err)
 	assert.True(t, w.Changed)
-	assert.True(t, w.Position.Standby)
+	assert.True(t, w.Position.Standby, "the next backup is the standby")
+}
+
+// TestWaitStandbyReportsADeadRunner: a secondary whose ring successor is a
+// dead runner reports it to the standby and keeps waiting.
+func TestWaitStandbyReportsADeadRunner(t *testing.T) {
+	f := newClusterFixture(t, 1, 2)
+	f.start()
+	ctx := context.Background()
+	f.beat(1, t0.Add(-time.Minute), roles.HeartHealthy)
+	cctx, cancel := context.WithTimeout(ctx, quietWindow)
+	defer cancel()
+	_, err := f.acts(nil).WaitStandby(cctx, f.member(3)) // successors 1 and 2
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, _, err = f.mem.Get(ctx, f.c().ReportPath(name(1)))
+	require.NoError(t, err, "backup 3 reported runner 1")
 }
 
 func TestWaitStandbyRepairsAMissingStandby(t *testing.T) {

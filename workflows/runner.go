@@ -28,13 +28,15 @@ const (
 )
 
 // Runner is the Runner role: it waits for its Task (a ZooKeeper watch,
-// inside the WaitTask activity), runs it (RunTask) and waits again. In
-// All-are-Runner mode it is also the backup of its peers: a WatchRunners
-// activity runs beside the task loop, and when a peer dies this runner
+// inside the WaitTask activity), runs it (RunTask) and waits again. Beside
+// the task loop a WatchRunners activity watches the runner's ring
+// successors: with backups, a dead runner is reported to the standby and a
+// dead backup is removed from the group by this runner. In All-are-Runner
+// mode it is also the backup of its peers: when a peer dies this runner
 // claims it (only one survivor wins the claim) and runs the dead peer's Task
 // beside its own, as long as it runs fewer than Member.Capacity Tasks; at
-// capacity it stops watching, so a dead peer's Task waits for a survivor
-// with room (the avalanche guard). It ends when the runner is fenced (marked
+// capacity it only reports dead peers, so a dead peer's Task waits for a
+// survivor with room (the avalanche guard). It ends when the runner is fenced (marked
 // dead), and continues as new to keep its history bounded.
 func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
@@ -42,6 +44,14 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 	if m.AllAreRunners() {
 		capacity = max(1, m.Capacity)
 	}
+	// Since "ring-watch", every runner watches its ring successors, with
+	// backups too (it reports a dead runner to the standby and removes a
+	// dead backup itself), and keeps watching at capacity (it then reports
+	// dead peers instead of taking them over). Before, only All-are-Runner
+	// runners watched, and stopped at capacity.
+	ringWatch := workflow.GetVersion(ctx, "ring-watch", workflow.DefaultVersion, 1) == 1
+	watches := ringWatch || m.AllAreRunners()
+	watchFree := 0 // Free of the running watch
 	sel := workflow.NewSelector(ctx)
 	var (
 		active, loops                int
@@ -105,7 +115,11 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 	startWatch := func() {
 		wctx, cancel := workflow.WithCancel(lctx)
 		cancelWatch, watching = cancel, true
-		f := workflow.ExecuteActivity(wctx, a.WatchRunners, activities.WatchInput{Member: m, Free: capacity - active})
+		watchFree = 0
+		if m.AllAreRunners() {
+			watchFree = max(0, capacity-active)
+		}
+		f := workflow.ExecuteActivity(wctx, a.WatchRunners, activities.WatchInput{Member: m, Free: watchFree})
 		sel.AddFuture(f, func(f workflow.Future) {
 			watching = false
 			var w activities.WatchResult
@@ -115,9 +129,13 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 			case errors.As(err, &ce):
 			case err != nil:
 				fatal = err
+			case w.Changed && ringWatch && w.Position.Role.Dead():
+				// Marked dead: the same end as when WaitTask sees it first.
+				done(RoleResult{Reason: ReasonFenced, Role: w.Position.Role})
 			case w.Changed:
 				done(RoleResult{Reason: ReasonChanged, Role: w.Position.Role})
-			case w.Dead != "" && active < capacity:
+			case w.Dead != "" && (active < capacity || (ringWatch && w.DeadRole != roles.RoleRunner)):
+				// A dead backup has no Task: removing it takes no room.
 				h, claimed, err := failOver(sctx, m, w, true)
 				if err != nil {
 					fatal = err
@@ -152,11 +170,18 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 			if !waiting && !ownActive && active < capacity {
 				startWait() // at capacity even the own Task waits (avalanche guard)
 			}
-			if m.AllAreRunners() && !watching && active < capacity {
+			switch {
+			case !watches:
+			case !ringWatch && !watching && active < capacity:
 				startWatch()
-			}
-			if m.AllAreRunners() && watching && active >= capacity {
+			case !ringWatch && watching && active >= capacity:
 				cancelWatch() // no room: let a survivor with room take the next dead peer
+			case ringWatch && !watching:
+				startWatch()
+			case ringWatch && m.AllAreRunners() && (watchFree > 0) != (active < capacity):
+				// Room came or went: watch again with the new Free (at
+				// capacity it reports dead peers for a survivor with room).
+				cancelWatch()
 			}
 		}
 		if stopping && !waiting && !watching && (active == 0 || result != nil || fatal != nil) {

@@ -109,7 +109,8 @@ func TestRunnerRealFenced(t *testing.T) {
 	})
 	env.ExecuteWorkflow(Runner, cl.member(1))
 	assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner}, roleResult(t, env))
-	assert.Equal(t, []string{"WaitTask", "RunTask", "WaitTask"}, rec.started())
+	assert.Equal(t, []string{"WaitTask", "RunTask", "WaitTask"}, rec.without("WatchRunners"))
+	assert.Equal(t, 1, rec.count("WatchRunners"), "the runner watches its ring successors beside its Task loop")
 
 	done := cl.task(1)
 	assert.Equal(t, roles.TaskDone, done.RunningStatus)
@@ -135,6 +136,7 @@ func TestRunnerContinueAsNew(t *testing.T) {
 			env, rec := newEnv(t)
 			env.SetContinueAsNewSuggested(tc.suggested)
 			env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil)
+			env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m}).Return(activities.WatchResult{}, nil).After(forever)
 			env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
 				Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(time.Minute)
 			env.ExecuteWorkflow(Runner, m)
@@ -175,27 +177,56 @@ func TestAllAreRunnerTakesOverDeadPeer(t *testing.T) {
 	env.SetOnActivityCanceledListener(func(info *activity.Info) { canceled = append(canceled, info.ActivityType.Name) })
 
 	env.ExecuteWorkflow(Runner, m)
-	assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleDeadRunner, TookOver: []string{crawler(2)}}, roleResult(t, env))
+	assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner, TookOver: []string{crawler(2)}}, roleResult(t, env))
 	assertOrder(t, rec.started(), "WatchRunners", "Discover", "Activate", "HandOver", "RunTask")
 	assert.Equal(t, map[string]int{"WaitTask": 1, "WatchRunners": 2, "Discover": 1, "Activate": 1, "HandOver": 1, "RunTask": 1}, rec.counts())
 	assert.Equal(t, []string{"WaitTask"}, canceled, "the wait is cancelled when the role ends")
 	env.AssertExpectations(t)
 }
 
-// TestAllAreRunnerAtCapacity: at capacity the Runner does not watch its
-// peers (the avalanche guard). With capacity 1 and its own Task running,
-// the watch started beside the wait is cancelled, and WatchRunners is not
-// called again until the Task has finished.
+// TestRunnerRemovesADeadBackup: with backups, a busy runner whose ring
+// watch finds a backup dead removes it (Discover, Activate; nothing to hand
+// over) and keeps running its Task and watching (Free 0: it takes no dead
+// runner over).
+func TestRunnerRemovesADeadBackup(t *testing.T) {
+	m := runnerMember(1, 0)
+	in := activities.PeerInput{Member: m, Dead: crawler(4), DeadRole: roles.RoleBackup}
+	env, rec := newEnv(t)
+	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
+	env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
+		Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(time.Hour).Once()
+	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m}).
+		Return(activities.WatchResult{Dead: crawler(4), DeadRole: roles.RoleBackup, Position: activities.Position{Role: roles.RoleRunner}}, nil).After(time.Minute).Once()
+	env.OnActivity(a.Discover, mock.Anything, in).Return(activities.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
+	env.OnActivity(a.Activate, mock.Anything, in).Return(activities.Position{Role: roles.RoleRunner}, nil).Once()
+	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m}).
+		Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleDeadRunner}}, nil).After(2 * time.Hour).Once()
+	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{}, nil).After(forever).Once()
+
+	env.ExecuteWorkflow(Runner, m)
+	assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner, TookOver: []string{crawler(4)}}, roleResult(t, env))
+	assert.Equal(t, []string{"WatchRunners", "Discover", "Activate", "WatchRunners"}, rec.without("WaitTask", "RunTask"))
+	assert.Equal(t, 1, rec.count("RunTask"))
+	env.AssertNotCalled(t, "HandOver", mock.Anything, mock.Anything, mock.Anything)
+	env.AssertExpectations(t)
+}
+
+// TestAllAreRunnerAtCapacity: at capacity the Runner takes no dead peer
+// over (the avalanche guard). With capacity 1 and its own Task running,
+// the watch started beside the wait (Free 1) is cancelled and started
+// again with Free 0, so it only reports dead peers for a survivor with
+// room; when the Task has finished it watches with Free 1 again.
 func TestAllAreRunnerAtCapacity(t *testing.T) {
 	m := runnerMember(0, 1)
 	env, rec := newEnv(t)
-	start := env.Now()
 	const runTime = time.Hour
 	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).After(time.Minute).Once()
 	env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
 		Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(runTime).Once()
 	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1}).
 		Return(activities.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner}, nil).After(forever).Once()
+	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 0}).
+		Return(activities.WatchResult{}, nil).After(forever).Once()
 	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{}, nil).After(forever).Once()
 	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1}).
 		Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleDeadRunner}}, nil).After(time.Minute).Once()
@@ -203,14 +234,14 @@ func TestAllAreRunnerAtCapacity(t *testing.T) {
 	env.SetOnActivityCanceledListener(func(info *activity.Info) { canceled = append(canceled, info.ActivityType.Name) })
 
 	env.ExecuteWorkflow(Runner, m)
-	assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleDeadRunner}, roleResult(t, env))
-	assert.Equal(t, []string{"WatchRunners", "WaitTask"}, canceled)
+	assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner}, roleResult(t, env), "a watch that finds the runner marked dead fences it")
+	assert.Equal(t, []string{"WatchRunners", "WatchRunners", "WaitTask"}, canceled)
 	watches := rec.callsOf("WatchRunners")
-	require.Len(t, watches, 2)
-	assert.Equal(t, start, watches[0].At, "the first watch starts beside the wait")
+	require.Len(t, watches, 3)
 	ran := rec.callsOf("RunTask")
 	require.Len(t, ran, 1)
-	assert.False(t, watches[1].At.Before(ran[0].At.Add(runTime)), "no watch while the Task runs at capacity")
+	assert.Equal(t, ran[0].At, watches[1].At, "at capacity the watch goes on, reporting only")
+	assert.False(t, watches[2].At.Before(ran[0].At.Add(runTime)), "room again only once the Task has run")
 	env.AssertNotCalled(t, "Discover", mock.Anything, mock.Anything)
 }
 

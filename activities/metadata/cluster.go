@@ -18,6 +18,7 @@ const DefaultRoot = "/smoothcrawler"
 //
 //	<root>/group/<group>/state      GroupState
 //	<root>/group/<group>/lock       lock recipe
+//	<root>/group/<group>/dead/<name> death report of a runner (Baton's)
 //	<root>/node/<name>/state        NodeState
 //	<root>/node/<name>/task         Task
 //	<root>/node/<name>/heartbeat    Heartbeat
@@ -42,6 +43,15 @@ func NewCluster(s Store, root, group string) *Cluster {
 
 // GroupPath is the GroupState znode.
 func (c *Cluster) GroupPath() string { return path.Join(c.Root, "group", c.Group, "state") }
+
+// ReportsPath is the directory of the group's death reports: a child per
+// runner that a watcher declared dead but cannot take over itself, for the
+// standby (or, in All-are-Runner mode, a runner with room) to take over.
+// A Baton znode, not the reference's.
+func (c *Cluster) ReportsPath() string { return path.Join(c.Root, "group", c.Group, "dead") }
+
+// ReportPath is the death report of name.
+func (c *Cluster) ReportPath(name string) string { return path.Join(c.ReportsPath(), name) }
 
 // LockPath is the directory of the group's lock.
 func (c *Cluster) LockPath() string { return path.Join(c.Root, "group", c.Group, "lock") }

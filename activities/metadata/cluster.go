@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 
 	"github.com/batoncrawl/baton/roles"
 )
@@ -18,6 +19,7 @@ const DefaultRoot = "/smoothcrawler"
 //
 //	<root>/group/<group>/state      GroupState
 //	<root>/group/<group>/lock       lock recipe
+//	<root>/group/<group>/members/<name> MemberState of an elected member (Baton's)
 //	<root>/group/<group>/dead/<name> death report of a runner (Baton's)
 //	<root>/node/<name>/state        NodeState
 //	<root>/node/<name>/task         Task
@@ -43,6 +45,19 @@ func NewCluster(s Store, root, group string) *Cluster {
 
 // GroupPath is the GroupState znode.
 func (c *Cluster) GroupPath() string { return path.Join(c.Root, "group", c.Group, "state") }
+
+// MembersPath is the group's membership directory: a child per elected
+// member (roles.MemberState), kept by UpdateGroupWith in the same
+// transaction as GroupState. A Baton znode, not the reference's.
+func (c *Cluster) MembersPath() string { return path.Join(c.Root, "group", c.Group, "members") }
+
+// MemberPath is name's entry in the membership directory.
+func (c *Cluster) MemberPath(name string) string { return path.Join(c.MembersPath(), name) }
+
+// GetMember reads name's entry in the membership directory.
+func (c *Cluster) GetMember(ctx context.Context, name string) (roles.MemberState, int32, error) {
+	return get(ctx, c.Store, c.MemberPath(name), roles.DecodeMemberState)
+}
 
 // ReportsPath is the directory of the group's death reports: a child per
 // runner that a watcher declared dead but cannot take over itself, for the
@@ -222,9 +237,22 @@ func (c *Cluster) UpdateGroupWith(ctx context.Context, fn func(*roles.GroupState
 		} else if err != nil {
 			return g, err
 		}
+		next.TrimFailHistory()
 		if err := next.Validate(); err != nil {
 			return g, fmt.Errorf("update %s: %w", c.GroupPath(), err)
 		}
+		sync, err := c.memberOps(ctx, g, next)
+		if err != nil {
+			return g, err
+		}
+		if missing && len(sync) > 0 {
+			// A new group's first write: GroupState, then its members.
+			if _, err := c.Store.Create(ctx, c.GroupPath(), Encode(next), Persistent); err != nil && !IsConflict(err) {
+				return g, err
+			}
+			continue
+		}
+		ops = append(ops, sync...)
 		switch {
 		case len(ops) > 0 && !missing:
 			err = c.Store.Multi(ctx, append([]Op{SetOp(c.GroupPath(), Encode(next), v)}, ops...)...)
@@ -248,6 +276,42 @@ func (c *Cluster) UpdateGroupWith(ctx context.Context, fn func(*roles.GroupState
 		}
 		return next, err
 	}
+}
+
+// memberOps returns the writes that make the membership directory what g
+// implies (roles.GroupState.Members), given old, the GroupState it was
+// written with: entries created (any member the listing lacks, so that a
+// group formed before the directory existed gets it at its next change),
+// changed, or deleted. It creates the empty directory itself when it is
+// missing. Called under the group lock.
+func (c *Cluster) memberOps(ctx context.Context, old, g roles.GroupState) ([]Op, error) {
+	kids, err := c.Store.Children(ctx, c.MembersPath())
+	if errors.Is(err, ErrNotFound) {
+		if _, err := c.Store.Create(ctx, c.MembersPath(), nil, Persistent); err != nil && !errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("create %s: %w", c.MembersPath(), err)
+		}
+		kids, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", c.MembersPath(), err)
+	}
+	names, want := g.Members()
+	_, had := old.Members()
+	var ops []Op
+	for _, n := range names {
+		switch {
+		case !slices.Contains(kids, n):
+			ops = append(ops, CreateOp(c.MemberPath(n), Encode(want[n])))
+		case had[n] != want[n]:
+			ops = append(ops, SetOp(c.MemberPath(n), Encode(want[n]), AnyVersion))
+		}
+	}
+	for _, k := range kids {
+		if _, ok := want[k]; !ok {
+			ops = append(ops, DeleteOp(c.MemberPath(k), AnyVersion))
+		}
+	}
+	return ops, nil
 }
 
 // ErrNoChange tells UpdateGroup that nothing needs writing.

@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -295,3 +296,109 @@ func TestEncodeIsJSON(t *testing.T) {
 	assert.JSONEq(t, `{"group":"g","role":"runner"}`, string(Encode(roles.NodeState{Group: "g", Role: roles.RoleRunner})))
 	assert.Panics(t, func() { Encode(make(chan int)) })
 }
+
+// TestMembershipDirectoryFollowsGroupState: every GroupState change keeps
+// <group>/members in step, in the same write, and touches only the
+// entries it concerns.
+func TestMembershipDirectoryFollowsGroupState(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemory()
+	c := NewCluster(s, "", roles.DefaultGroup)
+	member := func(i int) (roles.MemberState, int32) {
+		t.Helper()
+		m, v, err := c.GetMember(ctx, nm(i))
+		require.NoError(t, err)
+		return m, v
+	}
+	kids := func() []string {
+		t.Helper()
+		k, err := s.Children(ctx, c.MembersPath())
+		require.NoError(t, err)
+		roles.SortNames(k)
+		return k
+	}
+	// A formed group of runners 1, 2 and backups 3, 4 (standby 3).
+	_, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+		*g = roles.NewGroupState(2, 2)
+		g.CurrentCrawler = []string{nm(1), nm(2), nm(3), nm(4)}
+		g.CurrentRunner, g.CurrentBackup, g.StandbyID = []string{nm(1), nm(2)}, []string{nm(3), nm(4)}, "3"
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{nm(1), nm(2), nm(3), nm(4)}, kids())
+	m3, v3 := member(3)
+	assert.Equal(t, roles.MemberState{Role: roles.RoleBackup, Standby: true}, m3)
+	m4, v4 := member(4)
+	assert.Equal(t, roles.MemberState{Role: roles.RoleBackup}, m4)
+	_, v1 := member(1)
+
+	// Runner 2 dies and backup 3 takes its place: 2's entry goes, 3 is a
+	// runner, 4 the standby; runner 1's entry is not written.
+	_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+		g.CurrentRunner = []string{nm(1), nm(3)}
+		g.CurrentBackup = []string{nm(4)}
+		g.CurrentCrawler = []string{nm(1), nm(3), nm(4)}
+		g.FailCrawler, g.FailRunner, g.StandbyID = []string{nm(2)}, []string{nm(2)}, "4"
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{nm(1), nm(3), nm(4)}, kids())
+	m3, nv3 := member(3)
+	assert.Equal(t, roles.MemberState{Role: roles.RoleRunner}, m3)
+	assert.Greater(t, nv3, v3)
+	m4, nv4 := member(4)
+	assert.Equal(t, roles.MemberState{Role: roles.RoleBackup, Standby: true}, m4)
+	assert.Greater(t, nv4, v4)
+	_, nv1 := member(1)
+	assert.Equal(t, v1, nv1, "an entry the change does not concern is not written")
+
+	// A scale-down to one runner marks the surplus runner (the largest index).
+	_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error { g.TotalRunner = 1; return nil })
+	require.NoError(t, err)
+	m3, _ = member(3)
+	assert.Equal(t, roles.MemberState{Role: roles.RoleRunner, Surplus: true}, m3)
+	m1, _ := member(1)
+	assert.Equal(t, roles.MemberState{Role: roles.RoleRunner}, m1)
+}
+
+// TestMembershipDirectoryForAnOlderGroup: a group formed before the
+// membership directory existed gets every entry at its next change.
+func TestMembershipDirectoryForAnOlderGroup(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemory()
+	c := NewCluster(s, "", roles.DefaultGroup)
+	g := roles.NewGroupState(1, 1)
+	g.CurrentCrawler, g.CurrentRunner, g.CurrentBackup, g.StandbyID = []string{nm(1), nm(2)}, []string{nm(1)}, []string{nm(2)}, "2"
+	_, err := s.Create(ctx, c.GroupPath(), Encode(g), Persistent)
+	require.NoError(t, err)
+	_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error { g.MinBackup = 1; return nil })
+	require.NoError(t, err)
+	m, _, err := c.GetMember(ctx, nm(2))
+	require.NoError(t, err)
+	assert.Equal(t, roles.MemberState{Role: roles.RoleBackup, Standby: true}, m)
+	_, _, err = c.GetMember(ctx, nm(1))
+	require.NoError(t, err)
+}
+
+// TestFailHistoryIsBounded: the fail lists keep the most recent
+// roles.MaxFailHistory names.
+func TestFailHistoryIsBounded(t *testing.T) {
+	ctx := context.Background()
+	c := NewCluster(NewMemory(), "", roles.DefaultGroup)
+	for i := 1; i <= roles.MaxFailHistory+10; i++ {
+		_, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+			g.FailCrawler = append(g.FailCrawler, nm(i))
+			g.FailRunner = append(g.FailRunner, nm(i))
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	g, _, err := c.GetGroup(ctx)
+	require.NoError(t, err)
+	require.Len(t, g.FailCrawler, roles.MaxFailHistory)
+	assert.Equal(t, nm(11), g.FailCrawler[0], "the oldest go")
+	assert.Equal(t, nm(roles.MaxFailHistory+10), g.FailCrawler[roles.MaxFailHistory-1])
+	assert.Len(t, g.FailRunner, roles.MaxFailHistory)
+}
+
+func nm(i int) string { return fmt.Sprintf("sc-crawler_%d", i) }

@@ -58,6 +58,9 @@ func SetOp(path string, data []byte, v int32) Op {
 	return Op{Kind: OpSet, Path: path, Data: data, Version: v}
 }
 
+// DeleteOp deletes path if it has version v.
+func DeleteOp(path string, v int32) Op { return Op{Kind: OpDelete, Path: path, Version: v} }
+
 // CreateOp creates a persistent znode (its parent must exist).
 func CreateOp(path string, data []byte) Op { return Op{Kind: OpCreate, Path: path, Data: data} }
 

@@ -96,7 +96,7 @@ func TestCorruptedNodeState(t *testing.T) {
 }
 
 func TestCorruptedGroupState(t *testing.T) {
-	f := newClusterFixture(t, 2, 1)
+	f := newClusterFixture(t, 2, 2) // 3 is the standby, 4 a secondary
 	f.start()
 	path := f.c().GroupPath()
 	f.corrupt(path, `{"total_crawler":"three","current_crawler":[]}`)
@@ -119,7 +119,7 @@ func TestCorruptedGroupState(t *testing.T) {
 		}},
 		{"Position", func() error { _, err := a.Position(ctx, f.member(3)); return err }},
 		{"WatchRunners", func() error { _, err := a.WatchRunners(cctx, WatchInput{Member: f.member(3), Free: 1}); return err }},
-		{"WaitStandby", func() error { _, err := a.WaitStandby(cctx, f.member(3)); return err }},
+		{"WaitStandby", func() error { _, err := a.WaitStandby(cctx, f.member(4)); return err }},
 		{"Activate", func() error {
 			_, err := a.Discover(ctx, in)
 			require.NoError(t, err)

@@ -23,7 +23,7 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 	c := a.cluster(m.Group)
 	var (
 		watches []<-chan struct{}
-		groupZ  watchedZnode
+		selfZ   watchedZnode // the runner's membership entry
 	)
 	for {
 		nd, _, nch, err := a.Store.GetW(ctx, c.NodePath(m.Name))
@@ -54,10 +54,10 @@ func (a *Activities) WaitTask(ctx context.Context, m Member) (WaitTaskResult, er
 				return WaitTaskResult{Pending: true, Role: node.Role}, nil
 			default:
 				// Idle: a runner the group no longer wants steps down now.
-				// Read again only after it changed (a watch): an idle
-				// runner's safety re-reads do not fetch the membership.
-				surplus := a.surplus(ctx, c, m, &groupZ)
-				watches = append(watches[:0], groupZ.changed)
+				// Its membership entry says so, read again only after it
+				// changed (a watch): other members' changes do not wake it.
+				surplus := a.surplus(ctx, c, m, &selfZ)
+				watches = append(watches[:0], selfZ.changed)
 				if surplus {
 					down, err := a.stepDown(ctx, c, m, t, tv)
 					if err != nil {
@@ -345,8 +345,8 @@ func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t rol
 	log.Info("running task", "batch_size", t.Job.Size)
 	c := a.cluster(m.Group)
 	var (
-		mu    sync.Mutex
-		group watchedZnode
+		mu   sync.Mutex
+		self watchedZnode // the runner's membership entry
 	)
 	drain := func() bool {
 		if a.Leaving != nil && a.Leaving.Load() {
@@ -354,7 +354,7 @@ func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t rol
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		return owner == m.Name && a.surplus(ctx, c, m, &group)
+		return owner == m.Name && a.surplus(ctx, c, m, &self)
 	}
 	out, err := a.Batches.RunBatch(ctx, BatchRun{Job: t.Job.ID, Batch: t.Job.Batch, Runner: m.Name, Epoch: t.Epoch, Log: log, Drain: drain})
 	if err != nil {

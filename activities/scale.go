@@ -111,14 +111,20 @@ func (a *Activities) stepDown(ctx context.Context, c *metadata.Cluster, m Member
 	return down, nil
 }
 
-// surplus reports whether m is a runner the group wants to step down
-// (read through w, so that a caller polling it on a timer costs ZooKeeper
-// a read only after GroupState changed).
+// surplus reports whether m is a runner the group wants to step down: its
+// entry in the membership directory says so. It is read through w, so
+// that a caller polling it on a timer costs ZooKeeper a read only after the
+// entry changed, and a scale-down wakes only the runners it concerns. A
+// group formed before the directory existed is read from GroupState.
 func (a *Activities) surplus(ctx context.Context, c *metadata.Cluster, m Member, w *watchedZnode) bool {
-	data, err := w.get(ctx, a.Store, c.GroupPath())
-	if err != nil {
-		return false
+	data, err := w.get(ctx, a.Store, c.MemberPath(m.Name))
+	if errors.Is(err, metadata.ErrNotFound) {
+		g, _, err := c.GetGroup(ctx)
+		return err == nil && slices.Contains(g.Surplus(), m.Name)
 	}
-	g, err := roles.DecodeGroupState(data)
-	return err == nil && slices.Contains(g.Surplus(), m.Name)
+	me, err := decodeWith(data, err, c.MemberPath(m.Name), roles.DecodeMemberState)
+	if isCorrupt(err) {
+		a.corrupt(ctx, err)
+	}
+	return err == nil && me.Surplus
 }

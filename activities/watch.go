@@ -158,12 +158,12 @@ type deadPeer struct {
 	age  time.Duration
 }
 
-// check reads the heartbeat of each of the watcher's ring successors in g
-// once, feeds their ages to the detector, and returns the peers declared
-// dead now (in ring order). It forgets peers that are no longer its
-// successors.
-func (r *ring) check(ctx context.Context, g roles.GroupState) []deadPeer {
-	peers := ringSuccessors(members(g), r.m.Name, ringWatchers)
+// check reads the heartbeat of each of the watcher's ring successors
+// among the group's members once, feeds their ages to the detector, and
+// returns the peers declared dead now (in ring order), with their role
+// (roleOf). It forgets peers that are no longer its successors.
+func (r *ring) check(ctx context.Context, members []string, roleOf func(context.Context, string) roles.Role) []deadPeer {
+	peers := ringSuccessors(members, r.m.Name, ringWatchers)
 	var dead []deadPeer
 	for _, p := range peers {
 		age, timeout, ok := r.a.peerAge(ctx, r.c, p, r.m.Timers.UpdateTimeout)
@@ -177,7 +177,9 @@ func (r *ring) check(ctx context.Context, g roles.GroupState) []deadPeer {
 			continue
 		}
 		if r.det.Observe(p, age, timeout) == roles.Dead {
-			dead = append(dead, deadPeer{name: p, role: roleIn(g, p), age: age})
+			if role := roleOf(ctx, p); role != "" {
+				dead = append(dead, deadPeer{name: p, role: role, age: age})
+			}
 		}
 	}
 	for name := range r.det.Counts {
@@ -230,7 +232,7 @@ func (r *ring) report(ctx context.Context, d deadPeer) {
 // whose heartbeat is at least update_timeout old (the reporter's verdict,
 // checked once more here). Reports of former members, and of runners whose
 // heartbeat is fresh again (the reporter was wrong), are deleted.
-func (r *ring) reports(ctx context.Context, g roles.GroupState, names []string) []deadPeer {
+func (r *ring) reports(ctx context.Context, names []string, roleOf func(context.Context, string) roles.Role) []deadPeer {
 	roles.SortNames(names)
 	var out []deadPeer
 	for _, n := range names {
@@ -238,7 +240,7 @@ func (r *ring) reports(ctx context.Context, g roles.GroupState, names []string) 
 			r.a.log(ctx).Warn("ignoring a death report with a bad name", "znode", r.c.ReportPath(n), "err", err)
 			continue
 		}
-		if n == r.m.Name || roleIn(g, n) != roles.RoleRunner {
+		if n == r.m.Name || roleOf(ctx, n) != roles.RoleRunner {
 			if n != r.m.Name {
 				r.dropReport(ctx, n, "not a current runner")
 			}
@@ -289,31 +291,38 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 	c := a.cluster(m.Group)
 	r := a.newRing(ctx, c, m)
 	defer r.close()
-	var nodeZ, groupZ watchedZnode
-	var reportsCh <-chan struct{} // the reports directory's watch, once armed
-	reportsRead := false
+	v := a.newView(c, m)
+	var reports watchedChildren
 	tick := time.NewTicker(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
-		nd, err := nodeZ.get(ctx, a.Store, c.NodePath(m.Name))
-		node, err := decodeWith(nd, err, c.NodePath(m.Name), roles.DecodeNodeState)
+		node, err := v.node(ctx)
 		if errors.Is(err, metadata.ErrNotFound) {
 			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
 		}
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
-		gd, err := groupZ.get(ctx, a.Store, c.GroupPath())
-		g, err := decodeWith(gd, err, c.GroupPath(), roles.DecodeGroupState)
+		all, err := v.allRunners(ctx)
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
-		pos := position(node, g, m)
+		me, _, err := v.self(ctx)
+		if err != nil {
+			return WatchResult{}, a.corrupt(ctx, err)
+		}
+		pos := Position{Role: node.Role, AllRunner: all, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
 		acting := false // takes over dead runners itself
 		switch {
 		case node.Role == roles.RoleRunner:
-			acting = g.AllAreRunners() && in.Free > 0
-		case node.Role == roles.RoleBackup && pos.Standby && !g.AllAreRunners():
+			acting = all && in.Free > 0
+		case pos.Standby && !all:
+			// Only the standby reads GroupState (again only after it
+			// changed): it promotes itself when the group wants runners.
+			g, err := v.group(ctx)
+			if err != nil {
+				return WatchResult{}, a.corrupt(ctx, err)
+			}
 			if g.WantsRunner(true) {
 				return WatchResult{Promote: true, Position: pos}, nil
 			}
@@ -329,7 +338,11 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			a.Metrics.Detected(d.age)
 			return WatchResult{Dead: d.name, DeadRole: d.role, Position: pos, DetectedAfter: d.age}, true
 		}
-		for _, d := range r.check(ctx, g) {
+		names, err := v.members(ctx)
+		if err != nil {
+			return WatchResult{}, a.corrupt(ctx, err)
+		}
+		for _, d := range r.check(ctx, names, v.roleOf) {
 			if d.role == roles.RoleRunner && !acting {
 				r.report(ctx, d)
 				continue
@@ -339,19 +352,18 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			}
 		}
 		if acting {
-			fired := reportsCh == nil || !reportsRead
+			fresh := reports.changed == nil
 			select {
-			case <-reportsCh:
-				fired = true
+			case <-reports.changed:
+				fresh = true
 			default:
 			}
-			if fired {
-				names, ch, err := c.Store.ChildrenW(ctx, c.ReportsPath())
+			if fresh {
+				names, err := reports.get(ctx, a.Store, c.ReportsPath())
 				if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 					return WatchResult{}, fmt.Errorf("read death reports %s: %w", c.ReportsPath(), err)
 				}
-				reportsCh, reportsRead = ch, true
-				for _, d := range r.reports(ctx, g, names) {
+				for _, d := range r.reports(ctx, names, v.roleOf) {
 					if res, ok := found(d); ok {
 						return res, nil
 					}
@@ -363,7 +375,7 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 		case <-ctx.Done():
 			return WatchResult{}, ctx.Err()
 		case <-tick.C:
-		case <-reportsCh: // nil (never) unless acting
+		case <-reports.changed: // nil (never) unless acting
 		}
 	}
 }
@@ -379,41 +391,50 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 	c := a.cluster(m.Group)
 	r := a.newRing(ctx, c, m)
 	defer r.close()
-	var nodeZ, groupZ watchedZnode
+	v := a.newView(c, m)
+	var seen []string // the membership listing the standby was last checked with
 	for {
-		nd, err := nodeZ.get(ctx, a.Store, c.NodePath(m.Name))
-		node, err := decodeWith(nd, err, c.NodePath(m.Name), roles.DecodeNodeState)
+		node, err := v.node(ctx)
 		if errors.Is(err, metadata.ErrNotFound) {
 			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
 		}
 		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
-		gd, err := groupZ.get(ctx, a.Store, c.GroupPath())
-		g, err := decodeWith(gd, err, c.GroupPath(), roles.DecodeGroupState)
-		if isCorrupt(err) {
+		me, _, err := v.self(ctx)
+		if err != nil {
 			return WatchResult{}, a.corrupt(ctx, err)
 		}
-		if err != nil {
-			return WatchResult{}, err
-		}
-		pos := position(node, g, m)
+		pos := Position{Role: node.Role, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
 		if node.Role != roles.RoleBackup || pos.Standby {
 			return WatchResult{Changed: true, Position: pos}, nil
 		}
-		if g.Standby() == "" { // no standby: the smallest backup takes it
-			if _, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
-				if g.Standby() != "" {
-					return metadata.ErrNoChange
-				}
-				g.StandbyID = g.NextStandby()
-				return nil
-			}); err != nil {
-				return WatchResult{}, err
-			}
-			continue
+		names, err := v.members(ctx)
+		if err != nil {
+			return WatchResult{}, a.corrupt(ctx, err)
 		}
-		for _, d := range r.check(ctx, g) {
+		if !slices.Equal(names, seen) {
+			// Members came or went: if the standby went with nobody named
+			// in its place, the smallest backup takes it.
+			seen = slices.Clone(names)
+			g, _, err := c.GetGroup(ctx)
+			if err != nil {
+				return WatchResult{}, a.corrupt(ctx, err)
+			}
+			if g.Standby() == "" && len(g.CurrentBackup) > 0 {
+				if _, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+					if g.Standby() != "" {
+						return metadata.ErrNoChange
+					}
+					g.StandbyID = g.NextStandby()
+					return nil
+				}); err != nil {
+					return WatchResult{}, err
+				}
+				continue
+			}
+		}
+		for _, d := range r.check(ctx, names, v.roleOf) {
 			if d.role == roles.RoleRunner {
 				r.report(ctx, d)
 				continue
@@ -426,7 +447,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			return WatchResult{Dead: d.name, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: d.age}, nil
 		}
 		heartbeat(ctx, watchState{Counts: r.det.Counts})
-		if err := wait(ctx, groupZ.changed, m.Timers.CheckCrawlerState); err != nil {
+		if _, err := metadata.WaitAny(ctx, m.Timers.CheckCrawlerState, v.selfZ.changed, v.nodeZ.changed); err != nil {
 			return WatchResult{}, err
 		}
 	}

@@ -73,6 +73,17 @@ func FuzzDecodeNodeState(f *testing.F) {
 	})
 }
 
+func FuzzDecodeMemberState(f *testing.F) {
+	addJSON(f, MemberState{Role: RoleRunner}, MemberState{Role: RoleRunner, Surplus: true},
+		MemberState{Role: RoleBackup, Standby: true})
+	addStrings(f, garbage...)
+	addStrings(f, `{"role":"initial"}`, `{"role":"runner","standby":true}`, `{"role":"backup-runner","surplus":true}`,
+		`{"role":"runner","surplus":"yes"}`)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecoded(t, "MemberState", data, DecodeMemberState, MemberState.Validate)
+	})
+}
+
 func FuzzDecodeGroupState(f *testing.F) {
 	g := NewGroupState(2, 1)
 	g.CurrentRunner = []string{"sc-crawler_0", "sc-crawler_1"}

@@ -22,9 +22,10 @@ func FuzzClusterReads(f *testing.F) {
 		`{"total_crawler":2,"total_runner":1,"total_backup":1,"standby_id":"2","current_crawler":[],"current_runner":["g_1"],"current_backup":["g_2"],"fail_crawler":[],"fail_runner":[],"fail_backup":[]}`,
 		`{"running_content":[{"task_id":1,"url":"http://127.0.0.1/","method":"GET"}],"cookie":{},"authorization":{},"in_progressing_id":"","running_result":{"success_count":0,"fail_count":0},"running_status":"nothing","result_detail":[],"epoch":1,"next_index":0}`,
 		`{"heart_rhythm_time":"2026-01-02T03:04:05.000006Z","time_format":"2006-01-02T15:04:05.000000Z07:00","update_time":"0.5s","update_timeout":"2s","heart_rhythm_timeout":"3","healthy_state":"Healthy","task_state":"nothing"}`,
+		`{"role":"backup-runner","standby":true}`,
 		"", "null", "{", "[]", `{"total_crawler":"three"}`, "\x00\xff",
 	} {
-		for kind := range uint8(4) {
+		for kind := range uint8(5) {
 			f.Add([]byte(s), kind)
 		}
 	}
@@ -33,7 +34,7 @@ func FuzzClusterReads(f *testing.F) {
 		c := NewCluster(NewMemory(), "/fuzz", "g")
 		var p string
 		var read func() (any, error)
-		switch kind % 4 {
+		switch kind % 5 {
 		case 0:
 			p = c.NodePath("g_1")
 			read = func() (any, error) { v, _, err := c.GetNode(ctx, "g_1"); return v, err }
@@ -46,6 +47,9 @@ func FuzzClusterReads(f *testing.F) {
 		case 3:
 			p = c.HeartbeatPath("g_1")
 			read = func() (any, error) { v, _, err := c.GetHeartbeat(ctx, "g_1"); return v, err }
+		case 4:
+			p = c.MemberPath("g_1")
+			read = func() (any, error) { v, _, err := c.GetMember(ctx, "g_1"); return v, err }
 		}
 		_, err := c.Store.(*Memory).create(p, data, Persistent, true)
 		require.NoError(t, err)
@@ -59,7 +63,7 @@ func FuzzClusterReads(f *testing.F) {
 			require.NotEmpty(t, fe.Field)
 			require.ErrorIs(t, err, roles.ErrInvalid)
 			require.Contains(t, err.Error(), p, "the error names the znode")
-			if kind%4 == 1 {
+			if kind%5 == 1 {
 				_, uerr := c.UpdateGroup(ctx, func(g *roles.GroupState) error { g.TotalCrawler = 1; return nil })
 				require.True(t, errors.As(uerr, &ce), "UpdateGroup on a corrupted group: %v", uerr)
 			}

@@ -315,7 +315,7 @@ func TestFailOverOfABackup(t *testing.T) {
 	f := newClusterFixture(t, 1, 3)
 	f.start()
 	ctx := context.Background()
-	// Backup 3, next in line, finds the primary backup 2 dead.
+	// Backup 3, a ring predecessor of the primary backup 2, finds it dead.
 	a3 := f.acts(nil)
 	in := peer(f.member(3), 2, roles.RoleBackup)
 	d, err := a3.Discover(ctx, in)

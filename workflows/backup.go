@@ -8,13 +8,14 @@ import (
 )
 
 // PrimaryBackup is the Primary Backup Runner role (the backup whose index
-// is standby_id). It watches the heartbeats of every runner and every other
-// backup (WatchRunners). When a runner dies it discovers, activates and
-// hands over (three activities) and ends with ReasonActivated: the
-// instance is now a runner. When the group wants more runners than it has
-// (a scale-up) it promotes itself (Promote) and ends with ReasonPromoted. When another backup dies it removes it from the
-// group and keeps watching. It ends with ReasonChanged if it stops being
-// the standby.
+// is standby_id). Its WatchRunners watches its two ring successors, like
+// every member, and takes the death reports other members write for the
+// runners they watch. When a runner dies it discovers, activates and hands
+// over (three activities) and ends with ReasonActivated: the instance is
+// now a runner. When the group wants more runners than it has (a
+// scale-up) it promotes itself (Promote) and ends with ReasonPromoted.
+// When a backup it watches dies it removes it from the group and keeps
+// watching. It ends with ReasonChanged if it stops being the standby.
 func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
 	var took []string
@@ -61,12 +62,12 @@ func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error
 	return RoleResult{}, workflow.NewContinueAsNewError(ctx, PrimaryBackup, m)
 }
 
-// SecondaryBackup is the Secondary Backup Runner role. It waits (a watch on
-// GroupState) until standby_id is its index and then ends, so the
-// Lifecycle runs it as the primary. The backup next in line also watches
-// the primary's heartbeat; if the primary dies it marks it dead, removes it
-// from the group and advances standby_id (to itself), so backups are never
-// left unwatched.
+// SecondaryBackup is the Secondary Backup Runner role. It waits (a watch
+// on its own membership entry) until it is the standby and then ends, so
+// the Lifecycle runs it as the primary. Meanwhile it watches its two ring
+// successors: a dead runner is reported to the standby, a dead backup (the
+// primary included) it marks dead and removes from the group, which moves
+// standby_id on, so backups are never left unwatched.
 func SecondaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
 	for i := 0; i < maxLoops; i++ {

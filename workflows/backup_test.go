@@ -404,16 +404,15 @@ func TestFailOverResumesAfterCrash(t *testing.T) {
 
 // TestSecondaryBackupBecomesPrimary: a secondary backup ends with
 // ReasonChanged as soon as standby_id becomes its index (REAL WaitStandby,
-// woken by the GroupState watch).
+// woken by the watch on its membership entry).
 func TestSecondaryBackupBecomesPrimary(t *testing.T) {
 	cl := newCluster(t, 1, 2)
 	require.Equal(t, "2", cl.group().StandbyID)
 	require.Equal(t, roles.RoleBackup, cl.node(3).Role)
 
-	// Backup 3 is next in line, so WaitStandby checks the primary's
-	// heartbeat (a clock read) before it waits on the GroupState watch;
-	// at that first read the primary takes over runner 1 and standby_id
-	// moves to 3.
+	// Backup 3's ring successors are 1 and 2, so WaitStandby checks their
+	// heartbeats (a clock read) before it waits on its watches; at that
+	// first read the primary takes over runner 1 and standby_id moves to 3.
 	var once sync.Once
 	clk := func() time.Time {
 		once.Do(func() {
@@ -437,8 +436,8 @@ func TestSecondaryBackupBecomesPrimary(t *testing.T) {
 	assert.Equal(t, []string{"WaitStandby"}, rec.started())
 }
 
-// TestSecondaryBackupTakesOverDeadPrimary: the backup next in line
-// watches the primary backup; when the primary is declared dead it runs
+// TestSecondaryBackupTakesOverDeadPrimary: a secondary whose ring
+// successors include the primary backup watches it; when the primary is declared dead it runs
 // Discover and Activate (no HandOver: a backup has no Task) and ends with
 // ReasonChanged, standby_id now being its own index.
 func TestSecondaryBackupTakesOverDeadPrimary(t *testing.T) {

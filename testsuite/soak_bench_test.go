@@ -136,8 +136,8 @@ func BenchmarkSoak(b *testing.B) {
 			pause(100 * time.Millisecond) // a restarted instance is rejoining
 			continue
 		}
-		// The other live backups at the kill (a backup is watched by
-		// another backup only).
+		// The other live backups at the kill (before every member watched
+		// its ring, a backup was watched by another backup only).
 		watchers := 0
 		if g, _, err := c.Meta.GetGroup(context.Background()); err == nil {
 			for _, n := range g.CurrentBackup {
@@ -154,9 +154,8 @@ func BenchmarkSoak(b *testing.B) {
 			runnerKills++
 		}
 		var detected, replaced time.Duration
-		// A Runner's fail-over is awaited; a backup is watched only by
-		// another backup, so a lone one's death goes unseen until it is
-		// back: it is awaited 10 s.
+		// A Runner's fail-over is awaited; a backup's death is awaited
+		// 10 s (its ring predecessors, Runners or backups, declare it).
 		limit := 60 * time.Second
 		if !wasRunner {
 			limit = 10 * time.Second
@@ -225,6 +224,7 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(float64(total.pages), "pages")
 	b.ReportMetric(float64(len(jobsRun)), "jobs")
 	b.ReportMetric(float64(kills), "kills")
+	b.ReportMetric(float64(backupUnseen), "backup-kills-unseen")
 	if len(failover) > 0 {
 		b.ReportMetric(failover[len(failover)/2].Seconds(), "failover-median-s")
 		b.ReportMetric(failover[len(failover)-1].Seconds(), "failover-max-s")
@@ -250,6 +250,9 @@ func BenchmarkSoak(b *testing.B) {
 	}
 	if total.lost > 0 || total.twice > 0 || failed > 0 {
 		b.Errorf("soak: %d pages lost, %d recorded twice, %d jobs not completed", total.lost, total.twice, failed)
+	}
+	if backupUnseen > 0 {
+		b.Errorf("soak: %d backup kills not declared dead within 10 s: every member is watched by its ring predecessors", backupUnseen)
 	}
 }
 

@@ -268,26 +268,6 @@ func TestLeaveWithAPendingTaskStays(t *testing.T) {
 	assert.True(t, AwaitIdle(context.Background(), f.mem, "", f.member(1)))
 }
 
-func TestRingSuccessors(t *testing.T) {
-	ring := names(5, 1, 3, 2, 4) // any order: the ring is by index
-	assert.Equal(t, names(2, 3), ringSuccessors(ring, name(1), 2))
-	assert.Equal(t, names(5, 1), ringSuccessors(ring, name(4), 2))
-	assert.Equal(t, names(1, 2), ringSuccessors(ring, name(5), 2), "the ring wraps")
-	assert.Equal(t, names(4, 5), ringSuccessors(ring, name(3), 2))
-	assert.Equal(t, names(1, 2), ringSuccessors(names(1, 2), name(3), 2), "small group: everyone")
-	assert.Equal(t, names(5, 1), ringSuccessors(names(1, 2, 5), name(3), 2), "not a runner: its place in the ring")
-	// Every runner is watched by exactly k others.
-	watchers := map[string]int{}
-	for _, n := range ring {
-		for _, s := range ringSuccessors(ring, n, 2) {
-			watchers[s]++
-		}
-	}
-	for _, n := range ring {
-		assert.Equal(t, 2, watchers[n], "%s watched by", n)
-	}
-}
-
 // In All-are-Runner mode a runner watches its two ring successors only:
 // runner 1 does not read runner 4's heartbeat, runner 3 does and declares
 // it dead.

@@ -78,40 +78,6 @@ func (g *grace) blind(now func() time.Time) bool {
 	return false
 }
 
-// ringWatchers is how many members watch each member: every member
-// (runner or backup) watches its ringWatchers successors on the ring of the
-// group's current members sorted by index, so the cost per instance stays
-// flat as the group grows (no instance reads every peer's heartbeat), and
-// every member, a lone backup included, is watched by that many
-// predecessors.
-const ringWatchers = 2
-
-// ringSuccessors returns the k members after self on the ring of members
-// sorted by index (fewer when the group is smaller). A member not in the
-// list watches the k that would follow it.
-func ringSuccessors(members []string, self string, k int) []string {
-	ring := slices.Clone(members)
-	roles.SortNames(ring)
-	ring = slices.Compact(slices.DeleteFunc(ring, func(n string) bool { return n == self }))
-	if len(ring) <= k {
-		return ring
-	}
-	// Where self would be in the sorted ring: its successors follow.
-	i, _ := slices.BinarySearchFunc(ring, self, func(a, b string) int {
-		return roles.IndexOf(a) - roles.IndexOf(b)
-	})
-	out := make([]string, 0, k)
-	for j := 0; j < k; j++ {
-		out = append(out, ring[(i+j)%len(ring)])
-	}
-	return out
-}
-
-// members returns the group's current runners and backups.
-func members(g roles.GroupState) []string {
-	return append(slices.Clone(g.CurrentRunner), g.CurrentBackup...)
-}
-
 // roleIn returns the role name has in g: runner, backup-runner, or "" when
 // it is not a current member.
 func roleIn(g roles.GroupState, name string) roles.Role {
@@ -163,7 +129,7 @@ type deadPeer struct {
 // returns the peers declared dead now (in ring order), with their role
 // (roleOf). It forgets peers that are no longer its successors.
 func (r *ring) check(ctx context.Context, members []string, roleOf func(context.Context, string) roles.Role) []deadPeer {
-	peers := ringSuccessors(members, r.m.Name, ringWatchers)
+	peers := roles.RingSuccessors(members, r.m.Name, roles.RingWatchers)
 	var dead []deadPeer
 	for _, p := range peers {
 		age, timeout, ok := r.a.peerAge(ctx, r.c, p, r.m.Timers.UpdateTimeout)
@@ -267,7 +233,7 @@ func (r *ring) dropReport(ctx context.Context, name, why string) {
 
 // WatchRunners is the watch of the Primary Backup and of every runner.
 // Every check_crawler_state it reads the heartbeats of the watcher's ring
-// successors (see ringWatchers) and feeds their ages to the dead-runner
+// successors (see roles.RingWatchers) and feeds their ages to the dead-runner
 // detector; its own NodeState and GroupState are read again only after
 // they changed.
 //

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -90,6 +92,9 @@ type clusterView struct {
 	Group     string           `json:"group"`
 	State     roles.GroupState `json:"state"`
 	Instances []instanceView   `json:"instances"`
+	// DeathReports are the runners a member declared dead for the standby
+	// to take over (the group's dead/ znode), while they wait.
+	DeathReports []string `json:"death_reports,omitempty"`
 	// At is when it was read.
 	At time.Time `json:"at"`
 }
@@ -97,9 +102,11 @@ type clusterView struct {
 // instanceView is one instance; a part that could not be read is left out
 // and its error recorded.
 type instanceView struct {
-	Name           string    `json:"name"`
-	Role           string    `json:"role,omitempty"`
-	TakenOverBy    string    `json:"taken_over_by,omitempty"`
+	Name        string `json:"name"`
+	Role        string `json:"role,omitempty"`
+	TakenOverBy string `json:"taken_over_by,omitempty"`
+	// WatchedBy are the members whose ring watch reads this one's heartbeat.
+	WatchedBy      []string  `json:"watched_by,omitempty"`
 	Health         string    `json:"health,omitempty"`
 	HeartbeatAgeMS *int64    `json:"heartbeat_age_ms,omitempty"`
 	Task           *taskView `json:"task,omitempty"`
@@ -128,8 +135,16 @@ func readCluster(ctx context.Context, c *metadata.Cluster, now time.Time) (clust
 	v := clusterView{Group: c.Group, State: gs, At: now.UTC(), Instances: []instanceView{}}
 	names := append(append([]string{}, gs.CurrentCrawler...), gs.FailCrawler...)
 	roles.SortNames(names)
+	members, _ := gs.Members()
+	if reports, err := c.Store.Children(ctx, c.ReportsPath()); err == nil {
+		roles.SortNames(reports)
+		v.DeathReports = reports
+	}
 	for _, n := range names {
 		in := instanceView{Name: n}
+		if slices.Contains(members, n) {
+			in.WatchedBy = roles.RingWatchersOf(members, n, roles.RingWatchers)
+		}
 		if ns, _, err := c.GetNode(ctx, n); err == nil {
 			in.Role, in.TakenOverBy = string(ns.Role), ns.TakenOverBy
 		} else {
@@ -166,9 +181,13 @@ func printCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, now tim
 	}
 	gs := v.State
 	fmt.Fprintf(w, "group %s: %d runners, %d backups, standby_id %q\n", c.Group, gs.TotalRunner, gs.TotalBackup, gs.StandbyID)
-	fmt.Fprintf(w, "current_runner %v  current_backup %v  fail_crawler %v\n\n", gs.CurrentRunner, gs.CurrentBackup, gs.FailCrawler)
+	fmt.Fprintf(w, "current_runner %v  current_backup %v  fail_crawler %v\n", gs.CurrentRunner, gs.CurrentBackup, gs.FailCrawler)
+	if len(v.DeathReports) > 0 {
+		fmt.Fprintf(w, "reported dead, waiting for the standby: %v\n", v.DeathReports)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tROLE\tHEALTH\tHEARTBEAT AGE\tTASK\tPROGRESS\tHOLDER/EPOCH")
+	fmt.Fprintln(tw, "INSTANCE\tROLE\tHEALTH\tHEARTBEAT AGE\tTASK\tPROGRESS\tHOLDER/EPOCH\tWATCHED BY")
 	for _, in := range v.Instances {
 		role, health, age, task, progress, holder := "?", "?", "?", "error", "", ""
 		if in.Role != "" {
@@ -192,7 +211,11 @@ func printCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, now tim
 			}
 			holder = fmt.Sprintf("%s/%d", t.Holder, t.Epoch)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, role, health, age, task, progress, holder)
+		watchedBy := strings.Join(in.WatchedBy, ",")
+		if watchedBy == "" {
+			watchedBy = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, role, health, age, task, progress, holder, watchedBy)
 	}
 	return tw.Flush()
 }

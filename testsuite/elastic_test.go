@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -95,6 +96,28 @@ func TestElasticClusterGrowsAndShrinksMidCrawl(t *testing.T) {
 		by := resultsBy(t, c, "elastic")
 		return by[promoted[0]] > 0 && by[promoted[1]] > 0, nil
 	})
+	// The membership directory lists the six, and `baton cluster` shows
+	// each watched by two ring predecessors.
+	kids, err := c.Meta.Store.Children(context.Background(), c.Meta.MembersPath())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, append(slices.Clone(g.CurrentRunner), g.CurrentBackup...), kids)
+	out, code = baton(c, "cluster", "--output", "json")
+	require.Equal(t, 0, code, out)
+	var view struct {
+		Instances []struct {
+			Name      string   `json:"name"`
+			WatchedBy []string `json:"watched_by"`
+		} `json:"instances"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &view), out)
+	watched := 0
+	for _, in := range view.Instances {
+		if slices.Contains(kids, in.Name) {
+			assert.Len(t, in.WatchedBy, 2, "%s is watched by two", in.Name)
+			watched++
+		}
+	}
+	assert.Equal(t, 6, watched)
 
 	// A Runner dies: a backup takes its place and its batch.
 	c.Kill(1)

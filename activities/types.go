@@ -75,8 +75,14 @@ type RunTaskResult struct {
 type WatchInput struct {
 	Member Member `json:"member"`
 	// Free is how many more Tasks the watcher can take (All-are-Runner
-	// mode); dead peers are reported only while Free > 0.
+	// mode); dead runners are returned only while Free > 0, else reported
+	// for a survivor with room.
 	Free int `json:"free"`
+	// As is the role of the workflow that watches: backup-runner for the
+	// Primary Backup, which ends the watch (Changed) once its instance is
+	// a runner; runner (or empty, from workflows recorded before it was
+	// set) for a Runner.
+	As roles.Role `json:"as,omitempty"`
 }
 
 // WatchResult is what a heartbeat watch found.

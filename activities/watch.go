@@ -280,9 +280,9 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 		pos := Position{Role: node.Role, AllRunner: all, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
 		acting := false // takes over dead runners itself
 		switch {
-		case node.Role == roles.RoleRunner:
+		case node.Role == roles.RoleRunner && in.As != roles.RoleBackup:
 			acting = all && in.Free > 0
-		case pos.Standby && !all:
+		case pos.Standby && !all && in.As != roles.RoleRunner:
 			// Only the standby reads GroupState (again only after it
 			// changed): it promotes itself when the group wants runners.
 			g, err := v.group(ctx)

@@ -106,11 +106,27 @@ func TestWatchRunnersReturnsWhenNoLongerStandby(t *testing.T) {
 	f.watchQuietly(2, 1)
 	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleBackup}}, f.watchFor(3, 1))
 
-	// The standby marked dead stops watching.
+	// The standby's watch (As backup) ends once its instance is a runner,
+	// e.g. after an Activate whose HandOver then lost the claim: the
+	// Lifecycle must run it as a Runner.
 	ctx := context.Background()
-	_, err := f.acts(nil).Discover(ctx, peer(f.member(1), 2, roles.RoleBackup))
+	n2 := f.node(2)
+	n2.Role = roles.RoleRunner
+	_, err := f.c().Put(ctx, f.c().NodePath(name(2)), n2, -1)
 	require.NoError(t, err)
-	w := f.watchFor(2, 1)
+	wctx, wcancel := context.WithTimeout(ctx, waitLimit)
+	defer wcancel()
+	w, err := f.acts(nil).WatchRunners(wctx, WatchInput{Member: f.member(2), Free: 1, As: roles.RoleBackup})
+	require.NoError(t, err)
+	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleRunner}}, w)
+	n2.Role = roles.RoleBackup
+	_, err = f.c().Put(ctx, f.c().NodePath(name(2)), n2, -1)
+	require.NoError(t, err)
+
+	// The standby marked dead stops watching.
+	_, err = f.acts(nil).Discover(ctx, peer(f.member(1), 2, roles.RoleBackup))
+	require.NoError(t, err)
+	w = f.watchFor(2, 1)
 	assert.True(t, w.Changed)
 	assert.Equal(t, roles.RoleDeadBackupRunner, w.Position.Role)
 }

@@ -21,7 +21,7 @@ func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error
 	var took []string
 	for i := 0; i < maxLoops; i++ {
 		var w activities.WatchResult
-		if err := workflow.ExecuteActivity(lctx, a.WatchRunners, activities.WatchInput{Member: m, Free: 1}).Get(ctx, &w); err != nil {
+		if err := workflow.ExecuteActivity(lctx, a.WatchRunners, activities.WatchInput{Member: m, Free: 1, As: roles.RoleBackup}).Get(ctx, &w); err != nil {
 			return RoleResult{}, err
 		}
 		if w.Changed {

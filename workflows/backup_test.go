@@ -232,7 +232,7 @@ func TestPrimaryBackupReactsToWatchResults(t *testing.T) {
 	t.Run("changed", func(t *testing.T) {
 		env, rec := newEnv(t)
 		pos := activities.Position{Role: roles.RoleBackup}
-		env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1}).
+		env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1, As: roles.RoleBackup}).
 			Return(activities.WatchResult{Changed: true, Position: pos}, nil).Once()
 		env.ExecuteWorkflow(PrimaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))

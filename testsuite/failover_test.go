@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -156,6 +157,41 @@ func TestAllAreRunnerOneKilled(t *testing.T) {
 	testsuite.AssertExactlyOnce(t, c.WaitTaskDone(taskTimeout, 3), n)
 	g := c.GroupState()
 	assert.ElementsMatch(t, []string{"sc-crawler_1", "sc-crawler_3"}, g.CurrentRunner)
+}
+
+// A lone backup is watched too: 2 runners + 1 backup, the backup SIGKILLed.
+// A runner (its ring predecessor) declares it dead and removes it from the
+// group (before every member watched its ring, nobody watched it); restarted, it rejoins as the
+// standby and takes a dead runner over.
+func TestLoneBackupKilledIsDeclaredDead(t *testing.T) {
+	c := testsuite.NewCluster(t, 2, 1, testsuite.FastTimers)
+	site := testsuite.NewSite(t, 20*time.Millisecond)
+	c.StartAll()
+	c.WaitElected(electTimeout)
+	killed := c.Kill(3)
+	c.WaitRoles(10*time.Second, map[int]roles.Role{3: roles.RoleDeadBackupRunner})
+	took := time.Since(killed)
+	node, _, err := c.Meta.GetNode(context.Background(), "sc-crawler_3")
+	require.NoError(t, err)
+	assert.Contains(t, []string{"sc-crawler_1", "sc-crawler_2"}, node.TakenOverBy, "a runner claimed the dead backup")
+	t.Logf("lone backup declared dead %v after the SIGKILL (detection bound %v)", took.Round(time.Millisecond), roles.FastTimers().DetectionBound())
+	testsuite.Eventually(t, 10*time.Second, "3 removed from the group", func() (bool, error) {
+		g := c.GroupState()
+		return len(g.CurrentBackup) == 0 && slices.Contains(g.FailBackup, "sc-crawler_3") && g.StandbyID == "", nil
+	})
+	kids, err := c.Meta.Store.Children(context.Background(), c.Meta.MembersPath())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"sc-crawler_1", "sc-crawler_2"}, kids, "its membership entry is gone")
+
+	c.Start(3)
+	c.WaitRoles(taskTimeout, map[int]roles.Role{3: roles.RoleBackup})
+	testsuite.Eventually(t, 30*time.Second, "3 the standby again", func() (bool, error) {
+		return c.GroupState().StandbyID == "3", nil
+	})
+	c.Assign(1, site.URLs("p", 20))
+	c.WaitTaskProgress(taskTimeout, 1, 2)
+	c.Kill(1)
+	testsuite.AssertExactlyOnce(t, c.WaitTaskDone(taskTimeout, 3), 20)
 }
 
 // A killed runner, restarted after its Task was handed over, rejoins as a

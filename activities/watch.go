@@ -142,10 +142,12 @@ func (r *ring) check(ctx context.Context, members []string, roleOf func(context.
 		if age >= timeout && r.gr.blind(r.a.now) {
 			continue
 		}
-		if r.det.Observe(p, age, timeout) == roles.Dead {
-			if role := roleOf(ctx, p); role != "" {
-				dead = append(dead, deadPeer{name: p, role: role, age: age})
-			}
+		if r.det.Observe(p, age, timeout) != roles.Dead {
+			delete(r.reported, p) // alive (again): a later death is reported anew
+			continue
+		}
+		if role := roleOf(ctx, p); role != "" {
+			dead = append(dead, deadPeer{name: p, role: role, age: age})
 		}
 	}
 	for name := range r.det.Counts {
@@ -234,8 +236,8 @@ func (r *ring) dropReport(ctx context.Context, name, why string) {
 // WatchRunners is the watch of the Primary Backup and of every runner.
 // Every check_crawler_state it reads the heartbeats of the watcher's ring
 // successors (see roles.RingWatchers) and feeds their ages to the dead-runner
-// detector; its own NodeState and GroupState are read again only after
-// they changed.
+// detector; the watcher's view of its group (groupView) is read again only
+// after it changed.
 //
 // What it does with a dead peer depends on who watches:
 //   - a dead backup is returned (Dead) to whoever detects it, which removes

@@ -376,3 +376,34 @@ func TestWaitStandbyRepairsAMissingStandby(t *testing.T) {
 	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleBackup, Standby: true}}, w)
 	assert.Equal(t, "2", f.group().StandbyID)
 }
+
+// TestReporterReportsARunnerThatDiesAgain: a runner reported dead that
+// recovers (the standby drops the report) and dies again is reported
+// again by the same watch.
+func TestReporterReportsARunnerThatDiesAgain(t *testing.T) {
+	f := newClusterFixture(t, 4, 1)
+	f.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := f.c()
+	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
+	go func() { _, _ = f.watch(ctx, 1, 0) }() // successors 2 and 3
+	reported := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(waitLimit)
+		for {
+			if _, _, err := f.mem.Get(ctx, c.ReportPath(name(3))); err == nil {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), what)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	reported("runner 3 reported")
+	require.NoError(t, f.mem.Delete(ctx, c.ReportPath(name(3)), -1)) // as a standby that found it fresh
+	f.beat(3, t0, roles.HeartHealthy)
+	reads := f.spy.count(f.spy.gets, c.HeartbeatPath(name(3)))
+	f.spy.waitCount(t, f.spy.gets, c.HeartbeatPath(name(3)), reads+2*f.timers.ResetTimeout, "runner 1 sees runner 3 healthy for reset_timeout checks")
+	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
+	reported("runner 3 reported again after it died again")
+}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,18 +36,30 @@ func newCrawlJobEnv() *testsuite.TestWorkflowEnvironment {
 }
 
 type fakeJob struct {
+	mu                    sync.Mutex // the activities run on their own goroutines
 	queued, recorded, seq int
 	assigns, awaits       int
+}
+
+// count reads the counters under the lock.
+func (f *fakeJob) count() (queued, recorded, assigns, awaits int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queued, f.recorded, f.assigns, f.awaits
 }
 
 func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.TestWorkflowEnvironment {
 	env := newCrawlJobEnv()
 	env.OnActivity(ja.JobStart, mock.Anything, mock.Anything).Return(
 		func(context.Context, jobs.Spec) (jobs.Stats, error) {
+			fj.mu.Lock()
+			defer fj.mu.Unlock()
 			return jobs.Stats{Seen: fj.queued, Queued: fj.queued}, nil
 		})
 	env.OnActivity(ja.JobAssign, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in jobs.AssignInput) (jobs.AssignResult, error) {
+			fj.mu.Lock()
+			defer fj.mu.Unlock()
 			fj.assigns++
 			var res jobs.AssignResult
 			busy := map[string]bool{}
@@ -66,7 +79,9 @@ func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.T
 		})
 	env.OnActivity(ja.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, _ jobs.Spec, inflight []jobs.BatchRef) (jobs.AwaitResult, error) {
+			fj.mu.Lock()
 			fj.awaits++
+			fj.mu.Unlock()
 			if awaitDelay > 0 {
 				select {
 				case <-time.After(awaitDelay):
@@ -74,6 +89,8 @@ func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.T
 					return jobs.AwaitResult{}, ctx.Err()
 				}
 			}
+			fj.mu.Lock()
+			defer fj.mu.Unlock()
 			var res jobs.AwaitResult
 			if len(inflight) > 0 {
 				b := inflight[0]
@@ -100,8 +117,9 @@ func TestCrawlJobCompletesWhenFrontierEmptyAndNothingInFlight(t *testing.T) {
 	var p JobProgress
 	require.NoError(t, env.GetWorkflowResult(&p))
 	assert.Equal(t, JobCompleted, p.State)
-	assert.Equal(t, 0, fj.queued)
-	assert.Equal(t, fj.recorded, p.Stats.Recorded)
+	queued, recorded, _, _ := fj.count()
+	assert.Equal(t, 0, queued)
+	assert.Equal(t, recorded, p.Stats.Recorded)
 	assert.GreaterOrEqual(t, p.Stats.Recorded, 45, "links found were crawled too")
 	assert.Empty(t, p.InFlight)
 	assert.Equal(t, p.Seq, p.Batches, "every batch handed out finished")
@@ -119,10 +137,11 @@ func TestCrawlJobPauseResumeCancel(t *testing.T) {
 			var p JobProgress
 			require.NoError(t, v.Get(&p))
 			assert.Equal(t, JobPaused, p.State)
-			assignsWhilePaused = fj.assigns
+			_, _, assignsWhilePaused, _ = fj.count()
 		}, 10*time.Second)
 		env.RegisterDelayedCallback(func() {
-			assert.Equal(t, assignsWhilePaused, fj.assigns, "no batch handed out while paused")
+			_, _, assigns, _ := fj.count()
+			assert.Equal(t, assignsWhilePaused, assigns, "no batch handed out while paused")
 			env.SignalWorkflow(SignalResume, nil)
 		}, time.Hour)
 		env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
@@ -130,14 +149,15 @@ func TestCrawlJobPauseResumeCancel(t *testing.T) {
 		var p JobProgress
 		require.NoError(t, env.GetWorkflowResult(&p))
 		assert.Equal(t, JobCompleted, p.State)
-		assert.Zero(t, fj.queued)
+		queued, _, _, _ := fj.count()
+		assert.Zero(t, queued)
 	})
 	t.Run("cancel lets batches in flight finish and starts nothing new", func(t *testing.T) {
 		fj := &fakeJob{queued: 40}
 		env := newJobEnv(t, fj, time.Second)
 		var assignsAtCancel int
 		env.RegisterDelayedCallback(func() {
-			assignsAtCancel = fj.assigns
+			_, _, assignsAtCancel, _ = fj.count()
 			env.SignalWorkflow(SignalCancel, nil)
 		}, 1500*time.Millisecond)
 		env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
@@ -146,8 +166,9 @@ func TestCrawlJobPauseResumeCancel(t *testing.T) {
 		require.NoError(t, env.GetWorkflowResult(&p))
 		assert.Equal(t, JobCanceled, p.State)
 		assert.Empty(t, p.InFlight, "it waited for the batches in flight")
-		assert.Equal(t, assignsAtCancel, fj.assigns)
-		assert.Positive(t, fj.queued, "the rest of the frontier was not crawled")
+		queued, _, assigns, _ := fj.count()
+		assert.Equal(t, assignsAtCancel, assigns)
+		assert.Positive(t, queued, "the rest of the frontier was not crawled")
 	})
 }
 
@@ -159,7 +180,8 @@ func TestCrawlJobContinuesAsNewWithItsState(t *testing.T) {
 	err := env.GetWorkflowError()
 	require.Error(t, err)
 	assert.True(t, workflow.IsContinueAsNewError(err), "%v", err)
-	assert.LessOrEqual(t, fj.awaits, jobLoopsPerRun+1, "the run is bounded")
+	_, _, _, awaits := fj.count()
+	assert.LessOrEqual(t, awaits, jobLoopsPerRun+1, "the run is bounded")
 }
 
 func TestCrawlJobRequeuedBatchesLeaveFlight(t *testing.T) {

@@ -123,7 +123,10 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, live *runnerCheck, bar, errw io.Writer) (workflows.JobProgress, error) {
 	pb := progressbar.NewOptions(-1, progressbar.OptionSetWriter(bar), progressbar.OptionSetDescription("crawling"),
 		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("pages"),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
+		// No spinner goroutine: the library's reads its state unlocked (a
+		// data race under -race); the bar is redrawn at every poll anyway.
+		progressbar.OptionSetSpinnerChangeInterval(0))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

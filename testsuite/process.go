@@ -262,6 +262,11 @@ func (p *Process) cleanup() {
 	if err := p.kill(); err != nil {
 		p.t.Errorf("testsuite: cleanup: %v", err)
 	}
+	// Binaries built with the race detector (GOFLAGS=-race go test ...)
+	// report data races on their output and run on: fail the test.
+	if strings.Contains(p.Logs(), "WARNING: DATA RACE") {
+		p.t.Errorf("testsuite: %s (pid %d) reported a data race; full log at %s", p.name, p.Pid(), p.logPath)
+	}
 	if p.t.Failed() {
 		p.t.Logf("testsuite: %s (pid %d) output, full log at %s:\n%s",
 			p.name, p.Pid(), p.logPath, p.LogTail(logTailBytes))

@@ -128,7 +128,7 @@ func StartTemporal(t testing.TB, opts ...TemporalOption) *Temporal {
 		if lastErr = tmp.launch(); lastErr == nil {
 			return tmp
 		}
-		if p := tmp.Process(); p == nil || !strings.Contains(p.Logs(), "can't set") {
+		if p := tmp.Process(); p == nil || !temporalPortConflict(p.Logs()) {
 			break // not a port conflict
 		}
 		t.Logf("testsuite: temporal: port conflict, retrying with other ports: %v", lastErr)
@@ -139,6 +139,14 @@ func StartTemporal(t testing.TB, opts ...TemporalOption) *Temporal {
 	}
 	t.Fatalf("testsuite: temporal: %v", lastErr)
 	return nil
+}
+
+// temporalPortConflict reports whether a dev server's log says one of its
+// ports was taken between freePort and its start: "can't set" (the UI's
+// port) or a gRPC listener's "address already in use" (after which the dev
+// server panics).
+func temporalPortConflict(logs string) bool {
+	return strings.Contains(logs, "can't set") || strings.Contains(logs, "address already in use")
 }
 
 func findTemporal() (string, error) {

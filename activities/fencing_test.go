@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,8 +25,12 @@ func TestFencingStaleRunner(t *testing.T) {
 	})
 	assert.Equal(t, 0, gate.next(t).TaskID)
 	gate.ok(t)
-	assert.Equal(t, 1, gate.next(t).TaskID) // request 0 is recorded; the old runner is inside request 1
-	require.Equal(t, []int{0}, taskIDs(f.task(2)))
+	assert.Equal(t, 1, gate.next(t).TaskID) // the old runner is inside request 1
+	// Request 0's result is written beside request 1's fetch, not before it.
+	for deadline := time.Now().Add(waitLimit); len(taskIDs(f.task(2))) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, []int{0}, taskIDs(f.task(2)), "request 0 is recorded")
 
 	// Meanwhile the backup declares it dead and takes over.
 	a3 := f.acts(nil)

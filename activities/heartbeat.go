@@ -78,29 +78,49 @@ func (a *Activities) BeatHeart(ctx context.Context, m Member) error {
 	}
 }
 
-// watchedZnode caches a znode's content until its one-shot watch fires (a
-// change, a deletion, or a session event), so a loop reads it only when it
-// changed. It is used by one goroutine.
-type watchedZnode struct {
+// watched caches what a read returned until the one-shot watch armed by
+// that read fires (a change, a deletion, or a session event), so a loop
+// reads again only after a change. A failed read (other than a missing
+// znode, whose watch fires at its creation) is retried at the next call.
+// It is used by one goroutine.
+type watched[T any] struct {
 	changed <-chan struct{}
-	data    []byte
+	val     T
 	err     error
 }
 
-// get returns the znode's content, reading it again only after a change.
-func (w *watchedZnode) get(ctx context.Context, s metadata.Store, path string) ([]byte, error) {
+func (w *watched[T]) get(read func() (T, <-chan struct{}, error)) (T, error) {
 	if w.changed != nil {
 		select {
 		case <-w.changed:
 		default:
-			return w.data, w.err
+			return w.val, w.err
 		}
 	}
-	w.data, _, w.changed, w.err = s.GetW(ctx, path)
+	w.val, w.changed, w.err = read()
 	if w.err != nil && !errors.Is(w.err, metadata.ErrNotFound) {
-		w.changed = nil // a failed read is retried at the next call
+		w.changed = nil
 	}
-	return w.data, w.err
+	return w.val, w.err
+}
+
+// watchedZnode caches a znode's content (GetW).
+type watchedZnode struct{ watched[[]byte] }
+
+// get returns the znode's content, reading it again only after a change.
+func (w *watchedZnode) get(ctx context.Context, s metadata.Store, path string) ([]byte, error) {
+	return w.watched.get(func() ([]byte, <-chan struct{}, error) {
+		data, _, ch, err := s.GetW(ctx, path)
+		return data, ch, err
+	})
+}
+
+// watchedChildren caches a znode's children (ChildrenW).
+type watchedChildren struct{ watched[[]string] }
+
+// get returns the znode's children, listing them again only after a change.
+func (w *watchedChildren) get(ctx context.Context, s metadata.Store, path string) ([]string, error) {
+	return w.watched.get(func() ([]string, <-chan struct{}, error) { return s.ChildrenW(ctx, path) })
 }
 
 // decodeWith decodes data read from path, turning a decoding error into a

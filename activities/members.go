@@ -8,31 +8,6 @@ import (
 	"github.com/batoncrawl/baton/roles"
 )
 
-// watchedChildren caches a znode's children until its one-shot watch fires
-// (a child created or deleted, or a session event), so a loop lists it only
-// when it changed. It is used by one goroutine.
-type watchedChildren struct {
-	changed <-chan struct{}
-	names   []string
-	err     error
-}
-
-// get returns the znode's children, listing them again only after a change.
-func (w *watchedChildren) get(ctx context.Context, s metadata.Store, path string) ([]string, error) {
-	if w.changed != nil {
-		select {
-		case <-w.changed:
-		default:
-			return w.names, w.err
-		}
-	}
-	w.names, w.changed, w.err = s.ChildrenW(ctx, path)
-	if w.err != nil && !errors.Is(w.err, metadata.ErrNotFound) {
-		w.changed = nil // a failed read is retried at the next call
-	}
-	return w.names, w.err
-}
-
 // groupView is what one watching instance reads of its group, each part
 // again only after it changed: its own NodeState, its own entry in the
 // membership directory (role, standby, surplus), the directory's listing
@@ -131,5 +106,6 @@ func (v *groupView) roleOf(ctx context.Context, name string) roles.Role {
 	if gerr != nil {
 		return ""
 	}
-	return roleIn(g, name)
+	_, states := g.Members()
+	return states[name].Role
 }

@@ -78,18 +78,6 @@ func (g *grace) blind(now func() time.Time) bool {
 	return false
 }
 
-// roleIn returns the role name has in g: runner, backup-runner, or "" when
-// it is not a current member.
-func roleIn(g roles.GroupState, name string) roles.Role {
-	switch {
-	case slices.Contains(g.CurrentRunner, name):
-		return roles.RoleRunner
-	case slices.Contains(g.CurrentBackup, name):
-		return roles.RoleBackup
-	}
-	return ""
-}
-
 // ring is one watcher's view of its ring successors: the dead-peer
 // detector with its counts, the grace after the watcher's own trouble, and
 // the peers whose heartbeat age it exports. Used by one goroutine.
@@ -201,6 +189,7 @@ func (r *ring) report(ctx context.Context, d deadPeer) {
 // checked once more here). Reports of former members, and of runners whose
 // heartbeat is fresh again (the reporter was wrong), are deleted.
 func (r *ring) reports(ctx context.Context, names []string, roleOf func(context.Context, string) roles.Role) []deadPeer {
+	names = slices.Clone(names) // the caller's cached listing stays as read
 	roles.SortNames(names)
 	var out []deadPeer
 	for _, n := range names {
@@ -320,21 +309,15 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			}
 		}
 		if acting {
-			fresh := reports.changed == nil
-			select {
-			case <-reports.changed:
-				fresh = true
-			default:
+			// Reports are listed again only after one came or went; a
+			// pending one is looked at every check.
+			names, err := reports.get(ctx, a.Store, c.ReportsPath())
+			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+				return WatchResult{}, fmt.Errorf("read death reports %s: %w", c.ReportsPath(), err)
 			}
-			if fresh {
-				names, err := reports.get(ctx, a.Store, c.ReportsPath())
-				if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-					return WatchResult{}, fmt.Errorf("read death reports %s: %w", c.ReportsPath(), err)
-				}
-				for _, d := range r.reports(ctx, names, v.roleOf) {
-					if res, ok := found(d); ok {
-						return res, nil
-					}
+			for _, d := range r.reports(ctx, names, v.roleOf) {
+				if res, ok := found(d); ok {
+					return res, nil
 				}
 			}
 		}

@@ -2,8 +2,8 @@ package activities
 
 import (
 	"context"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

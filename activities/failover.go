@@ -18,6 +18,33 @@ func (a *Activities) claimerDead(ctx context.Context, c *metadata.Cluster, claim
 	return err == nil && n.Role.Dead()
 }
 
+// claimerAlive returns a lost error when the claimer itself was declared
+// dead (a dead role in its NodeState): a fail-over step it runs then would
+// overwrite that verdict, or move work into a Task nobody hands over.
+func (a *Activities) claimerAlive(ctx context.Context, c *metadata.Cluster, claimer, step string) error {
+	_, err := a.aliveCheck(ctx, c, claimer, step)
+	return err
+}
+
+// aliveCheck is claimerAlive that also returns a version check of the
+// claimer's NodeState, to put in the transaction of the step's write so
+// that a verdict written meanwhile makes it fail.
+func (a *Activities) aliveCheck(ctx context.Context, c *metadata.Cluster, claimer, step string) (metadata.Op, error) {
+	n, v, err := c.GetNode(ctx, claimer)
+	switch {
+	case err == nil && n.Role.Dead():
+		return metadata.Op{}, lost("%s: %s was itself declared dead (%s, by %s)", step, claimer, n.Role, n.TakenOverBy)
+	case err == nil:
+		return metadata.CheckOp(c.NodePath(claimer), v), nil
+	case errors.Is(err, metadata.ErrNotFound):
+		return metadata.Op{}, lost("%s: %s is no longer a member", step, claimer)
+	case isCorrupt(err):
+		return metadata.Op{}, a.corrupt(ctx, err)
+	default:
+		return metadata.Op{}, err
+	}
+}
+
 // Discover is the first fail-over step: it claims the dead peer by writing
 // its NodeState role (dead-runner or dead-backup-runner) and taken_over_by
 // in one compare-and-set, so exactly one instance hands over a dead peer,
@@ -35,6 +62,15 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 	if isCorrupt(err) {
 		a.corrupt(ctx, err) // overwritten by the claim below
 		node = roles.NodeState{Group: m.Group, Role: in.DeadRole}
+	}
+	if err := a.claimerAlive(ctx, c, m.Name, "discover "+in.Dead); err != nil {
+		if IsLost(err) {
+			// Declared dead itself: it claims nothing (its watchers take
+			// over both, in turn).
+			a.log(ctx).Warn("not claiming a dead peer", "dead", in.Dead, "why", err)
+			return DiscoverResult{Claimed: false}, nil
+		}
+		return DiscoverResult{}, err
 	}
 	deadRole := roles.RoleDeadRunner
 	if in.DeadRole == roles.RoleBackup {
@@ -90,8 +126,18 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	if err == nil && dn.TakenOverBy != m.Name {
 		return Position{}, lost("activate: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
 	}
+	if err := a.claimerAlive(ctx, c, m.Name, "activate after "+in.Dead); err != nil {
+		return Position{}, err
+	}
 	becomeRunner := false
-	g, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+	g, err := c.UpdateGroupWith(ctx, func(g *roles.GroupState) ([]metadata.Op, error) {
+		// The claimer must still be alive when the group changes: one
+		// declared dead meanwhile (its own watchers saw it late) has lost
+		// its place, and must not take the dead peer's.
+		check, err := a.aliveCheck(ctx, c, m.Name, "activate after "+in.Dead)
+		if err != nil {
+			return nil, err
+		}
 		changed := false
 		if slices.Contains(g.CurrentCrawler, in.Dead) {
 			g.CurrentCrawler = roles.Remove(g.CurrentCrawler, in.Dead)
@@ -122,10 +168,16 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 			g.StandbyID, changed = s, true
 		}
 		if !changed {
-			return metadata.ErrNoChange
+			return nil, metadata.ErrNoChange
 		}
-		return nil
+		return []metadata.Op{check}, nil
 	})
+	if IsLost(err) {
+		return Position{}, err
+	}
+	if errors.Is(err, metadata.ErrBadVersion) {
+		return Position{}, lost("activate %s after %s: its own NodeState changed meanwhile (declared dead?)", m.Name, in.Dead)
+	}
 	if err != nil {
 		return Position{}, a.corrupt(ctx, fmt.Errorf("activate %s after %s: %w", m.Name, in.Dead, err))
 	}
@@ -137,9 +189,16 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	if err != nil {
 		return Position{}, a.corrupt(ctx, err)
 	}
+	if node.Role.Dead() {
+		// Declared dead after the group changed: its watchers remove it
+		// and it rejoins; the dead role must stay (see claimerAlive).
+		return Position{}, lost("activate %s after %s: %s was itself declared dead", m.Name, in.Dead, m.Name)
+	}
 	if becomeRunner && node.Role != roles.RoleRunner {
 		node.Role = roles.RoleRunner
-		if _, err := c.SetNode(ctx, m.Name, node, nv); err != nil {
+		if _, err := c.SetNode(ctx, m.Name, node, nv); errors.Is(err, metadata.ErrBadVersion) {
+			return Position{}, lost("activate %s after %s: its own NodeState changed meanwhile (declared dead?)", m.Name, in.Dead)
+		} else if err != nil {
 			return Position{}, fmt.Errorf("activate %s: write role: %w", m.Name, err)
 		}
 	}
@@ -195,6 +254,13 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	if err == nil && dn.TakenOverBy != m.Name {
 		return HandOverResult{}, lost("hand over: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
 	}
+	// A claimer declared dead since its claim must not take the Task: it
+	// would sit in the Task of an instance nobody hands over (a dead backup
+	// has none). The check also goes into each write below.
+	alive, err := a.aliveCheck(ctx, c, m.Name, "hand over "+in.Dead)
+	if err != nil {
+		return HandOverResult{}, err
+	}
 	dead, dv, err := c.GetTask(ctx, in.Dead)
 	if errors.Is(err, metadata.ErrNotFound) || isCorrupt(err) {
 		if err != nil {
@@ -212,15 +278,25 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		// done before (a retry after a crash)
 		owner := m.Name
 		var also []string
+		// The store claim follows the ZooKeeper write: a crash between
+		// them is finished here.
 		if adopt {
 			owner = in.Dead
 			if also, err = a.adoptHeldBy(ctx, c, in.Dead, m.Name); err != nil {
 				return HandOverResult{}, err
 			}
 		} else if own, _, err := c.GetTask(ctx, m.Name); err == nil && own.HandedOverFrom == in.Dead && own.Epoch == dead.Epoch {
+			if err := a.claimBatch(ctx, own, m.Name); err != nil {
+				return HandOverResult{}, err
+			}
 			return HandOverResult{Owner: m.Name, Pending: own.Pending(), Status: own.RunningStatus}, nil
 		} else {
 			owner = in.Dead // taken over in place: our own Task was busy
+		}
+		if dead.Pending() {
+			if err := a.claimBatch(ctx, dead, m.Name); err != nil {
+				return HandOverResult{}, err
+			}
 		}
 		return HandOverResult{Owner: owner, Pending: dead.Pending(), Status: dead.RunningStatus, Also: also}, nil
 	}
@@ -240,11 +316,8 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	moved.RunningStatus = roles.TaskTerminate
 	if adopt {
 		next, op := c.FenceTask(in.Dead, dv, next, m.Name, next.Epoch)
-		if err := a.claimBatch(ctx, next, m.Name); err != nil {
+		if err := a.handOverWrite(ctx, c, in, next, alive, op); err != nil {
 			return HandOverResult{}, err
-		}
-		if err := c.Store.Multi(ctx, op); err != nil {
-			return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
 		}
 		a.log(ctx).Warn("task adopted", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex)
 		also, err := a.adoptHeldBy(ctx, c, in.Dead, m.Name)
@@ -259,11 +332,8 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		// and now): take the dead Task over in place instead, as in
 		// All-are-Runner mode; the caller runs it from the dead one's znode.
 		next, op := c.FenceTask(in.Dead, dv, next, m.Name, next.Epoch)
-		if err := a.claimBatch(ctx, next, m.Name); err != nil {
+		if err := a.handOverWrite(ctx, c, in, next, alive, op); err != nil {
 			return HandOverResult{}, err
-		}
-		if err := c.Store.Multi(ctx, op); err != nil {
-			return HandOverResult{}, fmt.Errorf("hand over %s to %s in place: %w", in.Dead, m.Name, err)
 		}
 		a.log(ctx).Warn("task adopted in place (own Task busy)", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch)
 		return HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus}, nil
@@ -275,15 +345,32 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		_, ov, _ = c.Store.Get(ctx, c.TaskPath(m.Name))
 	}
 	next, nextOp := c.FenceTask(m.Name, ov, next, m.Name, epoch)
-	// The store first: from now on it refuses the dead holder's writes.
-	if err := a.claimBatch(ctx, next, m.Name); err != nil {
+	if err := a.handOverWrite(ctx, c, in, next, alive, movedOp, nextOp); err != nil {
 		return HandOverResult{}, err
-	}
-	if err := c.Store.Multi(ctx, movedOp, nextOp); err != nil {
-		return HandOverResult{}, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
 	}
 	a.log(ctx).Warn("task handed over", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex, "status", next.RunningStatus)
 	return HandOverResult{Owner: m.Name, Pending: next.Pending(), Status: next.RunningStatus}, nil
+}
+
+// handOverWrite writes a hand-over to ZooKeeper in one transaction (ops,
+// with alive, the claimer's NodeState check) and then claims next's batch
+// in the job store at next's epoch, so that from then on the store refuses
+// the old holder's writes. In that order, the store never names a holder
+// that ZooKeeper does not: a hand-over refused by ZooKeeper (a Task
+// written meanwhile, or the claimer declared dead) leaves the batch where
+// it was. The new holder runs the batch only after HandOver returned, so
+// after the claim; a crash between the two is finished by the retry.
+func (a *Activities) handOverWrite(ctx context.Context, c *metadata.Cluster, in PeerInput, next roles.Task, alive metadata.Op, ops ...metadata.Op) error {
+	m := in.Member
+	if err := c.Store.Multi(ctx, append(ops, alive)...); err != nil {
+		if errors.Is(err, metadata.ErrBadVersion) {
+			if err := a.claimerAlive(ctx, c, m.Name, "hand over "+in.Dead); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
+	}
+	return a.claimBatch(ctx, next, m.Name)
 }
 
 // adoptHeldBy moves to self the pending Tasks, in other instances' znodes,
@@ -305,6 +392,9 @@ func (a *Activities) adoptHeldBy(ctx context.Context, c *metadata.Cluster, dead,
 			continue
 		}
 		if t.Holder == self && t.HandedOverFrom == dead {
+			if err := a.claimBatch(ctx, t, self); err != nil { // a retry: finish the claim
+				return owners, err
+			}
 			owners = append(owners, n)
 			continue
 		}
@@ -314,13 +404,13 @@ func (a *Activities) adoptHeldBy(ctx context.Context, c *metadata.Cluster, dead,
 		next := t.Clone()
 		next.HandedOverFrom = dead
 		next, op := c.FenceTask(n, v, next, self, t.Epoch+1)
-		if err := a.claimBatch(ctx, next, self); err != nil {
-			return nil, err
-		}
 		if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
 			if errors.Is(err, metadata.ErrBadVersion) {
 				continue
 			}
+			return owners, err
+		}
+		if err := a.claimBatch(ctx, next, self); err != nil {
 			return owners, err
 		}
 		a.log(ctx).Warn("task adopted from a dead holder", "crawler", self, "owner", n, "dead_holder", dead, "epoch", next.Epoch)

@@ -163,6 +163,10 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 	}
 	a.seen(res.Role)
 	a.log(logWith(ctx, res.Role)).Info("registered", "crawler", m.Name, "rejoined", res.Rejoined, "resumed", res.Resumed)
+	if exists {
+		// Only a member that was here before can hold a claim.
+		a.settleClaims(logWith(ctx, res.Role), c, m, res.Role)
+	}
 	return res, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,14 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 // up after --wait-for-runners (exit code 6). It returns the outcome, or
 // the last progress seen.
 func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, live *runnerCheck, bar, errw io.Writer) (workflows.JobProgress, error) {
+	// A bar redrawn in place is for a terminal; to a log or a pipe, a
+	// plain line when the progress changed, every few seconds at most.
+	lines := progressLines{w: bar, every: progressLineEvery}
+	if f, ok := bar.(*os.File); !ok || isTerminal(f) {
+		lines.w = nil
+	} else {
+		bar = io.Discard
+	}
 	pb := progressbar.NewOptions(-1, progressbar.OptionSetWriter(bar), progressbar.OptionSetDescription("crawling"),
 		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("pages"),
 		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
@@ -173,8 +182,10 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 				last = p
 				pb.ChangeMax(p.Stats.Seen)
 				_ = pb.Set(p.Stats.Recorded)
-				pb.Describe(fmt.Sprintf("%s: done %d, failed %d, queued %d, in flight %d batches",
-					p.State, p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, len(p.InFlight)))
+				desc := fmt.Sprintf("%s: done %d, failed %d, queued %d, in flight %d batches",
+					p.State, p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, len(p.InFlight))
+				pb.Describe(desc)
+				lines.show(time.Now(), desc)
 			}
 		case now := <-check.C:
 			if tw.holding(now) {
@@ -378,4 +389,26 @@ func (rw *runnerWatch) observe(ctx context.Context, r *runnerCheck, now time.Tim
 			rw.group, rw.limit, r.job, rw.group, r.job, r.job))
 	}
 	return nil
+}
+
+// progressLineEvery is how often, at most, crawl --wait writes a progress
+// line when its stderr is not a terminal.
+const progressLineEvery = 5 * time.Second
+
+// progressLines writes the progress as plain lines (w nil: nothing), one
+// when it changed and every seconds have passed since the last. Not safe
+// for concurrent use.
+type progressLines struct {
+	w     io.Writer
+	every time.Duration
+	last  string
+	at    time.Time
+}
+
+func (l *progressLines) show(now time.Time, desc string) {
+	if l.w == nil || desc == l.last || now.Sub(l.at) < l.every && !l.at.IsZero() {
+		return
+	}
+	l.last, l.at = desc, now
+	fmt.Fprintf(l.w, "%s %s\n", now.Format("15:04:05"), desc)
 }

@@ -84,8 +84,8 @@ func TestCrawlSurvivesZooKeeperLeaderLoss(t *testing.T) {
 	ens.Restart(t, leader)
 	t.Logf("old leader %d back as %s", leader, ens.Mode(leader))
 
-	require.NoError(t, p.Wait(3*time.Minute), p.Logs())
-	require.Equal(t, 0, p.ExitCode(), p.Logs())
+	require.NoError(t, p.Wait(3*time.Minute), p.LogTail(4096))
+	require.Equal(t, 0, p.ExitCode(), p.LogTail(4096))
 	require.Contains(t, p.Logs(), "job ens completed")
 	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, "ens")) // job_test.go
 	for i := 1; i <= c.Runner+c.Backup; i++ {

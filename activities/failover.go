@@ -176,7 +176,12 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 		return Position{}, err
 	}
 	if errors.Is(err, metadata.ErrBadVersion) {
-		return Position{}, lost("activate %s after %s: its own NodeState changed meanwhile (declared dead?)", m.Name, in.Dead)
+		// Its own NodeState changed meanwhile: lost if it was declared
+		// dead, else retried.
+		if err := a.claimerAlive(ctx, c, m.Name, "activate after "+in.Dead); err != nil {
+			return Position{}, err
+		}
+		return Position{}, fmt.Errorf("activate %s after %s: its NodeState changed meanwhile: %w", m.Name, in.Dead, err)
 	}
 	if err != nil {
 		return Position{}, a.corrupt(ctx, fmt.Errorf("activate %s after %s: %w", m.Name, in.Dead, err))
@@ -196,9 +201,12 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	}
 	if becomeRunner && node.Role != roles.RoleRunner {
 		node.Role = roles.RoleRunner
-		if _, err := c.SetNode(ctx, m.Name, node, nv); errors.Is(err, metadata.ErrBadVersion) {
-			return Position{}, lost("activate %s after %s: its own NodeState changed meanwhile (declared dead?)", m.Name, in.Dead)
-		} else if err != nil {
+		if _, err := c.SetNode(ctx, m.Name, node, nv); err != nil {
+			if errors.Is(err, metadata.ErrBadVersion) {
+				if err := a.claimerAlive(ctx, c, m.Name, "activate after "+in.Dead); err != nil {
+					return Position{}, err
+				}
+			}
 			return Position{}, fmt.Errorf("activate %s: write role: %w", m.Name, err)
 		}
 	}

@@ -43,17 +43,12 @@ func (f *clusterFixture) declareDead(i int, role roles.Role, by int) {
 // claim must not strand the runner's Task: it settles the claim when it
 // registers again.
 func TestAClaimerDeclaredDeadMidFailOver(t *testing.T) {
-	f := newClusterFixture(t, 2, 1)
-	f.start()
+	f, a3, fb, in := claimingStandby(t)
 	ctx := context.Background()
-	a3 := f.acts(nil)
-	fb := &fakeBatches{}
-	a3.Batches = fb
-	f.assignBatch(2, "j", "j-b000001", 5)
-	in := peer(f.member(3), 2, roles.RoleRunner)
-	d, err := a3.Discover(ctx, in)
-	require.NoError(t, err)
-	require.True(t, d.Claimed)
+	var (
+		d   DiscoverResult
+		err error
+	)
 
 	// Runner 1 finds the standby's heartbeat late too and claims it.
 	f.declareDead(3, roles.RoleDeadBackupRunner, 1)
@@ -106,22 +101,39 @@ func TestAClaimerDeclaredDeadMidFailOver(t *testing.T) {
 		"the store is claimed once ZooKeeper has the hand-over")
 }
 
-// A claimer whose role workflow ended between Activate and HandOver, and
-// that registers again as a runner with nothing to do, finishes the
-// hand-over itself.
-func TestRegisterFinishesAnUnfinishedHandOver(t *testing.T) {
+// activatedStandby is a 2+1 group whose runner 2 holds job batch
+// j-b000001 and was claimed by the standby 3, which took its place
+// (Discover, Activate) but has not handed its Task over yet.
+func activatedStandby(t *testing.T) (*clusterFixture, *Activities, *fakeBatches, PeerInput) {
+	t.Helper()
+	f, a3, fb, in := claimingStandby(t)
+	_, err := a3.Activate(context.Background(), in)
+	require.NoError(t, err)
+	return f, a3, fb, in
+}
+
+// claimingStandby is activatedStandby before Activate: the claim only.
+func claimingStandby(t *testing.T) (*clusterFixture, *Activities, *fakeBatches, PeerInput) {
+	t.Helper()
 	f := newClusterFixture(t, 2, 1)
 	f.start()
-	ctx := context.Background()
 	a3 := f.acts(nil)
 	fb := &fakeBatches{}
 	a3.Batches = fb
 	f.assignBatch(2, "j", "j-b000001", 5)
 	in := peer(f.member(3), 2, roles.RoleRunner)
-	_, err := a3.Discover(ctx, in)
+	d, err := a3.Discover(context.Background(), in)
 	require.NoError(t, err)
-	_, err = a3.Activate(ctx, in)
-	require.NoError(t, err)
+	require.True(t, d.Claimed)
+	return f, a3, fb, in
+}
+
+// A claimer whose role workflow ended between Activate and HandOver, and
+// that registers again as a runner with nothing to do, finishes the
+// hand-over itself.
+func TestRegisterFinishesAnUnfinishedHandOver(t *testing.T) {
+	f, a3, fb, _ := activatedStandby(t)
+	ctx := context.Background()
 	require.Equal(t, roles.RoleRunner, f.node(3).Role)
 
 	// Its worker restarts here: the new Lifecycle registers.
@@ -145,18 +157,9 @@ func TestRegisterFinishesAnUnfinishedHandOver(t *testing.T) {
 // meanwhile) leaves the job store as it was: the store never names a
 // holder that ZooKeeper does not.
 func TestARefusedHandOverDoesNotClaimTheStore(t *testing.T) {
-	f := newClusterFixture(t, 2, 1)
-	f.start()
+	f, a3, fb, in := activatedStandby(t)
 	ctx := context.Background()
-	a3 := f.acts(nil)
-	fb := &fakeBatches{}
-	a3.Batches = fb
-	f.assignBatch(2, "j", "j-b000001", 5)
-	in := peer(f.member(3), 2, roles.RoleRunner)
-	_, err := a3.Discover(ctx, in)
-	require.NoError(t, err)
-	_, err = a3.Activate(ctx, in)
-	require.NoError(t, err)
+	var err error
 	// Member 3's own Task is written between HandOver's read and its
 	// write (a store that does it just before the first Multi).
 	bump := &beforeMulti{Store: a3.Store, do: func() {

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -175,4 +176,38 @@ func TestARefusedHandOverDoesNotClaimTheStore(t *testing.T) {
 	_, err = a3.HandOver(ctx, in, false)
 	require.NoError(t, err)
 	assert.Len(t, fb.claims, 1)
+}
+
+// A verdict acted on late (in CI: a Temporal restart delayed a watcher's
+// Discover by 7 s) no longer holds when the peer changed roles or beat
+// since: Discover claims nothing then, and the watcher looks again.
+func TestDiscoverRefusesAStaleVerdict(t *testing.T) {
+	f, a3, fb, in := activatedStandby(t)
+	ctx := context.Background()
+	_, err := a3.HandOver(ctx, in, false)
+	require.NoError(t, err)
+	require.True(t, f.task(3).Pending(), "the standby runs the dead runner's batch now")
+	require.Len(t, fb.claims, 1)
+
+	// Runner 1 had seen the standby late while it was still a backup.
+	seen := f.heartbeat(3).HeartRhythmTime
+	asBackup := PeerInput{Member: f.member(1), Dead: name(3), DeadRole: roles.RoleBackup, Beat: seen}
+	d, err := f.acts(nil).Discover(ctx, asBackup)
+	require.NoError(t, err)
+	assert.False(t, d.Claimed, "claimed as a backup, its Task would not be handed over")
+	assert.Equal(t, roles.RoleRunner, f.node(3).Role)
+
+	// Seen late as what it is, but it has beaten since.
+	asRunner := PeerInput{Member: f.member(1), Dead: name(3), DeadRole: roles.RoleRunner, Beat: seen}
+	f.beat(3, t0.Add(time.Second), roles.HeartHealthy)
+	d, err = f.acts(nil).Discover(ctx, asRunner)
+	require.NoError(t, err)
+	assert.False(t, d.Claimed, "it beat since it was seen late")
+
+	// Seen late and silent since: claimed.
+	asRunner.Beat = f.heartbeat(3).HeartRhythmTime
+	d, err = f.acts(nil).Discover(ctx, asRunner)
+	require.NoError(t, err)
+	assert.True(t, d.Claimed)
+	assert.Equal(t, roles.NodeState{Group: group, Role: roles.RoleDeadRunner, TakenOverBy: name(1)}, f.node(3))
 }

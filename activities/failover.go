@@ -72,6 +72,18 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 		}
 		return DiscoverResult{}, err
 	}
+	// The verdict may be acted on late (Temporal was away, the worker
+	// was slow): the peer may have beaten since, or changed roles (a
+	// standby that took a runner's place has a Task now). Claimed as what
+	// it no longer is, its Task would not be handed over; the watcher
+	// looks again instead.
+	if stale := staleVerdict(node, in, func() (roles.Heartbeat, error) {
+		hb, _, err := c.GetHeartbeat(ctx, in.Dead)
+		return hb, err
+	}); stale != "" {
+		a.log(ctx).Warn("not claiming a peer seen dead: "+stale, "dead", in.Dead, "dead_role", in.DeadRole)
+		return DiscoverResult{Claimed: false}, nil
+	}
 	deadRole := roles.RoleDeadRunner
 	if in.DeadRole == roles.RoleBackup {
 		deadRole = roles.RoleDeadBackupRunner
@@ -110,6 +122,22 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 	res.Task = t
 	a.log(ctx).Warn("discovered dead peer", "claimer", m.Name, "dead", in.Dead, "dead_role", deadRole, "task_state", t.RunningStatus)
 	return res, nil
+}
+
+// staleVerdict says why a watcher's verdict on a peer no longer holds ("":
+// it holds): the peer's NodeState shows a live role other than the one it
+// was declared dead with, or its heartbeat was written since (in.Beat).
+func staleVerdict(node roles.NodeState, in PeerInput, heartbeat func() (roles.Heartbeat, error)) string {
+	if (node.Role == roles.RoleRunner || node.Role == roles.RoleBackup) && node.Role != in.DeadRole {
+		return fmt.Sprintf("it is a %s now, not a %s", node.Role, in.DeadRole)
+	}
+	if in.Beat == "" {
+		return ""
+	}
+	if hb, err := heartbeat(); err == nil && hb.HeartRhythmTime != in.Beat && hb.HealthyState != roles.HeartAsystole {
+		return fmt.Sprintf("its heartbeat was written since (%s, seen %s)", hb.HeartRhythmTime, in.Beat)
+	}
+	return ""
 }
 
 // Activate is the second fail-over step, under the group lock: the dead

@@ -96,6 +96,10 @@ type WatchResult struct {
 	Promote bool `json:"promote,omitempty"`
 	// DetectedAfter is the dead peer's heartbeat age when it was declared dead.
 	DetectedAfter time.Duration `json:"detected_after,omitempty"`
+	// Beat is the dead peer's heart_rhythm_time when it was declared dead
+	// ("" if its heartbeat could not be read), for Discover to check that
+	// it has not beaten since.
+	Beat string `json:"beat,omitempty"`
 }
 
 // PeerInput names a peer acted on by Self.
@@ -103,6 +107,10 @@ type PeerInput struct {
 	Member   Member     `json:"member"`
 	Dead     string     `json:"dead"`
 	DeadRole roles.Role `json:"dead_role"`
+	// Beat is WatchResult.Beat: Discover claims nothing if the peer's
+	// heartbeat was written since (a detection acted on late, e.g. after
+	// a Temporal outage). Empty: not checked.
+	Beat string `json:"beat,omitempty"`
 }
 
 // DiscoverResult says whether Self now owns the dead peer's hand-over.

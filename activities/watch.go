@@ -26,21 +26,21 @@ type watchState struct {
 //
 // A read that fails for another reason (the watcher's own connection to
 // ZooKeeper is down) returns ok false: it says nothing about the peer.
-func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer string, def time.Duration) (age, timeout time.Duration, ok bool) {
+func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer string, def time.Duration) (age, timeout time.Duration, beat string, ok bool) {
 	hb, _, err := c.GetHeartbeat(ctx, peer)
 	if err != nil {
 		if isCorrupt(err) {
 			a.corrupt(ctx, err)
-			return def, def, true
+			return def, def, "", true
 		}
-		return def, def, errors.Is(err, metadata.ErrNotFound)
+		return def, def, "", errors.Is(err, metadata.ErrNotFound)
 	}
 	timeout, _ = hb.Timeout()
 	if hb.HealthyState == roles.HeartApparentDeath || hb.HealthyState == roles.HeartAsystole {
-		return timeout, timeout, true
+		return timeout, timeout, hb.HeartRhythmTime, true
 	}
 	age, _ = hb.Age(a.now())
-	return age, timeout, true
+	return age, timeout, hb.HeartRhythmTime, true
 }
 
 // grace is the detector's blindness after the watcher's own trouble: when
@@ -110,6 +110,7 @@ type deadPeer struct {
 	name string
 	role roles.Role
 	age  time.Duration
+	beat string // its heartbeat's heart_rhythm_time then ("" if unreadable)
 }
 
 // check reads the heartbeat of each of the watcher's ring successors
@@ -120,7 +121,7 @@ func (r *ring) check(ctx context.Context, members []string, roleOf func(context.
 	peers := roles.RingSuccessors(members, r.m.Name, roles.RingWatchers)
 	var dead []deadPeer
 	for _, p := range peers {
-		age, timeout, ok := r.a.peerAge(ctx, r.c, p, r.m.Timers.UpdateTimeout)
+		age, timeout, beat, ok := r.a.peerAge(ctx, r.c, p, r.m.Timers.UpdateTimeout)
 		if !ok {
 			r.gr.trouble(r.a.now())
 			continue
@@ -135,7 +136,7 @@ func (r *ring) check(ctx context.Context, members []string, roleOf func(context.
 			continue
 		}
 		if role := roleOf(ctx, p); role != "" {
-			dead = append(dead, deadPeer{name: p, role: role, age: age})
+			dead = append(dead, deadPeer{name: p, role: role, age: age, beat: beat})
 		}
 	}
 	for name := range r.det.Counts {
@@ -203,7 +204,7 @@ func (r *ring) reports(ctx context.Context, names []string, roleOf func(context.
 			}
 			continue
 		}
-		age, timeout, ok := r.a.peerAge(ctx, r.c, n, r.m.Timers.UpdateTimeout)
+		age, timeout, beat, ok := r.a.peerAge(ctx, r.c, n, r.m.Timers.UpdateTimeout)
 		if !ok {
 			continue
 		}
@@ -211,7 +212,7 @@ func (r *ring) reports(ctx context.Context, names []string, roleOf func(context.
 			r.dropReport(ctx, n, "its heartbeat is fresh")
 			continue
 		}
-		out = append(out, deadPeer{name: n, role: roles.RoleRunner, age: age})
+		out = append(out, deadPeer{name: n, role: roles.RoleRunner, age: age, beat: beat})
 	}
 	return out
 }
@@ -293,7 +294,7 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			}
 			a.log(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", d.name, "dead_role", d.role, "heartbeat_age", d.age)
 			a.Metrics.Detected(d.age)
-			return WatchResult{Dead: d.name, DeadRole: d.role, Position: pos, DetectedAfter: d.age}, true
+			return WatchResult{Dead: d.name, DeadRole: d.role, Position: pos, DetectedAfter: d.age, Beat: d.beat}, true
 		}
 		names, err := v.members(ctx)
 		if err != nil {
@@ -395,7 +396,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			}
 			a.log(ctx).Warn("backup declared dead", "watcher", m.Name, "dead", d.name, "heartbeat_age", d.age)
 			a.Metrics.Detected(d.age)
-			return WatchResult{Dead: d.name, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: d.age}, nil
+			return WatchResult{Dead: d.name, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: d.age, Beat: d.beat}, nil
 		}
 		heartbeat(ctx, watchState{Counts: r.det.Counts})
 		if _, err := metadata.WaitAny(ctx, m.Timers.CheckCrawlerState, v.selfZ.changed, v.nodeZ.changed); err != nil {

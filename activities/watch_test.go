@@ -49,7 +49,8 @@ func TestWatchRunnersDeclaresAnOldHeartbeatDead(t *testing.T) {
 	f.beat(2, now.Add(-10*time.Second), roles.HeartHealthy)
 	w := f.watchFor(3, 1)
 	assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleRunner,
-		Position: Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: 10 * time.Second}, w)
+		Position: Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: 10 * time.Second,
+		Beat: f.heartbeat(2).HeartRhythmTime}, w)
 	assert.Equal(t, roles.RoleRunner, f.node(2).Role, "watching only reports; Discover marks")
 }
 
@@ -174,7 +175,8 @@ func TestRunnerReportsADeadRunnerToTheStandby(t *testing.T) {
 	w, err := await(t, standby, "the standby's watch")
 	require.NoError(t, err)
 	assert.Equal(t, WatchResult{Dead: name(3), DeadRole: roles.RoleRunner,
-		Position: Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: time.Minute}, w)
+		Position: Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: time.Minute,
+		Beat: f.heartbeat(3).HeartRhythmTime}, w)
 
 	in := peer(f.member(5), 3, roles.RoleRunner)
 	_, err = f.acts(nil).Discover(ctx, in)
@@ -213,7 +215,8 @@ func TestALoneBackupIsWatched(t *testing.T) {
 	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
 	w := f.watchFor(1, 0)
 	assert.Equal(t, WatchResult{Dead: name(3), DeadRole: roles.RoleBackup,
-		Position: Position{Role: roles.RoleRunner}, DetectedAfter: time.Minute}, w)
+		Position: Position{Role: roles.RoleRunner}, DetectedAfter: time.Minute,
+		Beat: f.heartbeat(3).HeartRhythmTime}, w)
 }
 
 func TestWatchRunnersFreeCapacity(t *testing.T) {
@@ -228,7 +231,8 @@ func TestWatchRunnersFreeCapacity(t *testing.T) {
 		assert.Equal(t, name(2), f.watchFor(4, 1).Dead, "runner 4, with room, takes the report")
 		w := f.watchFor(1, 1)
 		assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleRunner,
-			Position: Position{Role: roles.RoleRunner, AllRunner: true}, DetectedAfter: time.Minute}, w)
+			Position: Position{Role: roles.RoleRunner, AllRunner: true}, DetectedAfter: time.Minute,
+			Beat: f.heartbeat(2).HeartRhythmTime}, w)
 	})
 	t.Run("with backups: Free is irrelevant", func(t *testing.T) {
 		f := newClusterFixture(t, 2, 1)
@@ -333,7 +337,8 @@ func TestWaitStandbyWatchesItsRingSuccessors(t *testing.T) {
 	w, err := f.acts(nil).WaitStandby(wctx, f.member(4))
 	require.NoError(t, err)
 	assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleBackup,
-		Position: Position{Role: roles.RoleBackup}, DetectedAfter: time.Minute}, w)
+		Position: Position{Role: roles.RoleBackup}, DetectedAfter: time.Minute,
+		Beat: f.heartbeat(2).HeartRhythmTime}, w)
 
 	in := peer(f.member(4), 2, roles.RoleBackup)
 	_, err = f.acts(nil).Discover(ctx, in)

@@ -206,7 +206,7 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 // activity so that a crash between them resumes at the next: Discover
 // (claim), Activate (group membership) and, for a dead runner, HandOver.
 func failOver(ctx workflow.Context, m activities.Member, w activities.WatchResult, adopt bool) (activities.HandOverResult, bool, error) {
-	in := activities.PeerInput{Member: m, Dead: w.Dead, DeadRole: w.DeadRole}
+	in := activities.PeerInput{Member: m, Dead: w.Dead, DeadRole: w.DeadRole, Beat: w.Beat}
 	var d activities.DiscoverResult
 	if err := workflow.ExecuteActivity(ctx, a.Discover, in).Get(ctx, &d); err != nil {
 		return activities.HandOverResult{}, false, err

@@ -163,7 +163,8 @@ func TestScaleDownWaitsForThePendingTask(t *testing.T) {
 	res, err := f.acts(nil).WaitTask(ctx, f.member(2))
 	require.NoError(t, err)
 	assert.True(t, res.Pending, "the Task runs before the runner steps down")
-	assert.Equal(t, names(1, 2), f.group().CurrentRunner)
+	assert.ElementsMatch(t, names(1, 2), f.group().CurrentRunner)
+	assert.Equal(t, roles.RoleBackup, f.node(3).Role, "3 stays the standby")
 
 	// A job assignment made from a Task read before the step-down fails:
 	// the step-down writes the Task back, so its version moved on.
@@ -312,4 +313,53 @@ func TestAwaitIdleDoesNotWaitForAPlainTask(t *testing.T) {
 	defer cancel()
 	assert.False(t, AwaitIdle(ctx, f.mem, "", f.member(1)))
 	assert.NoError(t, ctx.Err(), "it returned at once")
+}
+
+// During formation each member's Elect adds it to the runner or backup list
+// in turn. A standby elected before one of the runners sees the group short
+// of runners; it must not promote itself into the place that runner is
+// about to take (CI: 2+2, backup 3 elected and promoted before runner 1,
+// which then made 3 step down again and left 4 the standby).
+func TestTheStandbyDoesNotPromoteItselfDuringTheElection(t *testing.T) {
+	f := electedButRunner1(t) // runner 1 has not elected yet
+	ctx := context.Background()
+	a := f.acts(nil)
+	require.Equal(t, []string{name(1)}, f.group().Unelected())
+	require.True(t, f.group().WantsRunner(true), "the lists alone say the group is short")
+
+	f.watchQuietly(3, 0) // 1's heartbeat is fresh: it is about to elect
+
+	_, err := a.Elect(ctx, f.member(1))
+	require.NoError(t, err)
+	assert.Empty(t, f.group().Unelected())
+	f.watchQuietly(3, 0)
+	assert.ElementsMatch(t, names(1, 2), f.group().CurrentRunner)
+	assert.Equal(t, roles.RoleBackup, f.node(3).Role, "3 stays the standby")
+
+	// A member that died before electing does not hold the standby back.
+	g := electedButRunner1(t)
+	for i := 2; i <= 4; i++ {
+		g.beat(i, t0, roles.HeartHealthy)
+	}
+	g.beat(1, t0.Add(-time.Minute), roles.HeartHealthy)
+	w := g.watchFor(3, 0)
+	assert.True(t, w.Promote, "%+v", w)
+}
+
+// electedButRunner1 is a 2+2 group whose members registered and elected,
+// all but member 1 (a runner to be).
+func electedButRunner1(t *testing.T) *clusterFixture {
+	t.Helper()
+	f := newClusterFixture(t, 2, 2)
+	ctx := context.Background()
+	a := f.acts(nil)
+	for i := 1; i <= 4; i++ {
+		_, err := a.Register(ctx, f.member(i))
+		require.NoError(t, err)
+	}
+	for _, i := range []int{2, 3, 4} {
+		_, err := a.Elect(ctx, f.member(i))
+		require.NoError(t, err)
+	}
+	return f
 }

@@ -217,6 +217,21 @@ func (r *ring) reports(ctx context.Context, names []string, roleOf func(context.
 	return out
 }
 
+// electing reports whether a member of g registered, is not elected yet
+// and is alive (its heartbeat is fresh). During formation the runner list
+// fills one Elect at a time: a standby elected early sees the group short
+// of runners, and would promote itself into a place a member electing
+// right after it is about to take. It reads heartbeats only while some
+// member is unelected, that is during formation.
+func (a *Activities) electing(ctx context.Context, c *metadata.Cluster, g roles.GroupState, def time.Duration) bool {
+	for _, n := range g.Unelected() {
+		if age, timeout, _, ok := a.peerAge(ctx, c, n, def); ok && age < timeout {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *ring) dropReport(ctx context.Context, name, why string) {
 	if err := r.c.Store.Delete(ctx, r.c.ReportPath(name), metadata.AnyVersion); err == nil {
 		r.a.log(ctx).Info("death report dropped", "dead", name, "why", why)
@@ -281,7 +296,7 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			if err != nil {
 				return WatchResult{}, a.corrupt(ctx, err)
 			}
-			if g.WantsRunner(true) {
+			if g.WantsRunner(true) && !a.electing(ctx, c, g, m.Timers.UpdateTimeout) {
 				return WatchResult{Promote: true, Position: pos}, nil
 			}
 			acting = true

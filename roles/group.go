@@ -167,6 +167,19 @@ func (g GroupState) Formed() bool {
 	return len(g.CurrentRunner) > 0 || len(g.CurrentBackup) > 0
 }
 
+// Unelected lists the current members that have neither role yet: during
+// formation each member's Elect adds it to current_runner or
+// current_backup in turn, so the lists are partial until all have.
+func (g GroupState) Unelected() []string {
+	var out []string
+	for _, n := range g.CurrentCrawler {
+		if !slices.Contains(g.CurrentRunner, n) && !slices.Contains(g.CurrentBackup, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // WantsRunner reports whether the group has fewer runners than
 // total_runner and may take one more from its backups (or from a member
 // joining) without going below min_backup.

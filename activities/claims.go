@@ -17,7 +17,7 @@ import (
 // forever, and so would the peer's own rejoin.
 //
 // Called by Register once m is a member again (role is the role it
-// registered with). A claim on a dead runner whose Task was not handed over
+// registered with, g the GroupState its registration wrote). A claim on a dead runner whose Task was not handed over
 // is finished when m is a runner with an idle Task: m takes the peer's
 // place (Activate) and its Task (HandOver), as its role workflow would
 // have. Any other unfinished claim is released (taken_over_by cleared), so
@@ -25,11 +25,7 @@ import (
 // crawl job re-queues its batch if not (JobAwait: a dead holder nobody
 // claimed). Errors are logged: registration goes on, and the next
 // registration looks again.
-func (a *Activities) settleClaims(ctx context.Context, c *metadata.Cluster, m Member, role roles.Role) {
-	g, _, err := c.GetGroup(ctx)
-	if err != nil {
-		return
-	}
+func (a *Activities) settleClaims(ctx context.Context, c *metadata.Cluster, m Member, role roles.Role, g roles.GroupState) {
 	ownIdle := false
 	if t, _, err := c.GetTask(ctx, m.Name); err == nil && !t.Pending() {
 		ownIdle = true

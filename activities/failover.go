@@ -26,6 +26,18 @@ func (a *Activities) claimerAlive(ctx context.Context, c *metadata.Cluster, clai
 	return err
 }
 
+// lostIfDead is for a write of a fail-over step that failed: a version
+// conflict because the claimer was declared dead meanwhile is a lost
+// error (the step gives up), anything else is err, retried.
+func (a *Activities) lostIfDead(ctx context.Context, c *metadata.Cluster, claimer, step string, err error) error {
+	if errors.Is(err, metadata.ErrBadVersion) {
+		if lostErr := a.claimerAlive(ctx, c, claimer, step); IsLost(lostErr) {
+			return lostErr
+		}
+	}
+	return err
+}
+
 // aliveCheck is claimerAlive that also returns a version check of the
 // claimer's NodeState, to put in the transaction of the step's write so
 // that a verdict written meanwhile makes it fail.
@@ -77,10 +89,7 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 	// standby that took a runner's place has a Task now). Claimed as what
 	// it no longer is, its Task would not be handed over; the watcher
 	// looks again instead.
-	if stale := staleVerdict(node, in, func() (roles.Heartbeat, error) {
-		hb, _, err := c.GetHeartbeat(ctx, in.Dead)
-		return hb, err
-	}); stale != "" {
+	if stale := a.staleVerdict(ctx, c, node, in); stale != "" {
 		a.log(ctx).Warn("not claiming a peer seen dead: "+stale, "dead", in.Dead, "dead_role", in.DeadRole)
 		return DiscoverResult{Claimed: false}, nil
 	}
@@ -127,14 +136,14 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 // staleVerdict says why a watcher's verdict on a peer no longer holds ("":
 // it holds): the peer's NodeState shows a live role other than the one it
 // was declared dead with, or its heartbeat was written since (in.Beat).
-func staleVerdict(node roles.NodeState, in PeerInput, heartbeat func() (roles.Heartbeat, error)) string {
+func (a *Activities) staleVerdict(ctx context.Context, c *metadata.Cluster, node roles.NodeState, in PeerInput) string {
 	if (node.Role == roles.RoleRunner || node.Role == roles.RoleBackup) && node.Role != in.DeadRole {
 		return fmt.Sprintf("it is a %s now, not a %s", node.Role, in.DeadRole)
 	}
 	if in.Beat == "" {
 		return ""
 	}
-	if hb, err := heartbeat(); err == nil && hb.HeartRhythmTime != in.Beat && hb.HealthyState != roles.HeartAsystole {
+	if hb, _, err := c.GetHeartbeat(ctx, in.Dead); err == nil && hb.HeartRhythmTime != in.Beat && hb.HealthyState != roles.HeartAsystole {
 		return fmt.Sprintf("its heartbeat was written since (%s, seen %s)", hb.HeartRhythmTime, in.Beat)
 	}
 	return ""
@@ -154,15 +163,13 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	if err == nil && dn.TakenOverBy != m.Name {
 		return Position{}, lost("activate: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
 	}
-	if err := a.claimerAlive(ctx, c, m.Name, "activate after "+in.Dead); err != nil {
-		return Position{}, err
-	}
+	step := "activate after " + in.Dead
 	becomeRunner := false
 	g, err := c.UpdateGroupWith(ctx, func(g *roles.GroupState) ([]metadata.Op, error) {
 		// The claimer must still be alive when the group changes: one
 		// declared dead meanwhile (its own watchers saw it late) has lost
 		// its place, and must not take the dead peer's.
-		check, err := a.aliveCheck(ctx, c, m.Name, "activate after "+in.Dead)
+		check, err := a.aliveCheck(ctx, c, m.Name, step)
 		if err != nil {
 			return nil, err
 		}
@@ -206,10 +213,8 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	if errors.Is(err, metadata.ErrBadVersion) {
 		// Its own NodeState changed meanwhile: lost if it was declared
 		// dead, else retried.
-		if err := a.claimerAlive(ctx, c, m.Name, "activate after "+in.Dead); err != nil {
-			return Position{}, err
-		}
-		return Position{}, fmt.Errorf("activate %s after %s: its NodeState changed meanwhile: %w", m.Name, in.Dead, err)
+		return Position{}, a.lostIfDead(ctx, c, m.Name, step,
+			fmt.Errorf("activate %s after %s: its NodeState changed meanwhile: %w", m.Name, in.Dead, err))
 	}
 	if err != nil {
 		return Position{}, a.corrupt(ctx, fmt.Errorf("activate %s after %s: %w", m.Name, in.Dead, err))
@@ -230,12 +235,7 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 	if becomeRunner && node.Role != roles.RoleRunner {
 		node.Role = roles.RoleRunner
 		if _, err := c.SetNode(ctx, m.Name, node, nv); err != nil {
-			if errors.Is(err, metadata.ErrBadVersion) {
-				if err := a.claimerAlive(ctx, c, m.Name, "activate after "+in.Dead); err != nil {
-					return Position{}, err
-				}
-			}
-			return Position{}, fmt.Errorf("activate %s: write role: %w", m.Name, err)
+			return Position{}, a.lostIfDead(ctx, c, m.Name, step, fmt.Errorf("activate %s: write role: %w", m.Name, err))
 		}
 	}
 	a.seen(node.Role)
@@ -399,12 +399,7 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 func (a *Activities) handOverWrite(ctx context.Context, c *metadata.Cluster, in PeerInput, next roles.Task, alive metadata.Op, ops ...metadata.Op) error {
 	m := in.Member
 	if err := c.Store.Multi(ctx, append(ops, alive)...); err != nil {
-		if errors.Is(err, metadata.ErrBadVersion) {
-			if err := a.claimerAlive(ctx, c, m.Name, "hand over "+in.Dead); err != nil {
-				return err
-			}
-		}
-		return fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err)
+		return a.lostIfDead(ctx, c, m.Name, "hand over "+in.Dead, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err))
 	}
 	return a.claimBatch(ctx, next, m.Name)
 }

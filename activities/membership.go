@@ -66,7 +66,7 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		}
 	}
 	joined := roles.Role("") // the role taken at once when joining a formed group
-	_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+	group, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
 		joined = ""
 		if g.TotalCrawler == 0 && len(g.CurrentCrawler) == 0 && len(g.FailCrawler) == 0 {
 			g.TotalRunner, g.TotalBackup, g.TotalCrawler = m.Runner, m.Backup, m.Runner+m.Backup
@@ -165,7 +165,7 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 	a.log(logWith(ctx, res.Role)).Info("registered", "crawler", m.Name, "rejoined", res.Rejoined, "resumed", res.Resumed)
 	if exists {
 		// Only a member that was here before can hold a claim.
-		a.settleClaims(logWith(ctx, res.Role), c, m, res.Role)
+		a.settleClaims(logWith(ctx, res.Role), c, m, res.Role, group)
 	}
 	return res, nil
 }

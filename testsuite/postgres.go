@@ -744,3 +744,50 @@ func (pg *Postgres) cleanup() {
 		pg.t.Logf("testsuite: postgres %s output, full log at %s:\n%s", pg.Address(), pg.logPath, s)
 	}
 }
+
+// Deadlocks waits until no session of the client user is left (so every
+// backend has flushed its statistics: close the stores first), then
+// returns pg_stat_database.deadlocks of the client database: how many
+// deadlocks PostgreSQL detected there since the server was initialised,
+// however the clients retried them.
+func (pg *Postgres) Deadlocks(t testing.TB) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pg.adminConn(ctx)
+	if err != nil {
+		t.Fatalf("testsuite: postgres: deadlocks: connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, pgUser).Scan(&n); err != nil {
+			t.Fatalf("testsuite: postgres: deadlocks: sessions: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testsuite: postgres: deadlocks: %d sessions of %s still open after 30 s (close every store first)", n, pgUser)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var d int64
+	if err := conn.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = $1`, pgDatabase).Scan(&d); err != nil {
+		t.Fatalf("testsuite: postgres: deadlocks: %v", err)
+	}
+	return d
+}
+
+// LogOffset is the server log's current size: pass it to LogSince.
+func (pg *Postgres) LogOffset() int64 {
+	fi, err := os.Stat(pg.logPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// LogSince returns what the server logged from offset (LogOffset) on.
+func (pg *Postgres) LogSince(offset int64) string { return pg.logSince(offset) }

@@ -567,15 +567,70 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		}
 	}
 	out := make([]jobs.Recorded, len(rs))
+	// The links of the group, each once, owned by the first page that
+	// found it, in URL order.
+	var links [][]any
+	owner := map[string]int{}
+	for i, r := range rs {
+		for _, l := range r.Links {
+			if _, ok := owner[l.URL]; !ok {
+				owner[l.URL] = i
+				links = append(links, []any{job, l.URL, l.Depth})
+			}
+		}
+	}
+	slices.SortFunc(links, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	urls := make([][]any, len(rs))
+	for i, r := range rs {
+		urls[i] = []any{r.URL}
+	}
+	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		clear(out)
-		// One statement per kind of row for the whole group, not per page.
-		// The batch's epoch is checked last, under its row lock (below):
-		// two groups of one holder write their rows at the same time and
-		// only queue for that lock and the commit.
-		urls := make([][]any, len(rs))
-		for i, r := range rs {
-			urls[i] = []any{r.URL}
+		// One statement per kind of row for the whole group, not per page,
+		// and every kind of row taken in one order by every recording, so
+		// no two recordings ever wait for each other in a cycle:
+		//  1. the links, new frontier rows, in URL order. An insert waits
+		//     only for a transaction that inserted or changed the same URL:
+		//     another recording's new link (URL order: no cycle), or a
+		//     recording, hand-out or re-queue past this step, which waits
+		//     for nothing this transaction holds;
+		//  2. the group's own URLs finished, in URL order (rows no other
+		//     recording holds: they are this batch's);
+		//  3. hashes (hash order), results (the group's own URLs), the
+		//     writer's counter row, and last the batch row.
+		// (Finishing the own URLs before the links, as before, made two
+		// groups whose pages link to each other wait in a cycle: each held
+		// its own finished row the other's link insert waited for.)
+		var c counts
+		if len(links) > 0 {
+			queue := links
+			maxPages, err := s.jobMaxPages(ctx, tx, job)
+			if err != nil {
+				return err
+			}
+			if maxPages > 0 {
+				// URLs beyond max_pages are never handed out (handOut
+				// counts exactly): once max_pages URLs are seen, queue no
+				// more. Until then every new link is queued, so known
+				// links never use up the quota of new ones.
+				sc, err := s.sums(ctx, tx, job)
+				if err != nil {
+					return err
+				}
+				if sc.seen >= maxPages {
+					queue = nil
+				}
+			}
+			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
+				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, queue)
+			if err != nil {
+				return fmt.Errorf("record: queue links: %w", err)
+			}
+			for u := range added {
+				out[owner[u]].Added++
+			}
+			c.seen = len(added)
 		}
 		finished, err := s.returning(ctx, tx, `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`,
 			[]any{job, batch}, "?", `) RETURNING url`, urls)
@@ -586,7 +641,6 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		if err != nil {
 			return fmt.Errorf("record: body hashes: %w", err)
 		}
-		var c counts
 		var results, bodies [][]any
 		for i, r := range rs {
 			if !finished[r.URL] || r.Page == nil {
@@ -607,66 +661,27 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 				bodies = append(bodies, []any{job, r.URL, r.Body})
 			}
 		}
+		slices.SortFunc(results, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
 		wrote, err := s.returning(ctx, tx, `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `, nil, "(?, ?, ?, ?, ?)",
 			` ON CONFLICT (job, url) DO NOTHING RETURNING url`, results)
 		if err != nil {
 			return fmt.Errorf("record: results: %w", err)
 		}
 		if len(bodies) > 0 {
+			slices.SortFunc(bodies, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
 			if _, err := s.returning(ctx, tx, `INSERT INTO baton_bodies (job, url, body) VALUES `, nil, "(?, ?, ?)",
 				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, bodies); err != nil {
 				return fmt.Errorf("record: bodies: %w", err)
 			}
 		}
-		// The links of the group, each once, owned by the first page that
-		// found it; within max_pages.
-		var links [][]any
-		owner := map[string]int{}
 		for i, r := range rs {
-			if !finished[r.URL] {
-				continue
-			}
-			if r.Page != nil && wrote[r.URL] {
+			if finished[r.URL] && r.Page != nil && wrote[r.URL] {
 				out[i].Wrote = true
 				c.recorded++
 				if r.Page.Error != "" {
 					c.failed++
 				}
 			}
-			for _, l := range r.Links {
-				if _, ok := owner[l.URL]; !ok {
-					owner[l.URL] = i
-					links = append(links, []any{job, l.URL, l.Depth})
-				}
-			}
-		}
-		if len(links) > 0 {
-			// Rows are locked in URL order, the same order in every
-			// transaction, so two groups finding the same links never wait
-			// for each other in a cycle.
-			slices.SortFunc(links, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
-			maxPages, err := s.jobMaxPages(ctx, tx, job)
-			if err != nil {
-				return err
-			}
-			if maxPages > 0 {
-				// URLs beyond max_pages are never handed out (handOut
-				// counts exactly); skip queuing them once enough are seen.
-				sc, err := s.sums(ctx, tx, job)
-				if err != nil {
-					return err
-				}
-				links = links[:max(0, min(len(links), maxPages-sc.seen))]
-			}
-			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
-				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, links)
-			if err != nil {
-				return fmt.Errorf("record: queue links: %w", err)
-			}
-			for u := range added {
-				out[owner[u]].Added++
-			}
-			c.seen = len(added)
 		}
 		if err := s.count(ctx, tx, job, rs[0].Runner, c); err != nil {
 			return err

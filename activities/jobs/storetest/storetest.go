@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"TakeBatchEmptyFrontier", testTakeBatchEmpty},
 		{"MaxPagesWithLinks", testMaxPagesLinks},
 		{"MaxPagesSeedsAndRequeue", testMaxPagesSeedsRequeue},
+		{"MaxPagesKnownLinks", testMaxPagesKnownLinks},
 		{"ClaimEpochs", testClaimEpochs},
 		{"FinishBatch", testFinishBatch},
 		{"RecordOnce", testRecordOnce},
@@ -491,6 +492,22 @@ func testMaxPagesLinks(t *testing.T, f *fixture) {
 	f.claim(free, "b0", "r1", 1)
 	f.record(free, "b0", "r1", 1, URL("s0"), seq(URL("s0")+"/", 10)...)
 	assert.Equal(t, jobs.Stats{Seen: 11, Queued: 10, Recorded: 1}, f.stats(free))
+}
+
+// testMaxPagesKnownLinks: links already in the frontier do not use up
+// the quota of new ones (a page linking back to the seeds before its new
+// links, in URL order, ended a 5-page job at 4).
+func testMaxPagesKnownLinks(t *testing.T, f *fixture) {
+	job := f.newJob("j", 5, "a", "b")
+	f.take(job, "b0", 2)
+	f.claim(job, "b0", "r1", 1)
+	// a, b are known; c, d, e new: 2 + 3 = max_pages.
+	got := f.record(job, "b0", "r1", 1, URL("a"), URL("a"), URL("b"), URL("c"), URL("d"), URL("e"))
+	assert.Equal(t, 3, got.Added, "new links queued")
+	assert.Equal(t, jobs.Stats{Seen: 5, Queued: 3, Recorded: 1}, f.stats(job))
+	f.record(job, "b0", "r1", 1, URL("b"), URL("f"))
+	_, more := f.take(job, "b1", 10)
+	assert.ElementsMatch(t, []string{URL("c"), URL("d"), URL("e")}, more, "the new links, up to max_pages")
 }
 
 func testMaxPagesSeedsRequeue(t *testing.T, f *fixture) {

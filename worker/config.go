@@ -47,6 +47,9 @@ type Config struct {
 	// as a crash would (a backup takes its Task over).
 	LeaveTimeout time.Duration
 	MetricsAddr  string // host:port of /metrics; "" turns metrics off
+	// PprofAddr is host:port of Go's profiler (/debug/pprof/); "" (the
+	// default) turns it off. Never served on MetricsAddr.
+	PprofAddr string
 	// ConnectTimeout bounds reaching ZooKeeper, Temporal and the job store
 	// at start.
 	ConnectTimeout time.Duration
@@ -88,6 +91,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://<host:port>/metrics (empty: off)")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "serve Go's profiler at http://<host:port>/debug/pprof/ (default empty: off; keep it on loopback)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded SQLite job store (crawl frontiers and results); one host's workers share it")
 	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
 	c.StoreSecurity.AddFlags(fs)
@@ -167,6 +171,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaveTimeout < 0 {
 		return fmt.Errorf("--leave-timeout: %v, must be >= 0", c.LeaveTimeout)
+	}
+	if c.PprofAddr != "" && c.PprofAddr == c.MetricsAddr {
+		return fmt.Errorf("--pprof-addr: %q is --metrics-addr too: the profiler has an address of its own", c.PprofAddr)
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("--concurrency: is %d, must be >= 1", c.Concurrency)

@@ -130,6 +130,11 @@ func run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer metrics.Close()
+	stopPprof, err := startPprof(cfg.PprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	zc, err := cfg.ZooKeeper(log)

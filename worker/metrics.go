@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,8 +29,8 @@ const defaultMetricsAddr = "127.0.0.1:9090"
 
 // metricsServer serves a worker's Prometheus metrics at /metrics: the
 // Temporal SDK's (through tally, Temporal's documented way) and Baton's own
-// (activities/telemetry), plus the Go runtime's and the process's, and
-// Go's profiler at /debug/pprof/.
+// (activities/telemetry), plus the Go runtime's and the process's. Go's
+// profiler is not there: it is served only on --pprof-addr (startPprof).
 type metricsServer struct {
 	// Temporal is the client's MetricsHandler; nil when metrics are off.
 	Temporal client.MetricsHandler
@@ -85,10 +86,6 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}))
-	// Go's profiler, beside the metrics (the same address: keep it private).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -106,5 +103,43 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 			_ = srv.Shutdown(ctx)
 			_ = closer.Close()
 		},
+	}, nil
+}
+
+// startPprof serves Go's profiler at http://<addr>/debug/pprof/ when addr
+// is set (--pprof-addr; off by default). It is an address of its own, never
+// the metrics one: a profile or a trace costs CPU and shows the process's
+// memory, so it is for an operator to open on purpose, on loopback. The
+// command line is not served (/debug/pprof/cmdline). The returned stop
+// closes the server.
+func startPprof(addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("pprof server stopped", "err", err)
+		}
+	}()
+	url := "http://" + ln.Addr().String() + "/debug/pprof/"
+	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsLoopback() {
+		log.Warn("serving Go's profiler on a non-loopback address: anyone who reaches it can profile and trace this process", "url", url)
+	} else {
+		log.Info("serving Go's profiler", "url", url)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
 	}, nil
 }

@@ -129,3 +129,63 @@ func TestMetricsAddrFlag(t *testing.T) {
 		t.Fatalf("BATON_METRICS_ADDR= (empty) gives %q, %v; want metrics off", cfg.MetricsAddr, err)
 	}
 }
+
+// Go's profiler is off by default: /debug/pprof/ is not on the metrics
+// address (404), and is served only on --pprof-addr.
+func TestPprofOffByDefault(t *testing.T) {
+	if got := DefaultConfig().PprofAddr; got != "" {
+		t.Fatalf("default --pprof-addr %q, want off", got)
+	}
+	m, err := startMetrics("127.0.0.1:0", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, p := range []string{"/debug/pprof/", "/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
+		resp, err := http.Get("http://" + m.Addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("metrics address %s: %s, want 404", p, resp.Status)
+		}
+	}
+	stop, err := startPprof("", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	stop, err = startPprof(addr, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if out := get(t, "http://"+addr+"/debug/pprof/"); !strings.Contains(out, "goroutine") {
+		t.Errorf("--pprof-addr /debug/pprof/: %.200s", out)
+	}
+	get(t, "http://"+addr+"/debug/pprof/heap")
+	resp, err := http.Get("http://" + addr + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("--pprof-addr serves the command line: %s", resp.Status)
+	}
+	if _, err := startPprof(addr, quietLog()); err == nil {
+		t.Error("a taken --pprof-addr must fail the start")
+	}
+	cfg := DefaultConfig()
+	cfg.Name, cfg.PprofAddr = "sc-crawler_1", cfg.MetricsAddr
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--pprof-addr") {
+		t.Errorf("--pprof-addr = --metrics-addr: %v", err)
+	}
+}

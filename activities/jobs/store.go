@@ -21,7 +21,29 @@ var (
 	// ErrStale: the writer's epoch is not the batch's (a hand-over or a
 	// re-queue raised it): the writer is fenced and must stop.
 	ErrStale = errors.New("stale batch epoch")
+	// ErrHalted: the job is paused or cancelled (SetControl): the store
+	// hands none of its URLs to a Runner (Extend).
+	ErrHalted = errors.New("job paused or cancelled")
 )
+
+// Control states of a job in the store (SetControl, Control). The job's
+// workflow writes them when it is paused, resumed or cancelled; a Runner
+// reads them while it crawls a batch of the job, and stops fetching when
+// the job is not running.
+const (
+	ControlRunning   = "running"
+	ControlPaused    = "paused"
+	ControlCancelled = "cancelled"
+)
+
+// ValidControl reports whether state is a control state.
+func ValidControl(state string) error {
+	switch state {
+	case ControlRunning, ControlPaused, ControlCancelled:
+		return nil
+	}
+	return fmt.Errorf("job control state %q: want %s, %s or %s", state, ControlRunning, ControlPaused, ControlCancelled)
+}
 
 // Batch states.
 const (
@@ -115,7 +137,8 @@ type Store interface {
 	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
 	// Extend moves up to n more queued URLs (within max_pages) into a
 	// running batch held at epoch, and returns them; ErrStale when epoch
-	// is not the batch's. A Runner pulls work this way as it frees slots,
+	// is not the batch's, ErrHalted (nothing handed out) when the job is
+	// paused or cancelled. A Runner pulls work this way as it frees slots,
 	// so it never waits for the next batch while the frontier has URLs.
 	Extend(ctx context.Context, job, id string, epoch int64, n int) ([]Entry, error)
 	// Entries lists a batch's URLs with their progress.
@@ -141,6 +164,27 @@ type Store interface {
 	// Requeue fences a running batch at epoch (raising it) and puts its
 	// unfinished URLs back in the frontier; it returns how many.
 	Requeue(ctx context.Context, job, id string, epoch int64) (int, error)
+	// Release puts the unfinished URLs of a running batch held at epoch
+	// back in the frontier (queued again, ahead of the URLs queued after
+	// them) and returns how many; ErrStale when epoch is not the batch's.
+	// The batch stays running with its holder, who ends it with
+	// FinishBatch: a Runner that stops because the job was paused or
+	// cancelled gives back what it did not fetch.
+	Release(ctx context.Context, job, id string, epoch int64) (int, error)
+	// SetControl records a job's control state (ControlRunning,
+	// ControlPaused, ControlCancelled); idempotent. The job need not be
+	// stored yet.
+	SetControl(ctx context.Context, job, state string) error
+	// Control returns a job's control state: ControlRunning when none was
+	// set. It is one indexed read: Runners call it a few times a second.
+	Control(ctx context.Context, job string) (string, error)
+	// RequeueFailed queues the job's URLs whose page was recorded with an
+	// error again (a re-run of its failed URLs): their pages (and bodies)
+	// leave the results, so the re-run records each once more, and the
+	// counters follow (recorded and failed down, queued up). It returns how
+	// many; ErrNoJob for an unknown job. Call it while no batch of the job
+	// runs.
+	RequeueFailed(ctx context.Context, job string) (int, error)
 	// Batches returns the rows of the batches named (missing ones are left
 	// out).
 	Batches(ctx context.Context, job string, ids []string) ([]BatchInfo, error)

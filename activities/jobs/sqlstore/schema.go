@@ -22,6 +22,9 @@ const schemaVersion = "1"
 //	                recorded first with that body (duplicates point to it)
 //	baton_bodies    one row per (job, URL) whose body is kept: the body,
 //	                compressed
+//	baton_job_control one row per job paused, resumed or cancelled: its
+//	                control state (running, paused, cancelled), read by
+//	                the Runners crawling it (no row: running)
 //
 // Tables added after schema version 1 are created by CREATE … IF NOT
 // EXISTS on opening, so a version-1 store gains them without a migration
@@ -87,6 +90,10 @@ func schema(d *dialect) []string {
 			url TEXT NOT NULL,
 			body {blob} NOT NULL,
 			PRIMARY KEY (job, url))`,
+		`CREATE TABLE IF NOT EXISTS baton_job_control (
+			job TEXT PRIMARY KEY,
+			state TEXT NOT NULL,
+			updated_ms {big} NOT NULL)`,
 	}
 	for i, s := range stmts {
 		stmts[i] = r.Replace(s)

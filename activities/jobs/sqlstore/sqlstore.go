@@ -473,6 +473,9 @@ func (s *Store) Extend(ctx context.Context, job, id string, epoch int64, n int) 
 		if err != nil {
 			return err
 		}
+		if err := s.checkRunning(ctx, tx, job); err != nil { // paused or cancelled: control.go
+			return err
+		}
 		// Counted on a row of its own, not the holder's: a group commit of
 		// the holder holds that one while it queues for the batch's lock,
 		// which this transaction holds.

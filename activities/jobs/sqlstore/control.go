@@ -1,0 +1,130 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// This file holds what pause, resume, cancel and re-runs need of the
+// store: a job's control state (baton_job_control), the hand-back of a
+// paused batch's unfetched URLs, and the re-queue of a job's failed URLs.
+
+// SetControl records a job's control state (see jobs.Store).
+func (s *Store) SetControl(ctx context.Context, job, state string) error {
+	if err := jobs.ValidControl(state); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_job_control (job, state, updated_ms) VALUES (?, ?, ?)
+			ON CONFLICT (job) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms`),
+			job, state, time.Now().UnixMilli())
+		if err != nil {
+			return fmt.Errorf("job %s: set control state %s: %w", job, state, err)
+		}
+		return nil
+	})
+}
+
+// Control returns a job's control state (see jobs.Store).
+func (s *Store) Control(ctx context.Context, job string) (string, error) {
+	var state string
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT state FROM baton_job_control WHERE job = ?`), job).Scan(&state)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return jobs.ControlRunning, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("job %s: control state: %w", job, err)
+	}
+	return state, nil
+}
+
+// checkRunning refuses, with jobs.ErrHalted, to hand out URLs of a job
+// that is paused or cancelled (Extend).
+func (s *Store) checkRunning(ctx context.Context, q querier, job string) error {
+	var state string
+	err := q.QueryRowContext(ctx, s.q(`SELECT state FROM baton_job_control WHERE job = ?`), job).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	case state != jobs.ControlRunning:
+		return fmt.Errorf("job %s is %s: %w", job, state, jobs.ErrHalted)
+	}
+	return nil
+}
+
+// Release puts the unfinished URLs of a running batch held at epoch back
+// in the frontier (see jobs.Store). The frontier rows are taken before the
+// batch row, as a group commit and Requeue take them, so none of them
+// waits for another in a cycle; the epoch is checked last, under the
+// batch row's lock, and a refusal rolls the hand-back back.
+func (s *Store) Release(ctx context.Context, job, id string, epoch int64) (int, error) {
+	n := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 0, batch = NULL WHERE job = ? AND batch = ? AND state = 1`), job, id)
+		if err != nil {
+			return fmt.Errorf("release job %s batch %s: %w", job, id, err)
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		n = int(k)
+		b, err := s.checkEpoch(ctx, tx, job, id, epoch, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		// Counted on the row Extend counts the holder's pulls on: both
+		// hold the batch's lock while they write it.
+		return s.count(ctx, tx, job, b.Holder+"/pull", counts{requeued: n})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// RequeueFailed queues a job's failed URLs again (see jobs.Store).
+func (s *Store) RequeueFailed(ctx context.Context, job string) (int, error) {
+	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		failed := `SELECT url FROM baton_results WHERE job = ? AND failed = 1`
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 0, batch = NULL
+			WHERE job = ? AND state = 2 AND url IN (`+failed+`)`), job, job)
+		if err != nil {
+			return fmt.Errorf("job %s: queue failed URLs again: %w", job, err)
+		}
+		queued, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM baton_bodies WHERE job = ? AND url IN (`+failed+`)`), job, job); err != nil {
+			return fmt.Errorf("job %s: drop the bodies of failed pages: %w", job, err)
+		}
+		res, err = tx.ExecContext(ctx, s.q(`DELETE FROM baton_results WHERE job = ? AND failed = 1`), job)
+		if err != nil {
+			return fmt.Errorf("job %s: drop failed pages: %w", job, err)
+		}
+		dropped, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		n = int(queued)
+		return s.count(ctx, tx, job, "~rerun", counts{requeued: int(queued), recorded: -int(dropped), failed: -int(dropped)})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

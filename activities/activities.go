@@ -28,6 +28,9 @@ type Activities struct {
 	Election roles.Election
 	// MaxResultDetail caps Task.result_detail (0 means unbounded).
 	MaxResultDetail int
+	// MaxTaskBytes bounds the encoded Task znode a Runner writes (0 means
+	// DefaultMaxTaskBytes); see recordFitted.
+	MaxTaskBytes int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log is the worker's logger (with its instance); every line an

@@ -309,7 +309,9 @@ func TestContentEncodings(t *testing.T) {
 			w.Write(b)
 			w.Close()
 		case "zstd":
-			w, _ := zstd.NewWriter(&buf)
+			// A window within max_body_bytes (a larger one is refused:
+			// TestZstdWindowBounded).
+			w, _ := zstd.NewWriter(&buf, zstd.WithWindowSize(1<<20))
 			w.Write(b)
 			w.Close()
 		}

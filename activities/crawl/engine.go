@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gocolly/colly/v2"
 	"github.com/tidwall/gjson"
@@ -29,6 +30,9 @@ import (
 const (
 	MaxLinksPerPage = 10000   // further links are dropped
 	MaxFieldBytes   = 1 << 20 // total text of a page's fields; further matches are dropped
+	// MaxTitleBytes bounds Page.Title (cut on a character boundary): a
+	// plain Task records the title in its znode, which ZooKeeper caps.
+	MaxTitleBytes = 1 << 10
 )
 
 // Page is what Fetch saw of one page.
@@ -414,7 +418,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 	c.OnHTML("title", func(el *colly.HTMLElement) {
 		if !titled && !sitemap {
 			titled = true
-			r.title = strings.TrimSpace(el.Text)
+			r.title = truncateUTF8(strings.TrimSpace(el.Text), MaxTitleBytes)
 		}
 	})
 	rooted := false
@@ -627,6 +631,17 @@ func boundedText(n *html.Node, limit int) string {
 	}
 	walk(n)
 	return b.String()
+}
+
+// truncateUTF8 cuts s to at most n bytes, on a character boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // retryWait returns the wait before retry number attempt (1-based), or why

@@ -3,6 +3,7 @@ package crawl
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
+// MaxResponseHeaderBytes bounds a response's header (net/http's default
+// is 10 MiB); a larger one fails the request.
+const MaxResponseHeaderBytes = 1 << 20
+
 // newTransport returns a transport of the Engine. guarded refuses to
 // connect to private, loopback and link-local addresses (checked on the
 // address actually dialled, so redirects and DNS answers cannot get round
@@ -25,13 +30,14 @@ import (
 func newTransport(guarded bool, proxy *url.URL) *http.Transport {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    64,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	if proxy != nil {
 		t.Proxy = http.ProxyURL(proxy)
@@ -163,8 +169,9 @@ type bodyTooLargeError struct{ max int64 }
 func (e *bodyTooLargeError) Error() string { return fmt.Sprintf("body exceeds %d bytes", e.max) }
 
 // contentDecoder returns the lazy decoder of a Content-Encoding the Engine
-// decodes, or nil.
-func contentDecoder(encoding string) func(io.ReadCloser) io.ReadCloser {
+// decodes, or nil; maxBody is the body cap, which bounds the decoder's
+// memory.
+func contentDecoder(encoding string, maxBody int64) func(io.ReadCloser) io.ReadCloser {
 	switch strings.ToLower(strings.TrimSpace(encoding)) {
 	case "gzip", "x-gzip":
 		return func(raw io.ReadCloser) io.ReadCloser {
@@ -175,19 +182,51 @@ func contentDecoder(encoding string) func(io.ReadCloser) io.ReadCloser {
 			return &lazyBody{raw: raw, open: func(r io.Reader) (io.Reader, error) { return brotli.NewReader(r), nil }, name: "brotli"}
 		}
 	case "zstd":
+		// The decoder reserves its window as soon as a frame header declares
+		// it (a few hundred bytes can ask for 64 MiB): the window is bounded
+		// by RFC 9659's 8 MiB, and by the body cap, which no window needs to
+		// exceed. Synchronous, low-memory decoding: no goroutines, no
+		// buffers ahead.
+		window := uint64(min(MaxZstdWindow, max(maxBody, zstd.MinWindowSize)))
 		return func(raw io.ReadCloser) io.ReadCloser {
 			return &lazyBody{raw: raw, name: "zstd", open: func(r io.Reader) (io.Reader, error) {
-				// The window is bounded so that a hostile frame header cannot
-				// make the decoder allocate more than the body may hold.
-				d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(64<<20))
+				d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+					zstd.WithDecoderMaxWindow(window), zstd.WithDecoderMaxMemory(window))
 				if err != nil {
 					return nil, err
 				}
-				return d.IOReadCloser(), nil
+				return &zstdBody{d: d.IOReadCloser(), window: window}, nil
 			}}
 		}
 	}
 	return nil
+}
+
+// MaxZstdWindow is the largest zstd window the Engine decodes: RFC 9659
+// (section 3: a "zstd" content coding's window is at most 8 MB) — a larger
+// one, or one larger than the body cap, fails the page.
+const MaxZstdWindow = 8 << 20
+
+// zstdBody names the window bound when a frame exceeds it.
+type zstdBody struct {
+	d      io.ReadCloser
+	window uint64
+}
+
+func (z *zstdBody) Read(p []byte) (int, error) {
+	n, err := z.d.Read(p)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = &zstdWindowError{max: z.window}
+	}
+	return n, err
+}
+
+func (z *zstdBody) Close() error { return z.d.Close() }
+
+type zstdWindowError struct{ max uint64 }
+
+func (e *zstdWindowError) Error() string {
+	return fmt.Sprintf("window larger than %d bytes refused (RFC 9659 allows 8 MiB; max_body_bytes bounds it too)", e.max)
 }
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -199,7 +238,7 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	decode := contentDecoder(resp.Header.Get("Content-Encoding"))
+	decode := contentDecoder(resp.Header.Get("Content-Encoding"), t.max)
 	if resp.Uncompressed {
 		decode = nil // decoded by the transport already
 	}

@@ -43,11 +43,17 @@ func (s *storeFlags) add(f *pflag.FlagSet) {
 // the group's (when ZooKeeper answers quickly; from a machine that reaches
 // only the store, the check is skipped with a note).
 func (s *storeFlags) open(ctx context.Context, g *globals) (*sqlstore.Store, error) {
+	return s.openWith(ctx, g, true)
+}
+
+// openWith opens the store; existing false sets up or upgrades its schema
+// (baton store migrate).
+func (s *storeFlags) openWith(ctx context.Context, g *globals, existing bool) (*sqlstore.Store, error) {
 	pw, err := s.sec.Password()
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
-	cfg := sqlstore.Config{Store: s.store, DataDir: s.dataDir, Password: pw, Existing: true}
+	cfg := sqlstore.Config{Store: s.store, DataDir: s.dataDir, Password: pw, Existing: existing, MaxConns: 4}
 	if err := cfg.Validate(); err != nil {
 		return nil, usage("--%v", err)
 	}
@@ -56,6 +62,10 @@ func (s *storeFlags) open(ctx context.Context, g *globals) (*sqlstore.Store, err
 	js, err := sqlstore.Open(octx, cfg)
 	switch {
 	case err == nil:
+	case errors.Is(err, sqlstore.ErrNoSchema):
+		// The database answered but holds no store of this version: the
+		// wrong database, or no worker of this version has opened it.
+		return nil, exitcode.With(exitcode.Usage, err)
 	case errors.Is(err, fs.ErrNotExist):
 		// Read-only commands create nothing: a wrong --data-dir is bad input.
 		return nil, exitcode.With(exitcode.Usage, err)

@@ -791,3 +791,61 @@ func (pg *Postgres) LogOffset() int64 {
 
 // LogSince returns what the server logged from offset (LogOffset) on.
 func (pg *Postgres) LogSince(offset int64) string { return pg.logSince(offset) }
+
+// Admin runs statements as the superuser in the client database (e.g. to
+// make a read-only role for a test).
+func (pg *Postgres) Admin(t testing.TB, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pg.adminConn(ctx)
+	if err != nil {
+		t.Fatalf("testsuite: postgres: admin: connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("testsuite: postgres: admin: %v", err)
+	}
+	cfg := conn.Config().Copy()
+	cfg.Database = pgDatabase
+	db, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("testsuite: postgres: admin: connect to %s: %v", pgDatabase, err)
+	}
+	defer db.Close(context.Background())
+	for _, s := range stmts {
+		if _, err := db.Exec(ctx, s); err != nil {
+			t.Fatalf("testsuite: postgres: admin: %s: %v", s, err)
+		}
+	}
+}
+
+// DSNFor returns DSN with another user and password, or another address
+// (empty: unchanged).
+func (pg *Postgres) DSNFor(user, password, addr string) string {
+	u, _ := url.Parse(pg.DSN())
+	if user != "" {
+		u.User = url.UserPassword(user, password)
+	}
+	if addr != "" {
+		u.Host = addr
+	}
+	return u.String()
+}
+
+// Sessions counts the open sessions of a user.
+func (pg *Postgres) Sessions(t testing.TB, user string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pg.adminConn(ctx)
+	if err != nil {
+		t.Fatalf("testsuite: postgres: sessions: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, user).Scan(&n); err != nil {
+		t.Fatalf("testsuite: postgres: sessions: %v", err)
+	}
+	return n
+}

@@ -1,7 +1,6 @@
 package testsuite
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -14,9 +13,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
+	mu     sync.Mutex
+	cut    bool
+	frozen chan struct{} // closed while traffic flows; nil: never frozen
+	conns  []net.Conn
 }
 
 // StartProxy listens on a free loopback port and forwards every
@@ -59,15 +59,56 @@ func (p *Proxy) serve() {
 		}
 		p.conns = append(p.conns, c, u)
 		p.mu.Unlock()
-		go pipe(u, c)
-		go pipe(c, u)
+		go p.pipe(u, c)
+		go p.pipe(c, u)
 	}
 }
 
-func pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer func() {
+		_ = dst.Close()
+		_ = src.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			thawed := p.frozen
+			p.mu.Unlock()
+			if thawed != nil {
+				<-thawed // frozen: hold the bytes, send nothing, close nothing
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Freeze stops forwarding bytes in both directions without closing any
+// connection: to both ends the other has vanished without a word, as when
+// a machine loses its network or its power (no FIN, no RST), until Thaw.
+// New connections are accepted and frozen too.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen == nil {
+		p.frozen = make(chan struct{})
+	}
+}
+
+// Thaw forwards the held bytes and all that follow.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
 }
 
 // Cut closes every proxied connection and refuses new ones until Restore.
@@ -75,6 +116,10 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
+	if p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
 	for _, c := range p.conns {
 		_ = c.Close()
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	// Store is the job store: "" for SQLite under DataDir, or a
 	// postgres:// DSN (its password from StoreSecurity).
 	Store string
+	// StoreMaxConns is the PostgreSQL pool size of the process (0: the
+	// store's default).
+	StoreMaxConns int
 	// Concurrency is how many requests a Runner keeps in flight.
 	Concurrency int
 	// LeaveTimeout bounds a clean leave on SIGTERM: the running batch
@@ -95,6 +98,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded SQLite job store (crawl frontiers and results); one host's workers share it")
 	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
 	c.StoreSecurity.AddFlags(fs)
+	fs.IntVar(&c.StoreMaxConns, "store-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL connections this worker keeps at most (keep workers × this below the server's max_connections)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "give up reaching ZooKeeper, Temporal or the job store at start after this long (exit code 5)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "on SIGTERM: how long the running batch may take to drain before the instance leaves its group (0: stop at once, as a crash; a backup takes the Task over)")
@@ -204,7 +208,7 @@ func (c Config) Validate() error {
 
 // StoreConfig is the job store's setting, with its password.
 func (c Config) StoreConfig(password string) sqlstore.Config {
-	return sqlstore.Config{Store: c.Store, DataDir: c.DataDir, Password: password}
+	return sqlstore.Config{Store: c.Store, DataDir: c.DataDir, Password: password, MaxConns: c.StoreMaxConns}
 }
 
 // Member is the activities' view of this instance.

@@ -30,6 +30,10 @@ type PageFetcher interface {
 // DefaultConcurrency is how many requests a Runner keeps in flight.
 const DefaultConcurrency = 16
 
+// DefaultControlPoll is how often a Runner reads the control state of the
+// job whose batch it runs: a pause or cancel stops its fetching within it.
+const DefaultControlPoll = 200 * time.Millisecond
+
 // maxCommits is how many group commits of one batch may be under way at
 // once: they write their rows side by side and queue only for the batch's
 // epoch check and the commit.
@@ -51,6 +55,9 @@ type BatchRunner struct {
 	// Concurrency is the most requests in flight per batch (the worker's
 	// --concurrency); 0 means DefaultConcurrency.
 	Concurrency int
+	// ControlPoll is how often the job's control state is read while a
+	// batch runs; 0 means DefaultControlPoll.
+	ControlPoll time.Duration
 
 	specs sync.Map // job → Spec (immutable; read once per worker)
 }
@@ -143,6 +150,14 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 // It stops at the first refusal by the store (fenced says why) or error;
 // pages fetched but not yet committed then are not recorded (the next
 // holder fetches them again).
+//
+// While it runs, it reads the job's control state every ControlPoll (and
+// Extend refuses to hand out URLs of a job that is not running). Once the
+// job is paused or cancelled it starts no fetch, abandons the fetches in
+// flight (a request waiting for its domain's turn or a retry must not
+// start after the pause), commits the pages fetched, gives the URLs it did
+// not fetch back to the frontier (Store.Release) and returns, so that the
+// batch ends as done and the job sees it end.
 func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Spec, todo []Entry, size int) (ran int, fenced string, err error) {
 	conc := r.Concurrency
 	if conc <= 0 {
@@ -154,6 +169,10 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The fetches run under fctx: a pause or cancel of the job ends them
+	// (and nothing else).
+	fctx, abandon := context.WithCancel(ctx)
+	defer abandon()
 	auth := crawl.Auth{Cookie: spec.Cookie, Authorization: spec.Authorization}
 	type fetchedPage struct {
 		rec Record
@@ -180,6 +199,17 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 	// added some).
 	exhausted, linksGen := false, 0
 	draining := false // Drain said stop growing: exhausted for good
+	halt := r.watchControl(ctx, in.Job)
+	halted := "" // the job's control state once it is not running
+	stopFetching := func(state string, why string) {
+		if halted != "" {
+			return
+		}
+		halted = state
+		abandon()
+		in.Log.Info("job "+state+": no more fetches; the URLs not fetched go back to the frontier", "why", why, "ran", ran,
+			"in_flight", inflight, "to_commit", len(pending)+committing, "not_fetched", len(queue))
+	}
 	stop := func(e error) {
 		if fenced != "" || err != nil {
 			return
@@ -194,12 +224,12 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 	for {
 		stopping := fenced != "" || err != nil
 		// Pull, commit and fetch all run at once: none waits for another.
-		if !stopping && !extending && !exhausted && size < limit && len(queue) <= conc/2 && in.Drain != nil && in.Drain() {
+		if !stopping && halted == "" && !extending && !exhausted && size < limit && len(queue) <= conc/2 && in.Drain != nil && in.Drain() {
 			// Scaled down or leaving: no more pulls, finish what we hold.
 			exhausted, draining = true, true
 			in.Log.Info("batch draining: no more URLs pulled", "ran", ran, "held", len(queue)+inflight+len(pending)+committing)
 		}
-		if !stopping && !extending && !exhausted && size < limit && len(queue) <= conc/2 {
+		if !stopping && halted == "" && !extending && !exhausted && size < limit && len(queue) <= conc/2 {
 			extending = true
 			n, gen := min(conc, limit-size), linksGen
 			go func() {
@@ -208,12 +238,12 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 			}()
 		}
 		// Fetching runs ahead of the commits by at most two rounds of slots.
-		for !stopping && inflight < conc && len(queue) > 0 && len(pending)+committing < 2*conc {
+		for !stopping && halted == "" && inflight < conc && len(queue) > 0 && len(pending)+committing < 2*conc {
 			e := queue[0]
 			queue = queue[1:]
 			inflight++
 			go func() {
-				rec, err := r.fetch(ctx, in, spec, auth, e)
+				rec, err := r.fetch(fctx, in, spec, auth, e)
 				fetched <- fetchedPage{rec, err}
 			}()
 		}
@@ -232,19 +262,33 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 			}()
 		}
 		if inflight == 0 && recording == 0 && !extending && (len(pending) == 0 || stopping) {
+			if !stopping && halted != "" {
+				// Everything fetched is committed: what is left unfinished
+				// in the batch was not fetched.
+				n, rerr := r.Store.Release(ctx, in.Job, in.Batch, in.Epoch)
+				if rerr != nil {
+					stop(rerr)
+				} else {
+					in.Log.Info("job "+halted+": URLs not fetched given back to the frontier", "released", n, "ran", ran)
+				}
+				break
+			}
 			if !stopping && len(queue) == 0 && !exhausted && size < limit {
 				continue // pull again: the frontier may have grown
 			}
 			break
 		}
 		select {
+		case state := <-halt:
+			stopFetching(state, "control state")
 		case f := <-fetched:
 			inflight--
 			switch {
 			case f.err != nil:
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && fctx.Err() == nil {
 					stop(f.err)
 				}
+				// Abandoned (paused or cancelled): its URL is released.
 			case !stopping:
 				pending = append(pending, f.rec)
 			}
@@ -266,6 +310,12 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 		case p := <-extended:
 			extending = false
 			switch {
+			case errors.Is(p.err, ErrHalted):
+				state := ControlPaused
+				if s, cerr := r.Store.Control(ctx, in.Job); cerr == nil && s != ControlRunning {
+					state = s
+				}
+				stopFetching(state, p.err.Error())
 			case p.err != nil:
 				if ctx.Err() == nil || errors.Is(p.err, ErrStale) {
 					stop(p.err)
@@ -282,6 +332,33 @@ func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Sp
 		err = ctx.Err()
 	}
 	return ran, fenced, err
+}
+
+// watchControl reads the job's control state at once and then every
+// ControlPoll until ctx ends, and sends it on the channel returned when it
+// is not running (once). A failed read is tried again at the next tick.
+func (r *BatchRunner) watchControl(ctx context.Context, job string) <-chan string {
+	every := r.ControlPoll
+	if every <= 0 {
+		every = DefaultControlPoll
+	}
+	ch := make(chan string, 1)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if state, err := r.Store.Control(ctx, job); err == nil && state != ControlRunning {
+				ch <- state
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ch
 }
 
 // fetch fetches one URL (a page, or a sitemap at SitemapDepth) and

@@ -645,3 +645,101 @@ func TestRunBatchDrainStopsPullingAndFinishesWhatItHolds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, un, "nothing left unfinished in the batch")
 }
+
+// pausableEnv is an unbounded batch of a job whose root links n pages,
+// with the fetcher gated: the root and then `first` pages are let through,
+// and conc more fetches are left blocked at the gate.
+func pausableEnv(t *testing.T, conc, n, first int, poll time.Duration) (*batchEnv, <-chan outcomeRes) {
+	t.Helper()
+	root := "http://example.test/"
+	e := newBatchEnv(t, conc, []string{root}, func(s *jobs.Spec) { s.BatchSize = 0 })
+	e.br.ControlPoll = poll
+	var links []string
+	for i := range n {
+		links = append(links, fmt.Sprintf("http://example.test/%d", i))
+	}
+	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: links}
+	e.pages.gate = make(chan struct{})
+	ch := e.runAsync()
+	for range 1 + first {
+		select {
+		case e.pages.gate <- struct{}{}:
+		case <-time.After(waitLimit):
+			t.Fatal("no fetch came to the gate")
+		}
+	}
+	eventually(t, func() bool { calls, in, _ := e.pages.count(); return in == conc && calls == 1+first+conc },
+		"%d fetches blocked at the gate", conc)
+	return e, ch
+}
+
+// resumeAndFinish resumes the job, runs its next batch with the gate
+// open, and checks every URL is recorded exactly once.
+func (e *batchEnv) resumeAndFinish(want int) {
+	e.t.Helper()
+	require.NoError(e.t, e.store.SetControl(e.ctx, e.spec.ID, jobs.ControlRunning))
+	e.pages.mu.Lock()
+	e.pages.gate = nil
+	e.pages.mu.Unlock()
+	next := jobs.BatchID(e.spec.ID, 1)
+	_, err := e.store.TakeBatch(e.ctx, e.spec.ID, next, 4)
+	require.NoError(e.t, err)
+	_, err = e.store.Claim(e.ctx, e.spec.ID, next, e.runner, 1)
+	require.NoError(e.t, err)
+	_, err = e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: next, Runner: e.runner, Epoch: 1, Log: quiet()})
+	require.NoError(e.t, err)
+	assert.Equal(e.t, jobs.Stats{Seen: want, Queued: 0, Recorded: want}, e.stats())
+	seen := map[string]int{}
+	for _, p := range e.results() {
+		seen[p.URL]++
+	}
+	assert.Len(e.t, seen, want)
+	for u, n := range seen {
+		assert.Equal(e.t, 1, n, "%s recorded %d times", u, n)
+	}
+}
+
+// A pause reaches the Runner that holds an unbounded lease: it starts no
+// fetch once it reads the job's control state, abandons the fetches in
+// flight, commits what it fetched, gives the rest back to the frontier and
+// ends its batch as done. Resumed, the job records every page once.
+func TestRunBatchStopsFetchingWhenTheJobIsPaused(t *testing.T) {
+	for _, state := range []string{jobs.ControlPaused, jobs.ControlCancelled} {
+		t.Run(state, func(t *testing.T) {
+			e, ch := pausableEnv(t, 4, 40, 4, 10*time.Millisecond)
+			require.NoError(t, e.store.SetControl(e.ctx, e.spec.ID, state))
+			out, err := e.wait(ch)
+			require.NoError(t, err)
+			calls, in, _ := e.pages.count()
+			assert.Equal(t, 1+4+4, calls, "no fetch started after the pause")
+			assert.Zero(t, in, "the fetches in flight were abandoned")
+			assert.Equal(t, activities.BatchOutcome{Success: 5, Ran: 5}, out, "the root and the 4 pages fetched before")
+			assert.Equal(t, jobs.BatchDone, e.info().State, "the batch ends as done")
+			assert.Equal(t, jobs.Stats{Seen: 41, Queued: 36, Recorded: 5}, e.stats(), "the rest is queued again")
+			un, err := e.store.Unfinished(e.ctx, e.spec.ID, e.batch)
+			require.NoError(t, err)
+			assert.Empty(t, un)
+			e.resumeAndFinish(41)
+		})
+	}
+}
+
+// Without a poll in time (a long ControlPoll), the refusal of the next pull
+// (Extend: ErrHalted) stops the Runner as well.
+func TestRunBatchStopsWhenTheStoreRefusesToExtend(t *testing.T) {
+	e, ch := pausableEnv(t, 4, 40, 4, time.Hour)
+	// The watcher read "running" at the start; from now on only Extend
+	// tells.
+	require.NoError(t, e.store.SetControl(e.ctx, e.spec.ID, jobs.ControlPaused))
+	close(e.pages.gate) // the 4 in flight finish; the next pull is refused
+	out, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.BatchDone, e.info().State)
+	st := e.stats()
+	assert.Equal(t, out.Ran, st.Recorded)
+	assert.Equal(t, 41, st.Recorded+st.Queued, "every URL is recorded or queued")
+	assert.Less(t, st.Recorded, 41, "it stopped before the end")
+	calls, _, _ := e.pages.count()
+	assert.LessOrEqual(t, calls, st.Recorded+4, "at most a round of fetches beyond what it recorded was abandoned")
+	e.resumeAndFinish(41)
+}

@@ -91,9 +91,15 @@ func (s Spec) Validate() error {
 		if err := (roles.Request{URL: u}).Validate(); err != nil {
 			return fmt.Errorf("seeds[%d]: %w", i, err)
 		}
+		if err := CheckURLLength(u); err != nil {
+			return fmt.Errorf("seeds[%d]: %w", i, err)
+		}
 	}
 	for i, u := range s.Sitemaps {
 		if err := (roles.Request{URL: u}).Validate(); err != nil {
+			return fmt.Errorf("sitemaps[%d]: %w", i, err)
+		}
+		if err := CheckURLLength(u); err != nil {
 			return fmt.Errorf("sitemaps[%d]: %w", i, err)
 		}
 	}
@@ -151,6 +157,27 @@ func DecodeSpec(data []byte) (Spec, error) {
 	return s, nil
 }
 
+// MaxURLBytes is the longest URL a job's frontier takes: a longer seed is
+// refused at submission, a longer link is not queued and its page's record
+// says so (LinksRefused). (2,048 is the sitemaps protocol's limit and what
+// browsers and servers commonly accept; the frontier's key must stay
+// within PostgreSQL's B-tree row limit of about 2.7 KB.)
+const MaxURLBytes = 2048
+
+// CheckURLLength refuses a URL longer than MaxURLBytes.
+func CheckURLLength(u string) error {
+	if len(u) > MaxURLBytes {
+		return fmt.Errorf("URL %.80q… is %d bytes, the most a job takes is %d", u, len(u), MaxURLBytes)
+	}
+	return nil
+}
+
+// RefusedLink is a link a page found that the job's frontier did not take.
+type RefusedLink struct {
+	URL    string `json:"url"` // its first 256 bytes
+	Reason string `json:"reason"`
+}
+
 // Entry is one URL of a frontier: a page at Depth (0 for a seed), or a
 // sitemap at SitemapDepth.
 type Entry struct {
@@ -187,6 +214,9 @@ type PageRecord struct {
 	// BodyRef says where the page's body was stored (Spec.Bodies):
 	// "store" (Store.Body), or the file's path under the bodies directory.
 	BodyRef string `json:"body_ref,omitempty"`
+	// LinksRefused are links of the page the frontier did not take (a URL
+	// longer than MaxURLBytes), each with the reason.
+	LinksRefused []RefusedLink `json:"links_refused,omitempty"`
 }
 
 // BatchRef is one batch in flight: which Runner it was given to.

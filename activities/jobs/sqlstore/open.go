@@ -16,9 +16,13 @@ type Config struct {
 	DataDir string
 	// Password replaces the DSN's (read from a file or the environment).
 	Password string
-	// Existing opens SQLite only if its file exists (read-only commands
-	// must not create directories or files).
+	// Existing opens SQLite only if its file exists, and PostgreSQL only
+	// if its schema is set up at this version (read-only commands must not
+	// create directories, files or tables: ErrNoSchema otherwise).
 	Existing bool
+	// MaxConns is the size of the PostgreSQL connection pool; 0 means
+	// DefaultMaxConns.
+	MaxConns int
 }
 
 // Validate names the bad setting.
@@ -29,6 +33,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("data-dir: empty (the SQLite store lives there)")
 		}
 	case IsPostgresDSN(c.Store):
+		if c.MaxConns < 0 {
+			return fmt.Errorf("store-max-conns: %d is negative", c.MaxConns)
+		}
 	default:
 		return fmt.Errorf("store: %q: want empty or sqlite (the embedded store under --data-dir), or a postgres://user@host:port/database DSN", redactDSN(c.Store))
 	}
@@ -41,7 +48,7 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 		return nil, err
 	}
 	if IsPostgresDSN(c.Store) {
-		return OpenPostgres(ctx, c.Store, c.Password)
+		return openPostgres(ctx, c)
 	}
 	if c.Existing {
 		return OpenSQLiteExisting(ctx, c.DataDir)

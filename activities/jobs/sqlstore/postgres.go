@@ -15,11 +15,51 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
+// DefaultMaxConns is the default size of a process's PostgreSQL
+// connection pool. A Runner needs about four at once (two group commits, a
+// pull, a job's supervisor); size max_connections for workers × pool, CLI
+// runs and other clients.
+const DefaultMaxConns = 8
+
+// Session guards set on every PostgreSQL connection unless the DSN sets
+// them itself (as options or runtime parameters): a worker whose machine
+// vanished in the middle of a transaction holds the batch row's lock, and
+// without them its server session would hold it until the kernel's TCP
+// keepalive gives up, about two hours later, blocking the backup's Claim
+// and the job's Requeue for as long.
+var sessionGuards = map[string]string{
+	// A session idle inside a transaction (its client gone between two
+	// statements) is ended, and its locks released, after this long. The
+	// store's transactions are milliseconds long.
+	"idle_in_transaction_session_timeout": "10s",
+	// No statement waits longer than this for a lock (retried: SQLSTATE
+	// 55P03 is transient) or runs longer than statement_timeout.
+	"lock_timeout":      "15s",
+	"statement_timeout": "60s",
+	// The server probes an idle client's TCP connection after 10 s, every
+	// 3 s, and drops it after 3 unanswered probes.
+	"tcp_keepalives_idle":     "10",
+	"tcp_keepalives_interval": "3",
+	"tcp_keepalives_count":    "3",
+}
+
+// SessionBound is how long a PostgreSQL session whose client vanished can
+// hold a lock at most (idle_in_transaction_session_timeout, or the TCP
+// keepalive's 10 s + 3 × 3 s for a client gone while no transaction was
+// open); the README documents it.
+const SessionBound = 19 * time.Second
+
 // OpenPostgres opens the distributed store at dsn (postgres://…), with
 // password, if not empty, replacing the DSN's (read from a file or the
-// environment by the caller, never from the command line). It creates the
-// schema if missing; several workers may start at once.
+// environment by the caller, never from the command line), and the
+// default pool (DefaultMaxConns). It creates or upgrades the schema if it
+// is missing or older; several workers may start at once.
 func OpenPostgres(ctx context.Context, dsn, password string) (*Store, error) {
+	return openPostgres(ctx, Config{Store: dsn, Password: password})
+}
+
+func openPostgres(ctx context.Context, c Config) (*Store, error) {
+	dsn, password := c.Store, c.Password
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: bad DSN: %w", redact(err, password))
@@ -27,10 +67,34 @@ func OpenPostgres(ctx context.Context, dsn, password string) (*Store, error) {
 	if password != "" {
 		cfg.Password = password
 	}
+	// No named prepared statements: a statement is parsed in the round
+	// trip that runs it (the extended protocol's unnamed statement), so the
+	// store works behind PgBouncer in transaction mode, and no server
+	// keeps hundreds of cached statements (one per VALUES size) per
+	// connection.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	options := cfg.RuntimeParams["options"]
+	for k, v := range sessionGuards {
+		if _, set := cfg.RuntimeParams[k]; !set && !strings.Contains(options, k) {
+			cfg.RuntimeParams[k] = v
+		}
+	}
+	// The client side too: a server that vanished is noticed in seconds.
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: 10 * time.Second, Interval: 3 * time.Second, Count: 3}}
+	cfg.DialFunc = dialer.DialContext
 	location := fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	pool := c.MaxConns
+	if pool <= 0 {
+		pool = DefaultMaxConns
+	}
+	db.SetMaxOpenConns(pool)
+	db.SetMaxIdleConns(pool)
+	// Connections are renewed now and then (a server or pooler restarted
+	// behind a load balancer, memory a long session holds).
+	db.SetConnMaxLifetime(30 * time.Minute)
+	db.SetConnMaxIdleTime(5 * time.Minute)
 	// A server still starting (or restarting) is waited for until ctx
 	// ends; a refusal (bad password, no such database) fails at once.
 	var last error
@@ -53,7 +117,7 @@ func OpenPostgres(ctx context.Context, dsn, password string) (*Store, error) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return newStore(ctx, db, postgresDialect, "postgres", location)
+	return newStore(ctx, db, postgresDialect, "postgres", location, c.Existing)
 }
 
 // IsPostgresDSN reports whether a --store value names PostgreSQL.
@@ -94,6 +158,8 @@ func pgTransient(err error) bool {
 		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57P"): // connection, shutdown
 			return true
 		case pe.Code == "53300": // too many connections
+			return true
+		case pe.Code == "55P03": // lock_timeout: a lock held long (by a session ended soon)
 			return true
 		}
 		return false

@@ -3,8 +3,14 @@ package sqlstore
 import "strings"
 
 // schemaVersion is recorded in baton_store; a store made by a newer Baton
-// is refused.
-const schemaVersion = "1"
+// is refused. Raise it whenever schema() changes: a store of an older
+// version is upgraded once, by the first worker of the new version that
+// opens it (or `baton store migrate`), and never again at an open.
+//
+//	1  the tables below, some added later with CREATE … IF NOT EXISTS
+//	2  no change of tables; from 2 on the schema is set up only when the
+//	   version changes (before, at every open)
+const schemaVersion = 2
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -26,9 +32,8 @@ const schemaVersion = "1"
 //	                control state (running, paused, cancelled), read by
 //	                the Runners crawling it (no row: running)
 //
-// Tables added after schema version 1 are created by CREATE … IF NOT
-// EXISTS on opening, so a version-1 store gains them without a migration
-// (and an older Baton ignores them).
+// Every statement is CREATE … IF NOT EXISTS, so an upgrade runs them all
+// and an older store gains what it lacks.
 // Deduplication is the primary key of baton_frontier and baton_results
 // (INSERT … ON CONFLICT DO NOTHING), never a map in memory.
 func schema(d *dialect) []string {

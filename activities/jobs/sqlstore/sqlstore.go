@@ -58,6 +58,7 @@ type Store struct {
 	d        *dialect
 	id       jobs.Identity
 	writeMu  sync.Mutex
+	found    int // the schema version found at the open (0: none)
 	maxPages sync.Map // job → int (immutable once created)
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
@@ -66,21 +67,94 @@ type Store struct {
 
 var _ jobs.Store = (*Store)(nil)
 
-func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location string) (*Store, error) {
+// ErrNoSchema: the database has no Baton schema, or an older one, and the
+// store was opened without creating it (Config.Existing).
+var ErrNoSchema = errors.New("no Baton schema of this version")
+
+func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location string, existing bool) (*Store, error) {
 	s := &Store{db: db, d: d}
-	if err := s.migrate(ctx); err != nil {
+	fail := func(err error) (*Store, error) {
 		db.Close()
 		return nil, err
+	}
+	// The schema is set up once (by the first worker of a version, or
+	// `baton store migrate`), not at every open: DDL takes locks that wait
+	// for writers and block new ones, and needs rights a reader lacks.
+	v, err := s.schemaVersion(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("%s store %s: read schema version: %w", engine, location, err))
+	}
+	s.found = v
+	switch {
+	case v == schemaVersion:
+	case v > schemaVersion:
+		return fail(fmt.Errorf("%s store %s: schema version %d, this Baton knows %d: upgrade Baton", engine, location, v, schemaVersion))
+	case existing:
+		what := "no Baton schema"
+		if v > 0 {
+			what = fmt.Sprintf("Baton schema version %d, this Baton needs %d", v, schemaVersion)
+		}
+		return fail(fmt.Errorf("%s store %s: %s (is it the workers' store? a worker of this version sets it up when it starts, or run `baton store migrate`): %w",
+			engine, location, what, ErrNoSchema))
+	default:
+		if err := s.migrate(ctx); err != nil {
+			return fail(fmt.Errorf("%s store %s: %w", engine, location, err))
+		}
 	}
 	var id string
 	if err := s.read(ctx, func() error {
 		return db.QueryRowContext(ctx, s.q(`SELECT value FROM baton_store WHERE key = 'id'`)).Scan(&id)
 	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%s store %s: read identity: %w", engine, location, err)
+		return fail(fmt.Errorf("%s store %s: read identity: %w", engine, location, err))
 	}
 	s.id = jobs.Identity{ID: id, Engine: engine, Location: location}
 	return s, nil
+}
+
+// schemaVersion reads the store's schema version: 0 when it has none.
+func (s *Store) schemaVersion(ctx context.Context) (int, error) {
+	var v string
+	err := s.read(ctx, func() error {
+		var n int
+		// Whether baton_store exists, without an error that would abort a
+		// transaction or need a right a reader lacks.
+		q := `SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'baton_store' AND table_schema = current_schema()`
+		if !s.d.dollar {
+			q = `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'baton_store'`
+		}
+		if err := s.db.QueryRowContext(ctx, q).Scan(&n); err != nil || n == 0 {
+			v = ""
+			return err
+		}
+		err := s.db.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			v, err = "", nil
+		}
+		return err
+	})
+	if err != nil || v == "" {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("schema version %q is not a number", v)
+	}
+	return n, nil
+}
+
+// SchemaVersion is the schema version this Baton sets up.
+func (s *Store) SchemaVersion() int { return schemaVersion }
+
+// Migrate creates the schema, or upgrades an older one, and returns the
+// version the store had when it was opened (0: none; an open without
+// Config.Existing has upgraded it already). Safe to run from several processes at
+// once, and again.
+func (s *Store) Migrate(ctx context.Context) (from int, err error) {
+	v, err := s.schemaVersion(ctx)
+	if err != nil || v == schemaVersion {
+		return s.found, err
+	}
+	return s.found, s.migrate(ctx)
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -100,17 +174,17 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('id', ?) ON CONFLICT (key) DO NOTHING`), hex.EncodeToString(b)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO NOTHING`), schemaVersion); err != nil {
-			return err
-		}
 		var v string
-		if err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v); err != nil {
+		err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if v != schemaVersion {
-			return fmt.Errorf("store schema version %s, this Baton knows %s: upgrade Baton", v, schemaVersion)
+		if n, _ := strconv.Atoi(v); n > schemaVersion {
+			return fmt.Errorf("store schema version %s, this Baton knows %d: upgrade Baton", v, schemaVersion)
 		}
-		return nil
+		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
+			strconv.Itoa(schemaVersion))
+		return err
 	})
 }
 
@@ -289,6 +363,9 @@ func (s *Store) returning(ctx context.Context, tx *sql.Tx, head string, headArgs
 func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
 	rows := make([][]any, len(entries))
 	for i, e := range entries {
+		if err := jobs.CheckURLLength(e.URL); err != nil {
+			return 0, fmt.Errorf("queue URLs: %w", err)
+		}
 		rows[i] = []any{job, e.URL, e.Depth}
 	}
 	added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
@@ -574,8 +651,13 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 	// found it, in URL order.
 	var links [][]any
 	owner := map[string]int{}
+	refused := map[int][]jobs.RefusedLink{}
 	for i, r := range rs {
 		for _, l := range r.Links {
+			if err := jobs.CheckURLLength(l.URL); err != nil {
+				refused[i] = append(refused[i], jobs.RefusedLink{URL: l.URL[:256], Reason: err.Error()})
+				continue
+			}
 			if _, ok := owner[l.URL]; !ok {
 				owner[l.URL] = i
 				links = append(links, []any{job, l.URL, l.Depth})
@@ -655,6 +737,7 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 			}
 			p := *r.Page // the caller's record is left as it is
 			p.DuplicateOf = dups[i]
+			p.LinksRefused = append(p.LinksRefused[:len(p.LinksRefused):len(p.LinksRefused)], refused[i]...)
 			rec, err := json.Marshal(&p)
 			if err != nil {
 				return fmt.Errorf("record %s: %w", r.URL, err)

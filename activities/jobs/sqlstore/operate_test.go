@@ -1,0 +1,195 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
+	"github.com/batoncrawl/baton/activities/jobs/storetest"
+	"github.com/batoncrawl/baton/testsuite"
+)
+
+// TestPostgresVanishedClientReleasesLocks: a worker holding the batch
+// row's lock in an open transaction vanishes (its network goes silent: no
+// FIN, no RST, as when its machine loses power). The backup's Claim and
+// the job's Requeue must not wait for the kernel's two-hour keepalive: the
+// server ends the session within sqlstore.SessionBound.
+func TestPostgresVanishedClientReleasesLocks(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	px := testsuite.StartProxy(t, pg.Address())
+	ctx := testCtx(t, 2*time.Minute)
+	direct := openPostgres(t, pg)
+	vanishing, err := sqlstore.OpenPostgres(ctx, pg.DSNFor("", "", px.Addr()), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { px.Thaw(); _ = vanishing.Close() })
+
+	job := storetest.JobID(t, "vanish")
+	seeds := []string{storetest.URL("a"), storetest.URL("b")}
+	_, err = direct.CreateJob(ctx, storetest.Spec(job, 0, seeds...), storetest.Entries(0, seeds...))
+	require.NoError(t, err)
+	_, err = direct.TakeBatch(ctx, job, "b0", 2)
+	require.NoError(t, err)
+	_, err = vanishing.Claim(ctx, job, "b0", "runner-1", 1)
+	require.NoError(t, err)
+
+	// The holder's group commit, caught between its statements: the batch
+	// row locked, as RecordAll holds it up to its commit.
+	tx, err := vanishing.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, `UPDATE baton_frontier SET state = 2 WHERE job = $1 AND url = $2`, job, seeds[0])
+	require.NoError(t, err)
+	var holder string
+	require.NoError(t, tx.QueryRowContext(ctx, `SELECT holder FROM baton_batches WHERE job = $1 AND id = 'b0' FOR UPDATE`, job).Scan(&holder))
+	px.Freeze()
+	frozen := time.Now()
+
+	b, err := direct.Claim(ctx, job, "b0", "runner-2", 2)
+	took := time.Since(frozen)
+	require.NoError(t, err, "the backup's Claim after %v", took)
+	assert.Equal(t, "runner-2", b.Holder)
+	t.Logf("the backup's Claim went through %v after the holder vanished (bound %v)", took.Round(time.Millisecond), sqlstore.SessionBound)
+	assert.Less(t, took, sqlstore.SessionBound+5*time.Second, "the vanished session held its locks too long")
+	n, err := direct.Requeue(ctx, job, "b0", 3)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "both URLs back in the frontier: the vanished holder's finish was rolled back")
+}
+
+// TestPostgresReadOnlyCLI: the CLI's reads work for a role that may only
+// SELECT (no DDL at an open), and a read-only open of a database without
+// Baton's schema says so instead of creating it.
+func TestPostgresReadOnlyCLI(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, time.Minute)
+
+	// A database without the schema: a read-only open refuses, creating
+	// nothing.
+	_, err := sqlstore.Open(ctx, sqlstore.Config{Store: pg.DSN(), Existing: true})
+	require.ErrorIs(t, err, sqlstore.ErrNoSchema)
+	assert.Contains(t, err.Error(), "baton store migrate")
+
+	w := openPostgres(t, pg) // a worker sets the schema up
+	job := storetest.JobID(t, "ro")
+	_, err = w.CreateJob(ctx, storetest.Spec(job, 0, storetest.URL("a")), storetest.Entries(0, storetest.URL("a")))
+	require.NoError(t, err)
+	pg.Admin(t,
+		`CREATE ROLE reader LOGIN PASSWORD 'reader-pw'`,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader`)
+	before := pg.LogOffset()
+	for _, existing := range []bool{true, false} {
+		r, err := sqlstore.Open(ctx, sqlstore.Config{Store: pg.DSNFor("reader", "reader-pw", ""), Existing: existing})
+		require.NoError(t, err, "open as a read-only role (Existing %v)", existing)
+		assert.Equal(t, w.Identity(), r.Identity())
+		list, err := r.Jobs(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		assert.Equal(t, job, list[0].ID)
+		st, err := r.Stats(ctx, job)
+		require.NoError(t, err)
+		assert.Equal(t, 1, st.Queued)
+		require.NoError(t, r.Results(ctx, job, func(jobs.PageRecord) error { return nil }))
+		require.NoError(t, r.Close())
+	}
+	assert.NotContains(t, pg.LogSince(before), "ERROR", "a read-only open ran something it may not")
+
+	// Migrate is idempotent and reports the version it found.
+	from, err := w.Migrate(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, from, "the first open found no schema")
+	again := openPostgres(t, pg)
+	from, err = again.Migrate(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, again.SchemaVersion(), from)
+}
+
+// TestPostgresPoolSize: a process keeps at most MaxConns sessions however
+// many goroutines use the store.
+func TestPostgresPoolSize(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, time.Minute)
+	s, err := sqlstore.Open(ctx, sqlstore.Config{Store: pg.DSN(), MaxConns: 3})
+	require.NoError(t, err)
+	defer s.Close()
+	job := storetest.JobID(t, "pool")
+	_, err = s.CreateJob(ctx, storetest.Spec(job, 0, storetest.URL("a")), storetest.Entries(0, storetest.URL("a")))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	peak := 0
+	var mu sync.Mutex
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if _, err := s.Stats(ctx, job); err != nil {
+					t.Errorf("reader %d: %v", i, err)
+					return
+				}
+			}
+			n := pg.Sessions(t, pg.User())
+			mu.Lock()
+			peak = max(peak, n)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, peak, 3, "sessions of one store with MaxConns 3")
+	_, err = sqlstore.Open(ctx, sqlstore.Config{Store: pg.DSN(), MaxConns: -1})
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "store-max-conns"), "%v", err)
+}
+
+// TestLongLinks: a link longer than jobs.MaxURLBytes is refused for that
+// link alone, with the reason in the page's record; the page and its other
+// links are recorded and the batch finishes (on PostgreSQL a 10 KB key
+// failed the whole group commit, for ever).
+func TestLongLinks(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			var s *sqlstore.Store
+			if engine == "sqlite" {
+				s = openSQLite(t, t.TempDir())
+			} else {
+				s = openPostgres(t, testsuite.StartPostgres(t))
+			}
+			ctx := testCtx(t, time.Minute)
+			job := storetest.JobID(t, "long")
+			_, err := s.CreateJob(ctx, storetest.Spec(job, 0, storetest.URL("a")), storetest.Entries(0, storetest.URL("a")))
+			require.NoError(t, err)
+			_, err = s.TakeBatch(ctx, job, "b0", 1)
+			require.NoError(t, err)
+			_, err = s.Claim(ctx, job, "b0", "r1", 1)
+			require.NoError(t, err)
+			long := storetest.URL("x?q=" + strings.Repeat("y", 10<<10))
+			got, err := s.Record(ctx, jobs.Record{Job: job, Batch: "b0", Runner: "r1", Epoch: 1, URL: storetest.URL("a"),
+				Page:  storetest.Page(job, "b0", "r1", 1, storetest.URL("a"), 0, ""),
+				Links: storetest.Entries(1, long, storetest.URL("b"))})
+			require.NoError(t, err)
+			assert.True(t, got.Wrote)
+			assert.Equal(t, 1, got.Added, "the short link queued")
+			var rec jobs.PageRecord
+			require.NoError(t, s.Results(ctx, job, func(p jobs.PageRecord) error { rec = p; return nil }))
+			require.Len(t, rec.LinksRefused, 1)
+			assert.Contains(t, rec.LinksRefused[0].Reason, fmt.Sprint(jobs.MaxURLBytes))
+			assert.True(t, strings.HasPrefix(long, rec.LinksRefused[0].URL))
+			_, err = s.FinishBatch(ctx, job, "b0", 1)
+			require.NoError(t, err)
+
+			// A long seed is refused at submission, naming it.
+			err = storetest.Spec(storetest.JobID(t, "longseed"), 0, long).Validate()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "seeds[0]")
+			_, err = s.CreateJob(ctx, storetest.Spec(storetest.JobID(t, "longseed"), 0, storetest.URL("a")), storetest.Entries(0, long))
+			require.Error(t, err)
+			assert.False(t, errors.Is(err, context.DeadlineExceeded))
+		})
+	}
+}

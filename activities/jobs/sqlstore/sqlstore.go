@@ -58,7 +58,7 @@ type Store struct {
 	d        *dialect
 	id       jobs.Identity
 	writeMu  sync.Mutex
-	found    int // the schema version found at the open (0: none)
+	found    int      // the schema version found at the open (0: none)
 	maxPages sync.Map // job → int (immutable once created)
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.

@@ -723,6 +723,13 @@ func (pg *Postgres) cleanup() {
 	if err := pg.stop(pgCleanupGrace); err != nil {
 		pg.t.Errorf("testsuite: postgres: cleanup: %v", err)
 	}
+	// Baton's store takes its locks in one order: a deadlock PostgreSQL
+	// detected (and the store retried, a second lost each) is a defect,
+	// whatever the test asserted. (The server log, not the statistics,
+	// which a crash recovery resets.)
+	if n := strings.Count(pg.logSince(0), "deadlock detected"); n > 0 {
+		pg.t.Errorf("testsuite: postgres: the server detected %d deadlocks (see %s)", n, pg.logPath)
+	}
 	pg.mu.Lock()
 	key := pg.staleShmKey
 	pg.mu.Unlock()

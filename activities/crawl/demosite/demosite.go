@@ -11,6 +11,8 @@
 //	                   every page is reachable from / within a few hops) and
 //	                   a few random pages, in varied forms (absolute,
 //	                   relative, "./", "../", with fragments, duplicated);
+//	                   with CrossLinks, also a navigation bar and that many
+//	                   pages all over the site;
 //	                   some pages link to /private/K.html, /missing/K.html
 //	                   (404) or /slow.html
 //	/private/K.html    disallowed by /robots.txt; each links to the next one
@@ -44,6 +46,11 @@ type Config struct {
 	BrokenLinks int           // links to /missing/K.html (404), K in [0, BrokenLinks)
 	SlowPage    time.Duration // /slow.html answers after this
 	Latency     time.Duration // every response is delayed by this
+	// CrossLinks makes the site as densely cross-linked as a real
+	// documentation site: every product page also links to a navigation
+	// bar of the same 8 pages and to CrossLinks pages all over the site
+	// (related items). 0: the sparse shop above.
+	CrossLinks int
 }
 
 // DefaultConfig is a 300-page site with 5 broken links, a 2 s slow page and
@@ -136,6 +143,16 @@ func New(cfg Config) *Site {
 				href = fmt.Sprintf("/page/../page/%d.html", t)
 			}
 			p.add(href, pagePath(t))
+		}
+		if cfg.CrossLinks > 0 {
+			for k := 1; k <= 8; k++ {
+				p.add(pagePath(k*n/9), pagePath(k*n/9))
+			}
+			xr := rand.New(rand.NewPCG(uint64(cfg.Seed)^uint64(i), 0x2545f4914f6cdd1d))
+			for k := 0; k < cfg.CrossLinks; k++ {
+				t := xr.IntN(n)
+				p.add(pagePath(t), pagePath(t))
+			}
 		}
 		if i == 0 {
 			p.add(OffsiteURL, "")

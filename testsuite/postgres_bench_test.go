@@ -1,0 +1,135 @@
+package testsuite_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawl/demosite"
+	"github.com/batoncrawl/baton/testsuite"
+	"github.com/batoncrawl/baton/workflows"
+)
+
+// pageClock wraps a site and tells when its n-th page (not robots.txt)
+// was served after Arm: the start of a crawl as the site sees it.
+type pageClock struct {
+	h     http.Handler
+	n     int64
+	count atomic.Int64
+	mu    sync.Mutex
+	start time.Time
+	at    time.Time
+}
+
+func (p *pageClock) Arm() {
+	p.mu.Lock()
+	p.start, p.at = time.Now(), time.Time{}
+	p.mu.Unlock()
+	p.count.Store(0)
+}
+
+// First returns how long the first n pages took from Arm (0: not yet).
+func (p *pageClock) First() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.at.IsZero() {
+		return 0
+	}
+	return p.at.Sub(p.start)
+}
+
+func (p *pageClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.h.ServeHTTP(w, r)
+	if r.URL.Path != "/robots.txt" && p.count.Add(1) == p.n {
+		p.mu.Lock()
+		p.at = time.Now()
+		p.mu.Unlock()
+	}
+}
+
+// BenchmarkPostgresCrawl measures a Baton cluster on PostgreSQL (every
+// worker on its own data directory, as on separate machines) against bare
+// Colly at the same total concurrency (24), side by side in one run, on a
+// densely cross-linked site (every page links to a navigation bar and 20
+// pages all over the site, 20 ms a page) of 3,000 and 20,000 pages, in two
+// shapes: 1 Runner × 24 and 3 Runners × 8. For each it reports pages/s, the
+// ratio to bare Colly, the time both took for their first 500 pages, and
+// the deadlocks PostgreSQL logged during the crawl (it fails on any).
+//
+// Run it with: make bench BENCH=PostgresCrawl PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
+func BenchmarkPostgresCrawl(b *testing.B) {
+	const latency = 20 * time.Millisecond
+	const first = 500
+	sizes := []int{3000, 20000}
+	if s := strings.TrimSpace(os.Getenv("BATON_BENCH_PAGES")); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("BATON_BENCH_PAGES: %q is not a page count", f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	pg := testsuite.StartPostgres(b)
+	for _, pages := range sizes {
+		clock := &pageClock{h: demosite.New(demosite.Config{Pages: pages, Seed: 11, BrokenLinks: 5, Latency: latency, CrossLinks: 20}), n: first}
+		srv := httptest.NewServer(clock)
+		b.Cleanup(srv.Close)
+		clock.Arm()
+		n, bare := bareColly(srv.URL, 24)
+		bareFirst := clock.First()
+		b.Logf("bare Colly ×24, %d-page site: %d pages, %.1f pages/s, first %d pages in %v", pages, n, bare, first, bareFirst.Round(time.Millisecond))
+		for _, shape := range []struct{ runners, conc int }{{1, 24}, {3, 8}} {
+			b.Run(fmt.Sprintf("%dpages/%dx%d", pages, shape.runners, shape.conc), func(b *testing.B) {
+				c := testsuite.NewCluster(b, shape.runners, 1, testsuite.FastTimers, testsuite.WithPostgres(pg),
+					testsuite.WithWorkerArgs("--concurrency", strconv.Itoa(shape.conc)))
+				c.StartAll()
+				c.WaitElected(90 * time.Second)
+				tc := c.Temporal.Client(b)
+				o := crawl.DefaultOptions()
+				o.Follow, o.MaxDepth, o.AllowedDomains = true, 100, []string{"127.0.0.1"}
+				o.Parallelism = 24
+				id := fmt.Sprintf("pg-%d-%dx%d", pages, shape.runners, shape.conc)
+				offset := pg.LogOffset()
+				b.ResetTimer()
+				clock.Arm()
+				t0 := time.Now()
+				run := submit(b, c, tc, id, []string{srv.URL + "/"}, o, 0)
+				var prog workflows.JobProgress
+				if err := run.Get(context.Background(), &prog); err != nil {
+					b.Fatal(err)
+				}
+				took := time.Since(t0)
+				b.StopTimer()
+				firstTook := clock.First()
+				rate := float64(prog.Stats.Recorded) / took.Seconds()
+				deadlocks := strings.Count(pg.LogSince(offset), "deadlock detected")
+				b.ReportMetric(rate, "pages/s")
+				b.ReportMetric(bare, "colly24-pages/s")
+				b.ReportMetric(rate/bare, "ratio")
+				b.ReportMetric(float64(firstTook.Milliseconds()), "first500-ms")
+				b.ReportMetric(float64(bareFirst.Milliseconds()), "colly-first500-ms")
+				b.ReportMetric(float64(deadlocks), "deadlocks")
+				b.Logf("postgres %d pages %dx%d: %d recorded in %v (%.1f/s, %.2f of bare Colly's %.1f); first %d pages %v (bare Colly %v); %d deadlocks",
+					pages, shape.runners, shape.conc, prog.Stats.Recorded, took.Round(time.Millisecond), rate, rate/bare, bare,
+					first, firstTook.Round(time.Millisecond), bareFirst.Round(time.Millisecond), deadlocks)
+				if deadlocks > 0 {
+					b.Errorf("PostgreSQL logged %d deadlocks during the crawl", deadlocks)
+				}
+				if int64(prog.Stats.Recorded) != n {
+					b.Errorf("Baton recorded %d pages, bare Colly fetched %d", prog.Stats.Recorded, n)
+				}
+			})
+		}
+	}
+}

@@ -478,8 +478,12 @@ func TestSitemapDenyPrivate(t *testing.T) {
 	e := NewEngine()
 	o := testOptions()
 	o.DenyPrivate = true
-	// The sitemap itself is the user's (like a seed): fetched; what it
-	// lists would be queued as seeds: private addresses are dropped.
+	// The sitemap itself is the user's when typed (like a seed): fetched;
+	// what it lists is not: private addresses are dropped.
+	if p := e.FetchSitemap(context.Background(), get(srv.URL+"/sitemap.xml"), Auth{}, o); !strings.HasPrefix(p.Error, "refused private address") {
+		t.Errorf("a sitemap that is not typed (a sitemap index lists it): %+v", p)
+	}
+	o.TypedURLs = []string{srv.URL + "/sitemap.xml"}
 	p := e.FetchSitemap(context.Background(), get(srv.URL+"/sitemap.xml"), Auth{}, o)
 	if !p.OK() || len(p.Links) != 0 {
 		t.Errorf("deny_private: %+v", p)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -84,9 +85,18 @@ func (p Page) OK() bool { return p.Error == "" }
 // by a worker process: it holds the per-domain limits, the robots.txt cache
 // and the connection pools.
 type Engine struct {
+	// DenyPrivate is the operator's policy (the worker's --deny-private):
+	// every fetch is guarded as Options.DenyPrivate guards a job's, with no
+	// exception: the URLs a job's user typed (Options.TypedURLs) and a
+	// plain Task's requests are guarded too. Set it before the first fetch.
+	DenyPrivate bool
+
 	plain, guarded *http.Transport
 	limits         *limiter
 	robots         *robotsCache
+	// private judges the addresses a guarded fetch may not reach
+	// (isPrivate); a test may replace it before the first fetch.
+	private func(netip.Addr) bool
 
 	mu      sync.Mutex
 	proxied map[string]*http.Transport // by proxy URL
@@ -94,13 +104,23 @@ type Engine struct {
 
 // NewEngine returns an Engine with empty caches.
 func NewEngine() *Engine {
-	return &Engine{
-		plain:   newTransport(false, nil),
-		guarded: newTransport(true, nil),
+	e := &Engine{
+		plain:   newTransport(nil, nil),
 		limits:  newLimiter(),
 		robots:  newRobotsCache(),
+		private: isPrivate,
 		proxied: map[string]*http.Transport{},
 	}
+	e.guarded = newTransport(e.isPrivate, nil)
+	return e
+}
+
+func (e *Engine) isPrivate(a netip.Addr) bool { return e.private(a) }
+
+// checkHost refuses a host name that is, or resolves to, an address the
+// Engine may not reach under DenyPrivate.
+func (e *Engine) checkHost(ctx context.Context, hostname string) error {
+	return checkHost(ctx, hostname, e.isPrivate)
 }
 
 // maxProxies bounds the proxies whose connection pools an Engine keeps.
@@ -131,7 +151,7 @@ func (e *Engine) transport(guard bool, proxy string) (*http.Transport, error) {
 			break
 		}
 	}
-	t := newTransport(false, u)
+	t := newTransport(nil, u)
 	e.proxied[proxy] = t
 	return t, nil
 }
@@ -192,9 +212,16 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		page.Error = err.Error()
 		return page
 	}
-	guard := opts.DenyPrivate && depth > 0
-	if guard {
-		if err := checkPrivateHost(ctx, b.url.Hostname()); err != nil {
+	// Under DenyPrivate every request is guarded — redirects, robots.txt
+	// and its redirects included — except the first request of a seed or
+	// sitemap the user typed (typed): its redirects are guarded too.
+	if e.DenyPrivate {
+		opts.DenyPrivate = true
+	}
+	guard := opts.DenyPrivate
+	typed := guard && !e.DenyPrivate && (depth == 0 || sitemap) && opts.isTyped(req.URL)
+	if guard && !typed {
+		if err := e.checkHost(ctx, b.url.Hostname()); err != nil {
 			page.Error = err.Error()
 			return page
 		}
@@ -213,19 +240,38 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		page.Error = err.Error()
 		return page
 	}
+	// base returns the transport of one request chain (an attempt, or a
+	// robots.txt fetch): a typed URL's first request goes unguarded (a
+	// connection pool of its own), the rest guarded. Through a proxy,
+	// host names are checked instead (checkRedirect).
+	base := func() http.RoundTripper {
+		if typed && opts.Proxy == "" {
+			return &firstHop{first: e.plain, rest: tr}
+		}
+		return tr
+	}
+	var checkRedirect func(*http.Request) error
+	if guard && opts.Proxy != "" {
+		// The proxy dials: the addresses dialled cannot be seen, so the
+		// host names are checked, on each redirect.
+		checkRedirect = func(r *http.Request) error { return e.checkHost(r.Context(), r.URL.Hostname()) }
+	}
 	domain := hostKey(b.url)
 	delay := opts.Delay
 	if !opts.IgnoreRobots {
 		origin := strings.ToLower(b.url.Scheme) + "://" + domain
 		key := origin
+		if opts.Proxy != "" {
+			key += " via " + opts.Proxy
+		}
 		switch {
-		case opts.Proxy != "":
-			key = origin + " via " + opts.Proxy
+		case typed:
+			key += " typed"
 		case guard:
-			key = origin + " guarded"
+			key += " guarded"
 		}
 		rules, err := e.robots.get(ctx, key, func(c context.Context) *robotsRules {
-			return fetchRobots(c, &http.Client{Transport: tr}, origin, agent, opts.Headers, min(opts.Timeout, 30*time.Second))
+			return fetchRobots(c, &http.Client{Transport: base()}, origin, agent, opts.Headers, min(opts.Timeout, 30*time.Second), checkRedirect)
 		})
 		if err != nil {
 			page.Error = "waiting for robots.txt: " + err.Error()
@@ -252,7 +298,7 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			break
 		}
 		page.Attempts = attempt
-		res = e.attempt(ctx, b, opts, tr, guard, depth > 0, wantLinks, sitemap, release)
+		res = e.attempt(ctx, b, opts, base(), checkRedirect, depth > 0, wantLinks, sitemap, release)
 		release()
 		if !res.transient || attempt > opts.Retries {
 			break
@@ -317,9 +363,11 @@ type attemptResult struct {
 
 // attempt makes one request with a Colly collector of its own (its own
 // cookie jar, so that cookies set by one site never reach another task),
-// over the Engine's shared transport. A followed link (not a seed) may not
-// redirect out of the allowed domains.
-func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Transport, guard, followed, wantLinks, sitemap bool, release func()) (r attemptResult) {
+// over base (the Engine's shared transport). A followed link (not a seed)
+// may not redirect out of the allowed domains; checkRedirect, when set,
+// checks every redirect's request; a redirect that leaves the request's
+// host drops the headers that may hold credentials (hostHeaders).
+func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.RoundTripper, checkRedirect func(*http.Request) error, followed, wantLinks, sitemap bool, release func()) (r attemptResult) {
 	r.retryAfter = -1
 	actx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -345,6 +393,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 	c.Context = actx
 	c.WithTransport(&boundedTransport{base: base, max: o.MaxBodyBytes, read: &read})
 	c.SetRequestTimeout(0) // actx bounds the attempt, body included
+	drop := hostHeaders(b.header)
 	c.SetRedirectHandler(func(req *http.Request, via []*http.Request) error {
 		if o.MaxRedirects < 0 {
 			return http.ErrUseLastResponse
@@ -355,10 +404,15 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 		if followed && !domainAllowed(req.URL.Scheme, req.URL.Host, o.AllowedDomains) {
 			return &offDomainRedirectError{to: req.URL.String()}
 		}
-		if guard && o.Proxy != "" {
-			// The proxy dials: the guarded transport cannot see the
-			// address, so the host name is checked here.
-			return checkPrivateHost(req.Context(), req.URL.Hostname())
+		if checkRedirect != nil {
+			if err := checkRedirect(req); err != nil {
+				return err
+			}
+		}
+		if leftHost(req, via) {
+			for _, k := range drop {
+				req.Header.Del(k)
+			}
 		}
 		return nil
 	})
@@ -485,11 +539,12 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
 		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
 		if o.DenyPrivate {
-			// What a sitemap lists is queued as seeds, which are not
-			// guarded: a private address is dropped here instead.
+			// Their fetches are guarded (they are not typed URLs); a
+			// private host is dropped here already, so that it is not
+			// queued only to be refused.
 			private := map[string]bool{}
-			r.links = dropPrivate(ctx, r.links, private)
-			r.sitemaps = dropPrivate(ctx, r.sitemaps, private)
+			r.links = e.dropPrivate(ctx, r.links, private)
+			r.sitemaps = e.dropPrivate(ctx, r.sitemaps, private)
 		}
 		return r
 	}
@@ -501,7 +556,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base *http.Tr
 
 // dropPrivate drops the URLs whose host is (or resolves to) a private
 // address; private caches the answer per host.
-func dropPrivate(ctx context.Context, urls []string, private map[string]bool) []string {
+func (e *Engine) dropPrivate(ctx context.Context, urls []string, private map[string]bool) []string {
 	out := urls[:0]
 	for _, s := range urls {
 		u, err := url.Parse(s)
@@ -511,7 +566,7 @@ func dropPrivate(ctx context.Context, urls []string, private map[string]bool) []
 		h := u.Hostname()
 		bad, ok := private[h]
 		if !ok {
-			bad = checkPrivateHost(ctx, h) != nil
+			bad = e.checkHost(ctx, h) != nil
 			private[h] = bad
 		}
 		if !bad {
@@ -519,6 +574,53 @@ func dropPrivate(ctx context.Context, urls []string, private map[string]bool) []
 		}
 	}
 	return out
+}
+
+// hostHeaders are the names of the headers of a request that stay on its
+// host: every header of the request (its own, the job's, cookies and
+// authorization, which may all hold credentials) but the User-Agent and
+// the body's Content-Type. Go's client drops only Authorization and
+// Cookie on a redirect to another domain.
+func hostHeaders(h http.Header) []string {
+	var out []string
+	for k := range h {
+		switch http.CanonicalHeaderKey(k) {
+		case "User-Agent", "Content-Type":
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// leftHost reports whether a redirect chain (via, then req) has left the
+// host of its first request: another host or port, or from https to http.
+// Once left, always left (as Go's client does for Authorization and
+// Cookie): a host the chain went through cannot have the credentials sent
+// back to a path of its choosing on the first host.
+func leftHost(req *http.Request, via []*http.Request) bool {
+	if len(via) == 0 {
+		return false
+	}
+	first := via[0].URL
+	if !sameHost(first, req.URL) {
+		return true
+	}
+	for _, r := range via[1:] {
+		if !sameHost(first, r.URL) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameHost reports whether to is on from's host and port, and not a
+// downgrade from https to http.
+func sameHost(from, to *url.URL) bool {
+	if strings.EqualFold(from.Scheme, "https") && !strings.EqualFold(to.Scheme, "https") {
+		return false
+	}
+	return hostKey(from) == hostKey(to)
 }
 
 func statusError(code int) error { return fmt.Errorf("HTTP %d", code) }

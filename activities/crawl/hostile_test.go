@@ -289,8 +289,12 @@ func TestDenyPrivate(t *testing.T) {
 	e := NewEngine()
 	o := testOptions()
 	o.DenyPrivate = true
+	if p := e.Fetch(context.Background(), get(srv.URL+"/"), Auth{}, 0, o); !strings.HasPrefix(p.Error, "refused private address 127.0.0.1") || p.Attempts != 0 {
+		t.Errorf("a page at depth 0 that is not a typed seed (a sitemap lists it): %+v", p)
+	}
+	o.TypedURLs = []string{srv.URL + "/"}
 	if p := e.Fetch(context.Background(), get(srv.URL+"/"), Auth{}, 0, o); !p.OK() {
-		t.Errorf("seed on loopback: %+v", p)
+		t.Errorf("typed seed on loopback: %+v", p)
 	}
 	for _, u := range []string{srv.URL + "/", strings.Replace(srv.URL, "127.0.0.1", "localhost", 1) + "/"} {
 		if p := e.Fetch(context.Background(), get(u), Auth{}, 1, o); !strings.HasPrefix(p.Error, "refused private address 127.0.0.1") || p.Attempts != 0 {

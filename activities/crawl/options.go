@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -106,14 +107,47 @@ type Options struct {
 	// UserAgent is sent unless the request's header sets one; robots.txt
 	// groups are matched against it.
 	UserAgent string `json:"user_agent"`
-	// DenyPrivate refuses private, loopback and link-local addresses for
-	// followed links (depth > 0), redirects included; seeds are allowed.
+	// DenyPrivate refuses private, loopback, link-local and the other
+	// non-public addresses (see isPrivate) for every request of a fetch:
+	// links, pages a sitemap lists (queued at depth 0 like seeds), the
+	// sitemaps a sitemap or robots.txt lists, robots.txt, and every
+	// redirect, checked on the address dialled (a DNS answer cannot get
+	// round it). The one exception is the first request of a page at depth
+	// 0, or of a sitemap, whose URL is in TypedURLs: the user typed it (its
+	// redirects are guarded). With a Proxy, the proxy dials: host names are
+	// checked instead, before the request and on each redirect.
 	DenyPrivate bool `json:"deny_private"`
+	// TypedURLs are the seed and sitemap URLs the user typed, normalised
+	// (as a job's frontier holds them): under DenyPrivate the requests for
+	// them, and no others, may reach a private address. Not part of a
+	// job's stored spec: jobs.Spec.TypedURLs derives it from the spec's
+	// seeds and sitemaps.
+	TypedURLs []string `json:"-"`
 
 	// RetryBackoff is the first retry's wait; it doubles on each retry.
 	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
 	// MaxRetryWait caps one wait between retries.
 	MaxRetryWait time.Duration `json:"max_retry_wait,omitempty"`
+}
+
+// isTyped reports whether raw is one of TypedURLs, as given or normalised.
+func (o Options) isTyped(raw string) bool {
+	if len(o.TypedURLs) == 0 {
+		return false
+	}
+	forms := []string{raw}
+	if n, err := o.NormalizeURL(raw); err == nil {
+		forms = append(forms, n)
+	}
+	if n, err := NormalizeURL(raw); err == nil {
+		forms = append(forms, n)
+	}
+	for _, t := range o.TypedURLs {
+		if slices.Contains(forms, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // DefaultOptions returns sensible options: robots.txt obeyed, 4 concurrent

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,8 +122,12 @@ func (c *robotsCache) pruneLocked() {
 // which allows all (as a 4xx does). An unreachable robots.txt allows all
 // for robotsFailTTL (the page's own fetch reports why the site is
 // unreachable). The job's headers go with it (the robots.txt cache is
-// shared by the jobs of a worker: the first job's headers fetch it).
-func fetchRobots(ctx context.Context, client *http.Client, origin, agent string, headers map[string]string, timeout time.Duration) *robotsRules {
+// shared by the jobs of a worker: the first job's headers fetch it), but
+// not to another host: a redirect that leaves origin's host drops them
+// (see leftHost). checkRedirect, when set, checks each redirect's request
+// (DenyPrivate through a proxy); a refused redirect makes robots.txt
+// unreachable.
+func fetchRobots(ctx context.Context, client *http.Client, origin, agent string, headers map[string]string, timeout time.Duration, checkRedirect func(*http.Request) error) *robotsRules {
 	now := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -135,9 +140,21 @@ func fetchRobots(ctx context.Context, client *http.Client, origin, agent string,
 	}
 	req.Header.Set("User-Agent", agent)
 	c := *client
-	c.CheckRedirect = func(_ *http.Request, via []*http.Request) error {
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) > robotsMaxRedirects {
 			return errRobotsRedirects
+		}
+		if checkRedirect != nil {
+			if err := checkRedirect(req); err != nil {
+				return err
+			}
+		}
+		if leftHost(req, via) {
+			for k := range headers {
+				if !strings.EqualFold(k, "User-Agent") {
+					req.Header.Del(k)
+				}
+			}
 		}
 		return nil
 	}

@@ -22,12 +22,14 @@ import (
 // is 10 MiB); a larger one fails the request.
 const MaxResponseHeaderBytes = 1 << 20
 
-// newTransport returns a transport of the Engine. guarded refuses to
-// connect to private, loopback and link-local addresses (checked on the
-// address actually dialled, so redirects and DNS answers cannot get round
-// it) and uses no proxy; proxy, if not nil, is the proxy of every request
-// (else the environment's).
-func newTransport(guarded bool, proxy *url.URL) *http.Transport {
+// newTransport returns a transport of the Engine. With private set, it is
+// guarded: it refuses to connect to an address private reports (checked
+// in the dialer's Control, on the address actually dialled after
+// resolution, so that neither a redirect nor a DNS answer that changes
+// between a check and the connection can get round it), and uses no
+// proxy. proxy, if not nil, is the proxy of every request (else the
+// environment's).
+func newTransport(private func(netip.Addr) bool, proxy *url.URL) *http.Transport {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
@@ -42,14 +44,14 @@ func newTransport(guarded bool, proxy *url.URL) *http.Transport {
 	if proxy != nil {
 		t.Proxy = http.ProxyURL(proxy)
 	}
-	if guarded {
+	if private != nil {
 		t.Proxy = nil
 		d.Control = func(network, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
 				return &privateAddrError{addr: address}
 			}
-			if a := ap.Addr().Unmap(); isPrivate(a) {
+			if a := ap.Addr().Unmap(); private(a) {
 				return &privateAddrError{addr: a.String()}
 			}
 			return nil
@@ -57,6 +59,25 @@ func newTransport(guarded bool, proxy *url.URL) *http.Transport {
 	}
 	t.DialContext = d.DialContext
 	return t
+}
+
+// firstHop sends the first request of a fetch (the URL the user typed,
+// which may be private) through first, and every later one (its
+// redirects) through rest, the guarded transport. The two transports keep
+// separate connection pools, so that a connection opened for the typed
+// URL is never reused by a redirect. One per fetch; not for concurrent use
+// (a client sends a redirect chain's requests one after the other).
+type firstHop struct {
+	first, rest http.RoundTripper
+	sent        bool
+}
+
+func (f *firstHop) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !f.sent {
+		f.sent = true
+		return f.first.RoundTrip(req)
+	}
+	return f.rest.RoundTrip(req)
 }
 
 // isPrivate reports whether a is private, loopback, link-local,
@@ -129,11 +150,17 @@ func (e *privateAddrError) Error() string {
 
 // checkPrivateHost resolves host and refuses it when any of its addresses
 // is private. The guarded transport checks again on dialling; this check
-// only makes the usual case fail before robots.txt is fetched.
+// only makes the usual case fail before robots.txt is fetched (and is all
+// there is through a proxy, which dials for us).
 func checkPrivateHost(ctx context.Context, hostname string) error {
+	return checkHost(ctx, hostname, isPrivate)
+}
+
+// checkHost is checkPrivateHost judging addresses with private.
+func checkHost(ctx context.Context, hostname string, private func(netip.Addr) bool) error {
 	hostname = strings.Trim(hostname, "[]")
 	if a, err := netip.ParseAddr(hostname); err == nil {
-		if a = a.Unmap(); isPrivate(a) {
+		if a = a.Unmap(); private(a) {
 			return &privateAddrError{addr: a.String()}
 		}
 		return nil
@@ -143,7 +170,7 @@ func checkPrivateHost(ctx context.Context, hostname string) error {
 		return nil // the fetch reports the resolution error
 	}
 	for _, a := range addrs {
-		if a = a.Unmap(); isPrivate(a) {
+		if a = a.Unmap(); private(a) {
 			return &privateAddrError{addr: fmt.Sprintf("%s (%s)", a, hostname)}
 		}
 	}

@@ -45,6 +45,11 @@ type Config struct {
 	StoreMaxConns int
 	// Concurrency is how many requests a Runner keeps in flight.
 	Concurrency int
+	// DenyPrivate is the operator's --deny-private: every request of every
+	// job and plain Task this worker runs is refused private, loopback and
+	// link-local addresses (crawl.Engine.DenyPrivate), typed seeds
+	// included, whatever the job asks.
+	DenyPrivate bool
 	// LeaveTimeout bounds a clean leave on SIGTERM: the running batch
 	// drains and the instance leaves its group within it, else it stops
 	// as a crash would (a backup takes its Task over).
@@ -100,6 +105,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.StoreSecurity.AddFlags(fs)
 	fs.IntVar(&c.StoreMaxConns, "store-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL connections this worker keeps at most (keep workers × this below the server's max_connections)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
+	fs.BoolVar(&c.DenyPrivate, "deny-private", c.DenyPrivate, "refuse private, loopback and link-local addresses for every request of every job and Task on this worker (seeds, redirects, sitemaps, robots.txt, links), whatever the job asks")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "give up reaching ZooKeeper, Temporal or the job store at start after this long (exit code 5)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "on SIGTERM: how long the running batch may take to drain before the instance leaves its group (0: stop at once, as a crash; a backup takes the Task over)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")

@@ -180,11 +180,15 @@ func run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("job store", "store", js.Identity().String())
 	engine := crawl.NewEngine()
+	engine.DenyPrivate = cfg.DenyPrivate
+	if cfg.DenyPrivate {
+		log.Info("deny-private: every request of every job and Task refuses private, loopback and link-local addresses")
+	}
 	leaving := &atomic.Bool{}
 	closer := instanceCloser{tc: tc}
 	acts := &activities.Activities{Store: store, Root: cfg.ZK.Root,
 		Fetcher:         activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
-		Batches:         &jobs.BatchRunner{Store: js, Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency},
+		Batches:         &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency},
 		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton,
 		Leaving: leaving, Closer: closer}
 	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}

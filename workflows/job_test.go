@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -32,6 +37,9 @@ func newCrawlJobEnv() *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivity(ja.JobStart)
 	env.RegisterActivity(ja.JobAssign)
 	env.RegisterActivity(ja.JobAwait)
+	env.RegisterActivity(ja.JobDrain)
+	env.RegisterActivity(ja.JobControl)
+	env.RegisterActivity(ja.JobReopen)
 	return env
 }
 
@@ -39,6 +47,16 @@ type fakeJob struct {
 	mu                    sync.Mutex // the activities run on their own goroutines
 	queued, recorded, seq int
 	assigns, awaits       int
+	drains                int
+	controls              []string // JobControl's states, in order
+	reopens               []jobs.ReopenInput
+}
+
+// controlled returns the control states written, in order.
+func (f *fakeJob) controlled() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.controls)
 }
 
 // count reads the counters under the lock.
@@ -77,10 +95,14 @@ func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.T
 			res.Stats = jobs.Stats{Queued: fj.queued, Recorded: fj.recorded}
 			return res, nil
 		})
-	env.OnActivity(ja.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, _ jobs.Spec, inflight []jobs.BatchRef) (jobs.AwaitResult, error) {
+	await := func(drain bool) func(ctx context.Context, _ jobs.Spec, inflight []jobs.BatchRef) (jobs.AwaitResult, error) {
+		return func(ctx context.Context, _ jobs.Spec, inflight []jobs.BatchRef) (jobs.AwaitResult, error) {
 			fj.mu.Lock()
-			fj.awaits++
+			if drain {
+				fj.drains++
+			} else {
+				fj.awaits++
+			}
 			fj.mu.Unlock()
 			if awaitDelay > 0 {
 				select {
@@ -104,6 +126,23 @@ func newJobEnv(t *testing.T, fj *fakeJob, awaitDelay time.Duration) *testsuite.T
 			}
 			res.Stats = jobs.Stats{Queued: fj.queued, Recorded: fj.recorded}
 			return res, nil
+		}
+	}
+	env.OnActivity(ja.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(await(false))
+	env.OnActivity(ja.JobDrain, mock.Anything, mock.Anything, mock.Anything).Return(await(true))
+	env.OnActivity(ja.JobControl, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, job, state string) error {
+			fj.mu.Lock()
+			defer fj.mu.Unlock()
+			fj.controls = append(fj.controls, state)
+			return nil
+		})
+	env.OnActivity(ja.JobReopen, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in jobs.ReopenInput) (jobs.ReopenResult, error) {
+			fj.mu.Lock()
+			defer fj.mu.Unlock()
+			fj.reopens = append(fj.reopens, in)
+			return jobs.ReopenResult{Stats: jobs.Stats{Queued: fj.queued, Recorded: fj.recorded}}, nil
 		})
 	return env
 }
@@ -125,18 +164,41 @@ func TestCrawlJobCompletesWhenFrontierEmptyAndNothingInFlight(t *testing.T) {
 	assert.Equal(t, p.Seq, p.Batches, "every batch handed out finished")
 }
 
+// progressAt queries the job's progress.
+func progressAt(t *testing.T, env *testsuite.TestWorkflowEnvironment) JobProgress {
+	t.Helper()
+	v, err := env.QueryWorkflow(QueryProgress)
+	require.NoError(t, err)
+	var p JobProgress
+	require.NoError(t, v.Get(&p))
+	return p
+}
+
+// canceledProgress checks the workflow ended canceled and returns the
+// progress its error carries.
+func canceledProgress(t *testing.T, env *testsuite.TestWorkflowEnvironment) JobProgress {
+	t.Helper()
+	require.True(t, env.IsWorkflowCompleted())
+	err := env.GetWorkflowError()
+	var ce *temporal.CanceledError
+	require.True(t, errors.As(err, &ce), "want a canceled error (Temporal's status Canceled), got %v", err)
+	var p JobProgress
+	require.NoError(t, ce.Details(&p), "the canceled error carries the progress")
+	return p
+}
+
 func TestCrawlJobPauseResumeCancel(t *testing.T) {
-	t.Run("pause stops assignment, resume continues", func(t *testing.T) {
+	t.Run("pause tells the Runners and stops assignment, resume continues", func(t *testing.T) {
 		fj := &fakeJob{queued: 40}
 		env := newJobEnv(t, fj, time.Second)
 		var assignsWhilePaused int
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPause, nil) }, 500*time.Millisecond)
 		env.RegisterDelayedCallback(func() {
-			v, err := env.QueryWorkflow(QueryProgress)
-			require.NoError(t, err)
-			var p JobProgress
-			require.NoError(t, v.Get(&p))
+			p := progressAt(t, env)
 			assert.Equal(t, JobPaused, p.State)
+			assert.Equal(t, jobs.ControlPaused, p.Control, "the Runners were told")
+			assert.Empty(t, p.InFlight, "its batches ended")
+			assert.Equal(t, []string{jobs.ControlPaused}, fj.controlled())
 			_, _, assignsWhilePaused, _ = fj.count()
 		}, 10*time.Second)
 		env.RegisterDelayedCallback(func() {
@@ -149,27 +211,96 @@ func TestCrawlJobPauseResumeCancel(t *testing.T) {
 		var p JobProgress
 		require.NoError(t, env.GetWorkflowResult(&p))
 		assert.Equal(t, JobCompleted, p.State)
+		assert.Equal(t, jobs.ControlRunning, p.Control)
 		queued, _, _, _ := fj.count()
 		assert.Zero(t, queued)
+		assert.Equal(t, []string{jobs.ControlPaused, jobs.ControlRunning}, fj.controlled(), "resumed before any batch went out")
+		fj.mu.Lock()
+		assert.Positive(t, fj.drains, "paused, it waited for its batches with JobDrain (an idle Runner does not wake it)")
+		fj.mu.Unlock()
 	})
-	t.Run("cancel lets batches in flight finish and starts nothing new", func(t *testing.T) {
-		fj := &fakeJob{queued: 40}
+	t.Run("a pause and resume within one wait change nothing", func(t *testing.T) {
+		fj := &fakeJob{queued: 20}
 		env := newJobEnv(t, fj, time.Second)
-		var assignsAtCancel int
 		env.RegisterDelayedCallback(func() {
-			_, _, assignsAtCancel, _ = fj.count()
-			env.SignalWorkflow(SignalCancel, nil)
-		}, 1500*time.Millisecond)
+			env.SignalWorkflow(SignalPause, nil)
+			env.SignalWorkflow(SignalResume, nil)
+		}, 500*time.Millisecond)
 		env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
 		require.NoError(t, env.GetWorkflowError())
-		var p JobProgress
-		require.NoError(t, env.GetWorkflowResult(&p))
-		assert.Equal(t, JobCanceled, p.State)
-		assert.Empty(t, p.InFlight, "it waited for the batches in flight")
-		queued, _, assigns, _ := fj.count()
-		assert.Equal(t, assignsAtCancel, assigns)
-		assert.Positive(t, queued, "the rest of the frontier was not crawled")
+		assert.Empty(t, fj.controlled(), "nothing to write: the store says running")
 	})
+	cancels := map[string]func(env *testsuite.TestWorkflowEnvironment){
+		"Temporal's cancellation": func(env *testsuite.TestWorkflowEnvironment) { env.CancelWorkflow() },
+		"the cancel signal":       func(env *testsuite.TestWorkflowEnvironment) { env.SignalWorkflow(SignalCancel, nil) },
+	}
+	for name, cancel := range cancels {
+		t.Run(name+" tells the Runners, waits for the batches in flight, ends Canceled", func(t *testing.T) {
+			fj := &fakeJob{queued: 40}
+			env := newJobEnv(t, fj, time.Second)
+			var assignsAtCancel int
+			env.RegisterDelayedCallback(func() {
+				_, _, assignsAtCancel, _ = fj.count()
+				cancel(env)
+			}, 1500*time.Millisecond)
+			env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+			p := canceledProgress(t, env)
+			assert.Equal(t, JobCanceled, p.State)
+			assert.Equal(t, jobs.ControlCancelled, p.Control)
+			assert.Empty(t, p.InFlight, "it waited for the batches in flight")
+			assert.False(t, p.FinishedAt.IsZero())
+			queued, recorded, assigns, _ := fj.count()
+			assert.Equal(t, assignsAtCancel, assigns)
+			assert.Positive(t, queued, "the rest of the frontier was not crawled")
+			assert.Equal(t, recorded, p.Stats.Recorded)
+			assert.Equal(t, []string{jobs.ControlCancelled}, fj.controlled())
+		})
+	}
+	t.Run("cancel of a paused job", func(t *testing.T) {
+		fj := &fakeJob{queued: 40}
+		env := newJobEnv(t, fj, time.Second)
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPause, nil) }, 500*time.Millisecond)
+		env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Minute)
+		env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+		p := canceledProgress(t, env)
+		assert.Equal(t, JobCanceled, p.State)
+		assert.Equal(t, []string{jobs.ControlPaused, jobs.ControlCancelled}, fj.controlled())
+	})
+}
+
+// A new run of an ended job (resume of a cancelled job, rerun --failed)
+// sets its control state back to running and queues its failed URLs first,
+// then crawls on from the last run's counters and batch numbers.
+func TestCrawlJobReopened(t *testing.T) {
+	fj := &fakeJob{queued: 10, recorded: 30, seq: 3}
+	env := newJobEnv(t, fj, 0)
+	var firstAssign *jobs.AssignInput
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name == "JobAssign" && firstAssign == nil {
+			var in jobs.AssignInput
+			require.NoError(t, args.Get(&in))
+			firstAssign = &in
+			fj.mu.Lock()
+			assert.Len(t, fj.reopens, 1, "reopened before the first batch")
+			fj.mu.Unlock()
+		}
+	})
+	last := JobState{Started: true, State: JobCanceled, Seq: 3, Batches: 3, Stats: jobs.Stats{Recorded: 30, Queued: 10},
+		Control: jobs.ControlCancelled, StartedAt: time.Unix(1, 0), FinishedAt: time.Unix(2, 0)}
+	env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec(), State: last, Reopen: &Reopen{Failed: true}})
+	require.NoError(t, env.GetWorkflowError())
+	var p JobProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	assert.Equal(t, JobCompleted, p.State)
+	assert.Equal(t, 1, p.Reruns)
+	assert.Greater(t, p.Stats.Recorded, 30)
+	assert.Greater(t, p.Batches, 3, "the batches of the run before count")
+	require.NotNil(t, firstAssign)
+	assert.Equal(t, 3, firstAssign.Seq, "batch numbers go on from the last run's")
+	assert.False(t, firstAssign.Start, "the job is in the store: no JobStart")
+	assert.Equal(t, []jobs.ReopenInput{{Spec: jobSpec(), Failed: true}}, fj.reopens)
+	assert.Empty(t, fj.controlled(), "JobReopen set it running")
+	assert.True(t, p.StartedAt.After(time.Unix(2, 0)), "this run's start")
 }
 
 func TestCrawlJobContinuesAsNewWithItsState(t *testing.T) {

@@ -246,7 +246,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	// job (one page) completes without a JobAwait round trip.
 	actx, cancel := context.WithTimeout(ctx, startLinger)
 	defer cancel()
-	aw, err := a.await(actx, in.Spec, res.Assigned, a.now().Add(startLinger))
+	aw, err := a.await(actx, in.Spec, res.Assigned, a.now().Add(startLinger), true)
 	switch {
 	case err == nil:
 		res.Done, res.Stats = aw.Done, aw.Stats
@@ -274,11 +274,81 @@ const startLinger = 250 * time.Millisecond
 // fenced (epoch raised in the store, its Task marked terminate) and its
 // unfinished URLs re-queued.
 func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRef) (AwaitResult, error) {
-	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second))
+	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second), true)
 }
 
-// await is JobAwait until deadline (on the activities' clock).
-func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, deadline time.Time) (AwaitResult, error) {
+// JobDrain is JobAwait for a job that hands nothing out (paused, or
+// cancelling): it waits for a batch in flight to end (or for its dead
+// holder's batch to be re-queued), not for an idle Runner, and returns at
+// least every few seconds with fresh counters.
+func (a *Activities) JobDrain(ctx context.Context, spec Spec, inflight []BatchRef) (AwaitResult, error) {
+	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second), false)
+}
+
+// JobControl records the job's control state in the job store (running,
+// paused or cancelled: see Store.SetControl); the Runners crawling it read
+// it. Idempotent.
+func (a *Activities) JobControl(ctx context.Context, job, state string) error {
+	if err := ValidControl(state); err != nil {
+		return badJob("%w", err)
+	}
+	js, err := a.store()
+	if err != nil {
+		return err
+	}
+	if err := js.SetControl(ctx, job, state); err != nil {
+		return err
+	}
+	a.log(ctx, "job", job).Info("job control state written", "state", state)
+	return nil
+}
+
+// ReopenInput is a new run of a job that ended (completed or cancelled):
+// `baton resume` of a cancelled job, `baton rerun`.
+type ReopenInput struct {
+	Spec Spec `json:"spec"`
+	// Failed queues the job's failed URLs again (Store.RequeueFailed).
+	Failed bool `json:"failed,omitempty"`
+}
+
+// ReopenResult is what JobReopen did.
+type ReopenResult struct {
+	Requeued int   `json:"requeued"` // failed URLs queued again
+	Stats    Stats `json:"stats"`
+}
+
+// JobReopen makes a job that ended run again: it stores the job if it is
+// not (a job cancelled before its first batch), sets its control state to
+// running, and with Failed queues its failed URLs again. Idempotent: a
+// retry finds no failed page left to queue (none is recorded before the
+// run hands out its first batch).
+func (a *Activities) JobReopen(ctx context.Context, in ReopenInput) (ReopenResult, error) {
+	var res ReopenResult
+	js, err := a.store()
+	if err != nil {
+		return res, err
+	}
+	if _, err := a.JobStart(ctx, in.Spec); err != nil {
+		return res, err
+	}
+	if err := js.SetControl(ctx, in.Spec.ID, ControlRunning); err != nil {
+		return res, err
+	}
+	if in.Failed {
+		if res.Requeued, err = js.RequeueFailed(ctx, in.Spec.ID); err != nil {
+			return res, err
+		}
+	}
+	if res.Stats, err = js.Stats(ctx, in.Spec.ID); err != nil {
+		return res, err
+	}
+	a.log(ctx, "job", in.Spec.ID).Info("job reopened", "failed_requeued", res.Requeued, "queued", res.Stats.Queued)
+	return res, nil
+}
+
+// await is JobAwait until deadline (on the activities' clock); with
+// handOut false (JobDrain), an idle Runner is no reason to return.
+func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, deadline time.Time, handOut bool) (AwaitResult, error) {
 	js, err := a.store()
 	if err != nil {
 		return AwaitResult{}, err
@@ -394,10 +464,10 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 		if err != nil {
 			return res, err
 		}
-		someIdle := len(a.idleRunners(ctx, c, g, tasks, inflight, 0)) > 0
+		someIdle := handOut && len(a.idleRunners(ctx, c, g, tasks, inflight, 0)) > 0
 		res.Idle = someIdle && res.Stats.Queued > 0
 		if len(res.Done) > 0 || len(res.Requeued) > 0 || len(res.Failed) > 0 || res.Idle ||
-			a.now().After(deadline) || len(inflight) == 0 && res.Stats.Queued == 0 {
+			a.now().After(deadline) || len(inflight) == 0 && (res.Stats.Queued == 0 || !handOut) {
 			return res, nil
 		}
 		if activity.IsActivity(ctx) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Debian's PostgreSQL package (server binaries used by the tests'
 # PostgreSQL harness, testsuite/postgres.go) unless a server is already
-# present. The package's own cluster is not needed: the tests initdb their
+# present, and PgBouncer (testsuite/pgbouncer.go) unless it is. The package's own cluster is not needed: the tests initdb their
 # own. Idempotent; safe to run often.
 #
 # Environment:
@@ -19,13 +19,19 @@ pg_bin() {
   [[ -n "${dir}" && -x "${dir%/postgres}/initdb" ]] && echo "${dir%/postgres}"
 }
 
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# PgBouncer: the tests run the store through it in transaction mode.
+if ! command -v pgbouncer >/dev/null 2>&1 && [[ ! -x /usr/sbin/pgbouncer ]]; then
+  apt_install pgbouncer pgbouncer
+fi
+
 if bin="$(pg_bin)"; then
   echo "postgresql: already installed (${bin})"
   exit 0
 fi
 
-# shellcheck source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 apt_install postgresql postgresql
 
 if ! bin="$(pg_bin)"; then

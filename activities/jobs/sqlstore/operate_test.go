@@ -193,3 +193,51 @@ func TestLongLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresThroughPgBouncer: the store works behind PgBouncer in
+// transaction mode (no named prepared statements, no session state): the
+// conformance suite and a cross-linked crawl of three runners through a
+// pool of 4 server connections.
+func TestPostgresThroughPgBouncer(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	openPostgres(t, pg).Close() // the schema, set up directly (DDL needs no pooler)
+	bouncer := testsuite.StartPgBouncer(t, pg, 4)
+	open := func(t *testing.T) *sqlstore.Store {
+		s, err := sqlstore.OpenPostgres(testCtx(t, time.Minute), bouncer.DSN(), "")
+		require.NoError(t, err, "OpenPostgres through pgbouncer")
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	t.Run("Conformance", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) jobs.Store { return open(t) })
+	})
+	t.Run("CrossLinkedCrawl", func(t *testing.T) {
+		const pages = 600
+		ctx := testCtx(t, 2*time.Minute)
+		stores := []*sqlstore.Store{open(t), open(t), open(t)}
+		job := storetest.JobID(t, "bouncer")
+		seeds := []string{storetest.URL("p00000"), storetest.URL("p00001"), storetest.URL("p00002")}
+		_, err := stores[0].CreateJob(ctx, storetest.Spec(job, 0, seeds...), storetest.Entries(0, seeds...))
+		require.NoError(t, err)
+		for r := range stores {
+			_, err := stores[0].TakeBatch(ctx, job, fmt.Sprintf("b%d", r), 1)
+			require.NoError(t, err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(stores))
+		for r, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[r] = runOneBatch(ctx, s, job, fmt.Sprintf("b%d", r), fmt.Sprintf("runner-%d", r), crossLinked(pages))
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		st, err := stores[0].Stats(ctx, job)
+		require.NoError(t, err)
+		assert.Equal(t, jobs.Stats{Seen: pages, Recorded: pages}, st)
+	})
+}

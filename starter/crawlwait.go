@@ -70,6 +70,8 @@ type submitted struct {
 	RunID      string                 `json:"run_id"`
 	WebUI      string                 `json:"web_ui"`
 	Progress   *workflows.JobProgress `json:"progress,omitempty"`
+	// what the table output says of it ("submitted" when empty).
+	what string
 }
 
 // report prints the submitted job and, with wait, waits for it.
@@ -79,7 +81,11 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 	case co.quiet:
 		fmt.Fprintln(out, s.ID)
 	case !co.o.JSON():
-		fmt.Fprintf(out, "job %s submitted\n  workflow %s (run %s)\n", s.ID, s.WorkflowID, s.RunID)
+		what := s.what
+		if what == "" {
+			what = "submitted"
+		}
+		fmt.Fprintf(out, "job %s %s\n  workflow %s (run %s)\n", s.ID, what, s.WorkflowID, s.RunID)
 		fmt.Fprintf(errw, "Web UI: %s\n", s.WebUI)
 	}
 	if !wait {
@@ -141,7 +147,8 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 	done := make(chan error, 1)
 	var final workflows.JobProgress
 	getResult := func() {
-		done <- c.GetWorkflow(ctx, wid, "").Get(ctx, &final)
+		// A cancelled job ends with a canceled error carrying its progress.
+		done <- jobOutcome(c.GetWorkflow(ctx, wid, "").Get(ctx, &final), &final)
 	}
 	go getResult()
 	tick := time.NewTicker(300 * time.Millisecond)

@@ -196,30 +196,6 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 		},
 	}
 	statusOut = addOutputFlag(status)
-	signal := func(name, short string) *cobra.Command {
-		return &cobra.Command{
-			Use:   name + " JOB",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := tf.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				err = c.SignalWorkflow(cmd.Context(), workflows.JobWorkflowID(g.group, args[0]), "", name, nil)
-				var nf *serviceerror.NotFound
-				if errors.As(err, &nf) {
-					return exitcode.With(exitcode.NotFound, fmt.Errorf("no running job %q in group %s", args[0], g.group))
-				}
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s sent to job %s\n", name, args[0])
-				return nil
-			},
-		}
-	}
 	var format, output, bodiesOut string
 	var stats bool
 	results := &cobra.Command{
@@ -289,8 +265,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	results.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	results.Flags().StringVar(&bodiesOut, "bodies-out", "", "write the response bodies the job kept in the store (crawl --store-bodies) to this directory instead, with an index.tsv")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
-	return []*cobra.Command{list, status, signal("pause", "Pause a job (Runners finish their batches; no new ones)"),
-		signal("resume", "Resume a paused job"), signal("cancel", "Cancel a job (in-flight batches finish, nothing new starts)"), results}
+	return append(append([]*cobra.Command{list, status}, controlCmds(g, tf)...), results)
 }
 
 // jobRow is a job as `baton jobs` lists it.
@@ -347,7 +322,7 @@ func workflowStatuses(ctx context.Context, tf *temporalFlags, group string) map[
 	for _, e := range resp.Executions {
 		id := strings.TrimPrefix(e.Execution.WorkflowId, workflows.JobWorkflowID(group, ""))
 		if _, ok := out[id]; !ok { // newest first
-			out[id] = strings.ToLower(e.Status.String())
+			out[id] = statusState(e.Status, memoState(e.Memo))
 		}
 	}
 	return out
@@ -376,12 +351,12 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 			temporalErr = err
 		case desc.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := c.GetWorkflow(gctx, wid, "").Get(gctx, &p)
+			err := jobOutcome(c.GetWorkflow(gctx, wid, "").Get(gctx, &p), &p)
 			cancel()
 			if err == nil {
 				return p, nil
 			}
-			p.State = strings.ToLower(desc.WorkflowExecutionInfo.Status.String())
+			p.State = statusState(desc.WorkflowExecutionInfo.Status, memoState(desc.WorkflowExecutionInfo.GetMemo()))
 			temporalErr = fmt.Errorf("workflow %s ended %s: %w", wid, p.State, err)
 		default:
 			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)

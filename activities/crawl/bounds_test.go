@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
@@ -176,4 +177,123 @@ func TestResponseHeaderBounded(t *testing.T) {
 	p := NewEngine().Fetch(context.Background(), get(srv.URL+"/"), Auth{}, 0, o)
 	require.False(t, p.OK(), "1.6 MiB of response header accepted: %+v", p.Title)
 	require.Contains(t, p.Error, "header")
+}
+
+// bitWriter writes a bit stream least significant bit first (brotli's
+// order).
+type bitWriter struct {
+	b   []byte
+	acc uint64
+	n   uint
+}
+
+func (w *bitWriter) bits(v uint64, n uint) {
+	w.acc |= v << w.n
+	w.n += n
+	for w.n >= 8 {
+		w.b = append(w.b, byte(w.acc))
+		w.acc >>= 8
+		w.n -= 8
+	}
+}
+
+func (w *bitWriter) align() []byte {
+	if w.n > 0 {
+		w.b = append(w.b, byte(w.acc))
+		w.acc, w.n = 0, 0
+	}
+	return w.b
+}
+
+// hostileBrotli is the start of a brotli stream (RFC 7932) declaring a
+// window of 2^wbits-16 bytes whose first meta-block is 16 MiB of stored
+// bytes, of which it gives 100: a decoder sizes its ring buffer for the
+// meta-block at once.
+func hostileBrotli(wbits uint64) []byte {
+	var w bitWriter
+	switch {
+	case wbits == 16:
+		w.bits(0, 1)
+	default:
+		w.bits(1, 1)
+		w.bits(wbits-17, 3) // 18..24
+	}
+	w.bits(0, 1)        // ISLAST
+	w.bits(2, 2)        // MNIBBLES: 6
+	w.bits(1<<24-1, 24) // MLEN-1
+	w.bits(1, 1)        // ISUNCOMPRESSED
+	return append(w.align(), make([]byte, 100)...)
+}
+
+// A brotli stream that declares a 16 MiB window (and a 16 MiB meta-block)
+// in 104 bytes is refused before the decoder reserves it: sixteen of them
+// in flight held 257 MiB of heap. The window is bounded as zstd's is: 8
+// MiB, and max_body_bytes. Not parallel: it measures the process's heap.
+func TestBrotliWindowBounded(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(releaseAll)
+	var held atomic.Int32
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		var wbits uint64 = 24
+		if r.URL.Path == "/w22" {
+			wbits = 22
+		}
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Encoding", "br")
+		w.Write(hostileBrotli(wbits))
+		w.(http.Flusher).Flush()
+		held.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	e := NewEngine()
+	o := testOptions()
+	o.IgnoreRobots = true
+	o.Parallelism = 16
+	o.Retries = 0
+	o.Timeout = 20 * time.Second
+	runtime.GC()
+	var before, during runtime.MemStats
+	runtime.ReadMemStats(&before)
+	pages := make([]Page, 16)
+	var wg sync.WaitGroup
+	for i := range pages {
+		wg.Go(func() { pages[i] = e.Fetch(context.Background(), get(srv.URL+"/w24"), Auth{}, 0, o) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for held.Load() < 16 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	releaseAll()
+	wg.Wait()
+	heap := int64(during.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("16 brotli streams declaring a 16 MiB window: %d MiB of heap", heap>>20)
+	require.Less(t, heap, int64(64<<20))
+	for _, p := range pages {
+		require.Contains(t, p.Error, "brotli body: window larger than 8388608 bytes", "%+v", p)
+	}
+	// A 4 MiB window is within the bounds (the stream is cut short).
+	p := e.Fetch(context.Background(), get(srv.URL+"/w22"), Auth{}, 0, o)
+	require.NotContains(t, p.Error, "window", "%+v", p)
+}
+
+// brotliWindow reads the window an encoder declares, for every window
+// size brotli has.
+func TestBrotliWindowHeader(t *testing.T) {
+	t.Parallel()
+	for lgwin := 10; lgwin <= 24; lgwin++ {
+		var buf bytes.Buffer
+		w := brotli.NewWriterOptions(&buf, brotli.WriterOptions{Quality: 5, LGWin: lgwin})
+		w.Write([]byte("<title>x</title>"))
+		require.NoError(t, w.Close())
+		require.Equal(t, uint64(1<<lgwin-16), brotliWindow(buf.Bytes()[0]), "lgwin %d", lgwin)
+	}
+	require.Equal(t, uint64(1<<24-16), brotliWindow(hostileBrotli(24)[0]))
 }

@@ -1,11 +1,13 @@
 package crawl
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -205,8 +207,21 @@ func contentDecoder(encoding string, maxBody int64) func(io.ReadCloser) io.ReadC
 			return &lazyBody{raw: raw, open: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }, name: "gzip"}
 		}
 	case "br":
+		// The decoder grows its ring buffer with the output, but by a
+		// meta-block's declared length at once, up to the window (104
+		// bytes can ask for 16 MiB): a window above MaxDecoderWindow is
+		// refused before it is reserved. (Not bounded by the body cap, as
+		// zstd's is: common encoders declare 4 MiB whatever the page's
+		// size, and the ring never outgrows the window.)
+		window := uint64(MaxDecoderWindow)
 		return func(raw io.ReadCloser) io.ReadCloser {
-			return &lazyBody{raw: raw, open: func(r io.Reader) (io.Reader, error) { return brotli.NewReader(r), nil }, name: "brotli"}
+			return &lazyBody{raw: raw, name: "brotli", open: func(r io.Reader) (io.Reader, error) {
+				br := bufio.NewReaderSize(r, 16)
+				if b, err := br.Peek(1); err == nil && brotliWindow(b[0]) > window {
+					return nil, &windowError{max: window}
+				}
+				return brotli.NewReader(br), nil
+			}}
 		}
 	case "zstd":
 		// The decoder reserves its window as soon as a frame header declares
@@ -214,7 +229,7 @@ func contentDecoder(encoding string, maxBody int64) func(io.ReadCloser) io.ReadC
 		// by RFC 9659's 8 MiB, and by the body cap, which no window needs to
 		// exceed. Synchronous, low-memory decoding: no goroutines, no
 		// buffers ahead.
-		window := uint64(min(MaxZstdWindow, max(maxBody, zstd.MinWindowSize)))
+		window := decoderWindow(maxBody)
 		return func(raw io.ReadCloser) io.ReadCloser {
 			return &lazyBody{raw: raw, name: "zstd", open: func(r io.Reader) (io.Reader, error) {
 				d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
@@ -229,10 +244,38 @@ func contentDecoder(encoding string, maxBody int64) func(io.ReadCloser) io.ReadC
 	return nil
 }
 
-// MaxZstdWindow is the largest zstd window the Engine decodes: RFC 9659
-// (section 3: a "zstd" content coding's window is at most 8 MB) — a larger
-// one, or one larger than the body cap, fails the page.
-const MaxZstdWindow = 8 << 20
+// MaxDecoderWindow is the largest window of a zstd or brotli body the
+// Engine decodes: RFC 9659's limit for zstd in HTTP (section 3: 8 MB),
+// applied to brotli too (whose window goes to 16 MiB; encoders commonly
+// declare 4 MiB or less). A larger one (for zstd: or one larger than the
+// body cap) fails the page before the decoder reserves it.
+const MaxDecoderWindow = 8 << 20
+
+// decoderWindow is the largest window decoded under a body cap of maxBody.
+func decoderWindow(maxBody int64) uint64 {
+	return uint64(min(MaxDecoderWindow, max(maxBody, zstd.MinWindowSize)))
+}
+
+// brotliWindow is the window a brotli stream declares in its first byte
+// (RFC 7932, section 9.1: WBITS, least significant bits first; the window
+// is 2^WBITS-16 bytes). The large-window extension's mark counts as
+// unbounded.
+func brotliWindow(b byte) uint64 {
+	var wbits uint
+	switch {
+	case b&1 == 0:
+		wbits = 16
+	case b>>1&7 != 0:
+		wbits = 17 + uint(b>>1&7)
+	case b>>4&7 == 1:
+		return math.MaxUint64
+	case b>>4&7 != 0:
+		wbits = 8 + uint(b>>4&7)
+	default:
+		wbits = 17
+	}
+	return 1<<wbits - 16
+}
 
 // zstdBody names the window bound when a frame exceeds it.
 type zstdBody struct {
@@ -243,17 +286,18 @@ type zstdBody struct {
 func (z *zstdBody) Read(p []byte) (int, error) {
 	n, err := z.d.Read(p)
 	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-		err = &zstdWindowError{max: z.window}
+		err = &windowError{max: z.window}
 	}
 	return n, err
 }
 
 func (z *zstdBody) Close() error { return z.d.Close() }
 
-type zstdWindowError struct{ max uint64 }
+// windowError refuses a compressed body whose window exceeds max.
+type windowError struct{ max uint64 }
 
-func (e *zstdWindowError) Error() string {
-	return fmt.Sprintf("window larger than %d bytes refused (RFC 9659 allows 8 MiB; max_body_bytes bounds it too)", e.max)
+func (e *windowError) Error() string {
+	return fmt.Sprintf("window larger than %d bytes refused (8 MiB at most, RFC 9659; max_body_bytes bounds it too)", e.max)
 }
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -131,9 +131,14 @@ func parquetRow(columns []string) reflect.Type {
 	return reflect.StructOf(fs)
 }
 
+// parquetRowGroupRows is the most rows of a Parquet row group: the writer
+// holds one row group in memory (about 5 MiB of a crawl's typical pages),
+// so an export of any size runs in bounded memory.
+var parquetRowGroupRows int64 = 10000
+
 // writeParquet writes one row per page (zstd-compressed columns): the
 // base columns, links and JSON-LD blocks as lists, and one list of
-// strings per extracted field.
+// strings per extracted field, in row groups of parquetRowGroupRows.
 func writeParquet(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec) error {
 	names, columns := fieldColumns(spec)
 	for _, c := range columns {
@@ -143,7 +148,7 @@ func writeParquet(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spe
 	}
 	t := parquetRow(columns)
 	cfg, err := parquet.NewWriterConfig(parquet.SchemaOf(reflect.New(t).Interface()), parquet.Compression(&parquet.Zstd),
-		parquet.CreatedBy("baton", "", ""))
+		parquet.CreatedBy("baton", "", ""), parquet.MaxRowsPerRowGroup(parquetRowGroupRows))
 	if err != nil {
 		return fmt.Errorf("parquet schema: %w", err)
 	}

@@ -49,6 +49,11 @@ type Spec struct {
 	// (on each Runner's machine: a shared mount gathers them); "" none.
 	Bodies     string `json:"bodies,omitempty"`
 	BodiesPath string `json:"bodies_path,omitempty"`
+	// Secrets names the job's secrets (Secrets.Names: "cookie session",
+	// "header X-Trace", …), sealed in the store, never their values;
+	// Cookie, Authorization, Options.Headers and the proxy's credentials
+	// are empty in a spec that travels (SplitSecrets).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Where Spec.Bodies keeps the response bodies.

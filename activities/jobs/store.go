@@ -204,6 +204,12 @@ type Store interface {
 	// Refused counts a job's URLs finished without a page: refused by
 	// robots.txt (sitemaps apart).
 	Refused(ctx context.Context, job string) (int, error)
+	// PutSecrets keeps a job's secrets sealed with the key keyID
+	// (Sealer.Seal); idempotent for the same bytes, ErrJobExists for
+	// other ones. The store never sees them in clear.
+	PutSecrets(ctx context.Context, job, keyID string, sealed []byte) error
+	// Secrets returns what PutSecrets kept, or ErrNoSecrets.
+	Secrets(ctx context.Context, job string) (keyID string, sealed []byte, err error)
 	// Close releases the store.
 	Close() error
 }

@@ -28,6 +28,8 @@ const schemaVersion = 2
 //	                recorded first with that body (duplicates point to it)
 //	baton_bodies    one row per (job, URL) whose body is kept: the body,
 //	                compressed
+//	baton_secrets   one row per job with secrets: them, sealed (AES-GCM)
+//	                with the group's key, and that key's ID
 //	baton_job_control one row per job paused, resumed or cancelled: its
 //	                control state (running, paused, cancelled), read by
 //	                the Runners crawling it (no row: running)
@@ -95,6 +97,10 @@ func schema(d *dialect) []string {
 			url TEXT NOT NULL,
 			body {blob} NOT NULL,
 			PRIMARY KEY (job, url))`,
+		`CREATE TABLE IF NOT EXISTS baton_secrets (
+			job TEXT PRIMARY KEY,
+			key_id TEXT NOT NULL,
+			sealed {blob} NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS baton_job_control (
 			job TEXT PRIMARY KEY,
 			state TEXT NOT NULL,

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"MaxPagesWithLinks", testMaxPagesLinks},
 		{"MaxPagesSeedsAndRequeue", testMaxPagesSeedsRequeue},
 		{"MaxPagesKnownLinks", testMaxPagesKnownLinks},
+		{"Secrets", testSecrets},
 		{"ClaimEpochs", testClaimEpochs},
 		{"FinishBatch", testFinishBatch},
 		{"RecordOnce", testRecordOnce},
@@ -498,6 +499,21 @@ func testMaxPagesLinks(t *testing.T, f *fixture) {
 	f.claim(free, "b0", "r1", 1)
 	f.record(free, "b0", "r1", 1, URL("s0"), seq(URL("s0")+"/", 10)...)
 	assert.Equal(t, jobs.Stats{Seen: 11, Queued: 10, Recorded: 1}, f.stats(free))
+}
+
+// testSecrets: sealed secrets are kept as given, once per job.
+func testSecrets(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "a")
+	_, _, err := f.s.Secrets(f.ctx, job)
+	require.ErrorIs(t, err, jobs.ErrNoSecrets)
+	sealed := []byte{0, 1, 2, 0xff, 'x'}
+	require.NoError(t, f.s.PutSecrets(f.ctx, job, "key1", sealed))
+	require.NoError(t, f.s.PutSecrets(f.ctx, job, "key1", sealed), "the same again (a retry)")
+	require.ErrorIs(t, f.s.PutSecrets(f.ctx, job, "key1", []byte("other")), jobs.ErrJobExists)
+	id, got, err := f.s.Secrets(f.ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, "key1", id)
+	assert.Equal(t, sealed, got)
 }
 
 // testMaxPagesKnownLinks: links already in the frontier do not use up

@@ -1,0 +1,7 @@
+package jobs
+
+import "encoding/json"
+
+// EncodeSpecForTest is the spec as it travels (workflow inputs, the jobs
+// table).
+func EncodeSpecForTest(s Spec) ([]byte, error) { return json.Marshal(s) }

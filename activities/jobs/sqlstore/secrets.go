@@ -1,0 +1,51 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// PutSecrets keeps a job's sealed secrets (see jobs.Store); the same
+// again is a no-op, other ones for a stored job are refused.
+func (s *Store) PutSecrets(ctx context.Context, job, keyID string, sealed []byte) error {
+	if err := jobs.ValidID(job); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_secrets (job, key_id, sealed) VALUES (?, ?, ?) ON CONFLICT (job) DO NOTHING`),
+			job, keyID, sealed)
+		if err != nil {
+			return fmt.Errorf("job %s: store its secrets: %w", job, err)
+		}
+		if k, _ := res.RowsAffected(); k == 1 {
+			return nil
+		}
+		var had []byte
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT sealed FROM baton_secrets WHERE job = ?`), job).Scan(&had); err != nil {
+			return err
+		}
+		if string(had) != string(sealed) {
+			return fmt.Errorf("job %s has other secrets in %s: %w", job, s.id, jobs.ErrJobExists)
+		}
+		return nil
+	})
+}
+
+// Secrets returns a job's sealed secrets and the ID of the key that sealed
+// them, or jobs.ErrNoSecrets.
+func (s *Store) Secrets(ctx context.Context, job string) (keyID string, sealed []byte, err error) {
+	err = s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT key_id, sealed FROM baton_secrets WHERE job = ?`), job).Scan(&keyID, &sealed)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoSecrets)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("job %s: secrets: %w", job, err)
+	}
+	return keyID, sealed, nil
+}

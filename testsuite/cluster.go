@@ -47,6 +47,9 @@ type Cluster struct {
 	// separate machines (WithPostgres sets it).
 	SeparateDataDirs bool
 	Meta             *metadata.Cluster
+	// Hosts puts every worker on a host of its own (WithHosts); nil: all
+	// on this one.
+	Hosts *Hosts
 
 	zkHosts string // set by WithEnsemble/WithZooKeeperHosts, or ZK.Addr()
 	// ZKAuth is the ZooKeeper digest credentials user:password the
@@ -128,7 +131,7 @@ func NewCluster(t testing.TB, runner, backup int, opts ...ClusterOption) *Cluste
 		o(c)
 	}
 	if c.zkHosts == "" {
-		c.ZK = StartZooKeeper(t)
+		c.ZK = StartZooKeeperOn(t, c.serverIP())
 		c.zkHosts = c.ZK.Addr()
 	}
 	c.Temporal = StartTemporal(t, c.temporalOpts...)
@@ -214,7 +217,7 @@ func (c *Cluster) StartWith(i int, args []string, env ...string) *Process {
 	c.T.Helper()
 	name := Name(i)
 	all := append(c.WorkerArgs(name), args...)
-	p := StartProcess(c.T, ProcessSpec{Name: name, Path: c.Worker, Args: all, Env: env})
+	p := StartProcess(c.T, ProcessSpec{Name: name, Path: c.Worker, Args: all, Env: env, Netns: c.netns(i)})
 	c.mu.Lock()
 	c.workers[name] = p
 	c.mu.Unlock()

@@ -77,6 +77,7 @@ type Postgres struct {
 	realDir string // dataDir with symlinks resolved, as in /proc/PID/cwd
 	sockDir string
 	logPath string
+	host    string // the address it listens on; "" is 127.0.0.1
 	port    int
 
 	mu           sync.Mutex
@@ -98,6 +99,14 @@ type Postgres struct {
 // system user, which then owns the server's directory.
 func StartPostgres(t testing.TB) *Postgres {
 	t.Helper()
+	return StartPostgresOn(t, "")
+}
+
+// StartPostgresOn is StartPostgres listening on host, an IP address of
+// this machine (e.g. the bridge of Hosts), with password logins allowed
+// from the networks it is on; "" is 127.0.0.1.
+func StartPostgresOn(t testing.TB, host string) *Postgres {
+	t.Helper()
 	skipIfShort(t, "PostgreSQL")
 	bin, err := postgresBin()
 	if err != nil {
@@ -107,7 +116,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	if err != nil {
 		missingDependency(t, "PostgreSQL", err)
 	}
-	pg := &Postgres{t: t, bin: bin, cred: cred, dir: t.TempDir()}
+	pg := &Postgres{t: t, bin: bin, cred: cred, dir: t.TempDir(), host: host}
 	pg.dataDir = filepath.Join(pg.dir, "data")
 	pg.logPath = filepath.Join(pg.dir, "postgres.log") // appended across restarts
 	t.Cleanup(pg.cleanup)
@@ -253,6 +262,12 @@ func (pg *Postgres) prepare() error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("initdb %s: %w%s", pg.dataDir, err, pg.logTail(0))
 	}
+	if pg.host != "" {
+		// initdb allows TCP logins from loopback only.
+		if err := appendFile(filepath.Join(pg.dataDir, "pg_hba.conf"), "host all all samenet scram-sha-256\n"); err != nil {
+			return err
+		}
+	}
 	realDir, err := filepath.EvalSymlinks(pg.dataDir)
 	if err != nil {
 		return fmt.Errorf("resolve data dir: %w", err)
@@ -356,7 +371,7 @@ func (pg *Postgres) serverArgs() []string {
 	}
 	args := []string{"-D", pg.dataDir}
 	return append(args, set(
-		"listen_addresses=127.0.0.1",
+		"listen_addresses="+pg.listenHost(),
 		"port="+strconv.Itoa(pg.port),
 		// A quoted list entry; "" is a literal quote.
 		`unix_socket_directories="`+strings.ReplaceAll(pg.sockDir, `"`, `""`)+`"`,
@@ -520,9 +535,17 @@ func (pg *Postgres) DSN() string {
 	return u.String()
 }
 
-// Address returns the TCP address, "127.0.0.1:port".
+// Address returns the TCP address, "127.0.0.1:port" (or the host given
+// to StartPostgresOn).
 func (pg *Postgres) Address() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(pg.port))
+	return net.JoinHostPort(pg.listenHost(), strconv.Itoa(pg.port))
+}
+
+func (pg *Postgres) listenHost() string {
+	if pg.host == "" {
+		return "127.0.0.1"
+	}
+	return pg.host
 }
 
 // Port returns the TCP port.

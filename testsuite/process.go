@@ -41,6 +41,10 @@ type ProcessSpec struct {
 	// LogPath is the file receiving stdout and stderr (appended to). It
 	// defaults to a fresh file in t.TempDir().
 	LogPath string
+	// Netns is the network namespace to run in (`ip netns exec Netns`,
+	// which execs Path in place: the pid is the same); "" is the test's.
+	// See Hosts.
+	Netns string
 }
 
 // Process is a real child process started by StartProcess. It runs in its
@@ -92,6 +96,9 @@ func startProcess(t testing.TB, spec ProcessSpec) (*Process, error) {
 	defer logFile.Close()
 
 	cmd := exec.Command(spec.Path, spec.Args...)
+	if spec.Netns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", spec.Netns, spec.Path}, spec.Args...)...)
+	}
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Dir = spec.Dir
 	cmd.Stdout = logFile // an *os.File is handed to the child directly:

@@ -49,6 +49,7 @@ type temporalConfig struct {
 	persistent    bool
 	dynamicConfig []string
 	extraArgs     []string
+	ip            string // the address the server listens on; "" is 127.0.0.1
 }
 
 // WithTemporalDatabase keeps the server's state in a SQLite file
@@ -69,6 +70,12 @@ func WithTemporalUI() TemporalOption {
 // a JSON literal, e.g. WithTemporalDynamicConfig("limit.maxIDLength", "1000").
 func WithTemporalDynamicConfig(key, jsonValue string) TemporalOption {
 	return func(c *temporalConfig) { c.dynamicConfig = append(c.dynamicConfig, key+"="+jsonValue) }
+}
+
+// WithTemporalIP makes the server listen on ip, an IP address of this
+// machine (e.g. the bridge of Hosts), instead of 127.0.0.1.
+func WithTemporalIP(ip string) TemporalOption {
+	return func(c *temporalConfig) { c.ip = ip }
 }
 
 // WithTemporalArgs appends raw arguments to `temporal server start-dev`.
@@ -174,7 +181,7 @@ func findTemporal() (string, error) {
 func (tmp *Temporal) launch() error {
 	args := []string{
 		"server", "start-dev",
-		"--ip", "127.0.0.1",
+		"--ip", tmp.listenIP(),
 		"--port", strconv.Itoa(tmp.port),
 		"--namespace", DefaultNamespace,
 		"--log-level", "warn",
@@ -317,9 +324,17 @@ func (tmp *Temporal) healthy() error {
 	return nil
 }
 
-// Address returns the frontend gRPC address, "127.0.0.1:port".
+// Address returns the frontend gRPC address, "127.0.0.1:port" (or the
+// address of WithTemporalIP).
 func (tmp *Temporal) Address() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(tmp.port))
+	return net.JoinHostPort(tmp.listenIP(), strconv.Itoa(tmp.port))
+}
+
+func (tmp *Temporal) listenIP() string {
+	if tmp.cfg.ip == "" {
+		return "127.0.0.1"
+	}
+	return tmp.cfg.ip
 }
 
 // Namespace returns the namespace to use ("default").
@@ -330,7 +345,7 @@ func (tmp *Temporal) UIAddress() string {
 	if tmp.uiPort == 0 {
 		return ""
 	}
-	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tmp.uiPort))
+	return "http://" + net.JoinHostPort(tmp.listenIP(), strconv.Itoa(tmp.uiPort))
 }
 
 // Process returns the current server process (nil before the first

@@ -43,6 +43,7 @@ const (
 type ZooKeeper struct {
 	t         testing.TB
 	label     string // names the server in messages and process names
+	host      string // the address it listens on; "" is 127.0.0.1
 	port      int
 	dir       string
 	confPath  string
@@ -65,6 +66,13 @@ type ZooKeeper struct {
 // BATON_ALLOW_SKIP=1); under -short the test is skipped.
 func StartZooKeeper(t testing.TB) *ZooKeeper {
 	t.Helper()
+	return StartZooKeeperOn(t, "")
+}
+
+// StartZooKeeperOn is StartZooKeeper listening on host, an IP address of
+// this machine (e.g. the bridge of Hosts); "" is 127.0.0.1.
+func StartZooKeeperOn(t testing.TB, host string) *ZooKeeper {
+	t.Helper()
 	skipIfShort(t, "ZooKeeper")
 	java, classpath, err := zooKeeperInstall()
 	if err != nil {
@@ -75,6 +83,7 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 		t.Fatalf("testsuite: zookeeper: %v", err)
 	}
 	zk.ready = zkServing
+	zk.host = host
 	t.Cleanup(zk.cleanup)
 
 	var lastErr error
@@ -174,7 +183,7 @@ func (zk *ZooKeeper) writeConfig() error {
 		"minSessionTimeout=1000",
 		"maxSessionTimeout=60000",
 		"reconfigEnabled=false",
-		"clientPortAddress=127.0.0.1",
+		"clientPortAddress=" + zk.listenHost(),
 		"clientPort=" + strconv.Itoa(zk.port),
 		"dataDir=" + zk.DataDir(),
 		"maxClientCnxns=0",
@@ -308,9 +317,17 @@ func FourLetterWord(addr, cmd string) (string, error) {
 	return string(out), nil
 }
 
-// Addr returns the client address, "127.0.0.1:port".
+// Addr returns the client address, "127.0.0.1:port" (or the host given
+// to StartZooKeeperOn).
 func (zk *ZooKeeper) Addr() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(zk.port))
+	return net.JoinHostPort(zk.listenHost(), strconv.Itoa(zk.port))
+}
+
+func (zk *ZooKeeper) listenHost() string {
+	if zk.host == "" {
+		return "127.0.0.1"
+	}
+	return zk.host
 }
 
 // Port returns the client port.

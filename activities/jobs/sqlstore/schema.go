@@ -8,8 +8,9 @@ import "strings"
 // opens it (or `baton store migrate`), and never again at an open.
 //
 //	1  the tables below, some added later with CREATE … IF NOT EXISTS
-//	2  no change of tables; from 2 on the schema is set up only when the
-//	   version changes (before, at every open)
+//	2  baton_job_control (pause and cancel reach the Runners); from 2 on
+//	   the schema is set up only when the version changes (before, at
+//	   every open)
 const schemaVersion = 2
 
 // The schema, one for both engines (types differ only where noted by the

@@ -14,7 +14,8 @@ import (
 // Hosts is a set of "machines" on one Linux host: each is a network
 // namespace of its own with its own address, joined by a veth pair to a
 // bridge in the test's namespace. The servers (ZooKeeper, Temporal,
-// PostgreSQL, the test site) listen on the bridge's address, ServerIP; the
+// PostgreSQL, the test site) listen on the bridge's address, ServerIP
+// (Temporal's dev server on 0.0.0.0, see WithTemporalIP); the
 // workers run in the namespaces (WithHosts). Partition takes a machine's
 // link down: it loses ZooKeeper, Temporal, PostgreSQL and the site at once,
 // its TCP connections hang as on a real network (no reset, no refusal), and

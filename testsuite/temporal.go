@@ -72,8 +72,11 @@ func WithTemporalDynamicConfig(key, jsonValue string) TemporalOption {
 	return func(c *temporalConfig) { c.dynamicConfig = append(c.dynamicConfig, key+"="+jsonValue) }
 }
 
-// WithTemporalIP makes the server listen on ip, an IP address of this
-// machine (e.g. the bridge of Hosts), instead of 127.0.0.1.
+// WithTemporalIP makes the server reachable on ip, an IP address of this
+// machine (e.g. the bridge of Hosts), instead of 127.0.0.1: Address names
+// ip. The dev server's services tell each other 127.0.0.1 whatever --ip
+// says (on another address they cannot reach each other), so it listens on
+// 0.0.0.0.
 func WithTemporalIP(ip string) TemporalOption {
 	return func(c *temporalConfig) { c.ip = ip }
 }
@@ -181,7 +184,7 @@ func findTemporal() (string, error) {
 func (tmp *Temporal) launch() error {
 	args := []string{
 		"server", "start-dev",
-		"--ip", tmp.listenIP(),
+		"--ip", tmp.bindIP(),
 		"--port", strconv.Itoa(tmp.port),
 		"--namespace", DefaultNamespace,
 		"--log-level", "warn",
@@ -328,6 +331,13 @@ func (tmp *Temporal) healthy() error {
 // address of WithTemporalIP).
 func (tmp *Temporal) Address() string {
 	return net.JoinHostPort(tmp.listenIP(), strconv.Itoa(tmp.port))
+}
+
+func (tmp *Temporal) bindIP() string {
+	if tmp.cfg.ip == "" {
+		return "127.0.0.1"
+	}
+	return "0.0.0.0"
 }
 
 func (tmp *Temporal) listenIP() string {

@@ -85,7 +85,7 @@ func StartPgBouncer(t testing.TB, pg *Postgres, poolSize int) *PgBouncer {
 		"default_pool_size = " + strconv.Itoa(poolSize),
 		"max_client_conn = 200",
 		"logfile = " + logPath,
-		"ignore_startup_parameters = extra_float_digits, idle_in_transaction_session_timeout, lock_timeout, statement_timeout, tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count",
+		"ignore_startup_parameters = extra_float_digits, idle_in_transaction_session_timeout, lock_timeout, statement_timeout, tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count, tcp_user_timeout",
 		"",
 	}, "\n"))
 	cmd := exec.Command(bin, ini)

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,9 @@ type BatchRunner struct {
 	// Concurrency is the most requests in flight per batch (the worker's
 	// --concurrency); 0 means DefaultConcurrency.
 	Concurrency int
+	// Sealer opens the jobs' secrets (the group's secrets key); nil: a job
+	// with secrets cannot run here.
+	Sealer *Sealer
 	// ControlPoll is how often the job's control state is read while a
 	// batch runs; 0 means DefaultControlPoll.
 	ControlPoll time.Duration
@@ -81,8 +85,38 @@ func (r *BatchRunner) spec(ctx context.Context, job string) (Spec, error) {
 	if err != nil {
 		return s, err
 	}
+	if len(s.Secrets) > 0 {
+		if s, err = r.openSecrets(ctx, s); err != nil {
+			return s, err
+		}
+	}
 	r.specs.Store(job, s)
 	return s, nil
+}
+
+// openSecrets puts the job's sealed secrets into its spec (in memory
+// only). A job whose secrets this worker cannot open cannot run: its
+// batch fails, saying why (never with a value).
+func (r *BatchRunner) openSecrets(ctx context.Context, s Spec) (Spec, error) {
+	keyID, sealed, err := r.Store.Secrets(ctx, s.ID)
+	if errors.Is(err, ErrNoSecrets) {
+		return s, fmt.Errorf("%w: its secrets (%s) are not in the store", ErrBadSpec, strings.Join(s.Secrets, ", "))
+	}
+	if err != nil {
+		return s, err
+	}
+	if r.Sealer == nil {
+		return s, fmt.Errorf("%w: it has secrets and this worker has no secrets key (--secrets-key-file)", ErrBadSpec)
+	}
+	if keyID != r.Sealer.KeyID() {
+		return s, fmt.Errorf("%w: its secrets were sealed with key %s, this worker has key %s: give every worker and CLI of the group the same --secrets-key-file",
+			ErrBadSpec, keyID, r.Sealer.KeyID())
+	}
+	sec, err := r.Sealer.Open(s.ID, sealed)
+	if err != nil {
+		return s, fmt.Errorf("%w: %w", ErrBadSpec, err)
+	}
+	return sec.Apply(s), nil
 }
 
 // RunBatch crawls the unfinished URLs of a batch (see BatchRunner).

@@ -41,6 +41,10 @@ var sessionGuards = map[string]string{
 	"tcp_keepalives_idle":     "10",
 	"tcp_keepalives_interval": "3",
 	"tcp_keepalives_count":    "3",
+	// And a connection whose last reply is never acknowledged (the client
+	// vanished right after a statement) is dropped after 19 s, not after
+	// the kernel's 15 minutes of retransmissions.
+	"tcp_user_timeout": "19000",
 }
 
 // SessionBound is how long a PostgreSQL session whose client vanished can

@@ -73,10 +73,10 @@ func newJobID() string {
 
 func parsePairs(flag string, pairs []string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, p := range pairs {
+	for i, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
-			return nil, usage("--%s %q: want name=value", flag, p)
+			return nil, usage("--%s #%d: want name=value (not shown: it may hold a secret)", flag, i+1)
 		}
 		out[k] = v
 	}
@@ -100,6 +100,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		proxy, bodiesDir           string
 	)
 	var co *crawlOutput // --output, -q, --wait-for-runners: crawlwait.go
+	var sf secretFlags  // --cookie-file, --auth-file, --header-file: secrets.go
 	def := crawl.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "crawl [SEED_URL...]",
@@ -132,6 +133,16 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			hdr, err := parseHeaders(headers)
 			if err != nil {
 				return err
+			}
+			for _, f := range []struct {
+				flag, path, sep string
+				into            *map[string]string
+			}{{"cookie-file", sf.cookieFile, "=", &ck}, {"auth-file", sf.authFile, "=", &az}, {"header-file", sf.headerFile, ":", &hdr}} {
+				m, err := readSecretFile(f.flag, f.path, f.sep)
+				if err != nil {
+					return err
+				}
+				*f.into = merge(*f.into, m)
 			}
 			// The group's timer profile applies (the workers'), unless
 			// the deprecated --timers names one.
@@ -181,6 +192,15 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			opts.IgnoreRobots, opts.Delay, opts.Parallelism, opts.Retries = ignoreRobots, delay, parallelism, retries
 			opts.Timeout, opts.MaxBodyBytes, opts.DenyPrivate = timeout, maxBody, denyPrivate
 			opts.UserAgent, opts.Headers, opts.Proxy = userAgent, hdr, proxy
+			if cred := os.Getenv(EnvProxyCredentials); cred != "" && proxy != "" {
+				u, err := url.Parse(proxy)
+				if err != nil || u.User != nil {
+					return usage("--proxy with $%s: give the proxy URL without user:password@", EnvProxyCredentials)
+				}
+				user, pw, _ := strings.Cut(cred, ":")
+				u.User = url.UserPassword(user, pw)
+				opts.Proxy = u.String()
+			}
 			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
 			if len(domains) == 0 {
 				hosts := map[string]bool{}
@@ -211,6 +231,10 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if err := spec.Validate(); err != nil {
 				return usage("invalid crawl: %v", specFlagError(err))
 			}
+			// Cookies, authorization, headers and the proxy's credentials
+			// go sealed into the job store; the spec that travels (the
+			// workflow's input, the jobs table) names them only.
+			spec, secrets := jobs.SplitSecrets(spec)
 			if err := co.check(cmd, wait); err != nil {
 				return err
 			}
@@ -257,6 +281,11 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				}
 				fmt.Fprintf(out, "%d URLs queued in the job store (seeds from %s)\n", n, seedsFile)
 			}
+			if !secrets.Empty() {
+				if err := storeSecrets(cmd.Context(), g, tf, &sf, id, secrets); err != nil {
+					return err
+				}
+			}
 			wid := workflows.JobWorkflowID(g.group, id)
 			memo := map[string]any{"seeds": args, "follow": follow, "depth": depth, "max_pages": maxPages,
 				"selectors": fields}
@@ -286,6 +315,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	sf.add(f)
 	f.StringVar(&id, "id", "", "job ID (default: generated)")
 	f.StringArrayVar(&selects, "select", nil, "extract a field: name=SELECTOR (repeatable); SELECTOR is CSS (h1.title) for the text, "+
 		"CSS@attr (a.next@href) for an attribute, xpath:EXPR (xpath://a/@href), or json:PATH on JSON responses (json:items.#.name)")
@@ -293,7 +323,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.StringArrayVar(&headers, "header", nil, "header sent with every request: 'Name: value' (repeatable)")
 	f.StringVar(&seedsFile, "seeds-file", "", "read more seed URLs from FILE, one per line ('#' comments; - for stdin); they go to the job store, not the workflow")
 	f.StringArrayVar(&sitemaps, "sitemap", nil, "crawl the pages a sitemap or sitemap index lists (URL, repeatable); 'robots' reads the Sitemap: lines of the seeds' robots.txt")
-	f.StringVar(&proxy, "proxy", "", "proxy of every request of this job: http://, https:// or socks5://[user:password@]host:port (default: $HTTP_PROXY/$HTTPS_PROXY)")
+	f.StringVar(&proxy, "proxy", "", "proxy of every request of this job: http://, https:// or socks5://host:port, its user:password in $BATON_PROXY_CREDENTIALS (default: $HTTP_PROXY/$HTTPS_PROXY)")
 	f.BoolVar(&storeBodies, "store-bodies", false, "keep every response body, compressed, in the job store (for reprocessing)")
 	f.StringVar(&bodiesDir, "bodies-dir", "", "keep every response body, compressed, as files under this directory of each Runner's machine")
 	f.BoolVar(&follow, "follow", false, "follow links within the allowed domains")
@@ -325,11 +355,11 @@ const maxDefaultDomains = 1000
 // parseHeaders reads --header 'Name: value' pairs.
 func parseHeaders(hs []string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, h := range hs {
+	for i, h := range hs {
 		k, v, ok := strings.Cut(h, ":")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, usage("--header %q: want 'Name: value'", h)
+			return nil, usage("--header #%d: want 'Name: value' (not shown: it may hold a secret)", i+1)
 		}
 		out[k] = strings.TrimSpace(v)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -64,6 +65,17 @@ type Config struct {
 	// StoreSecurity names where the store's password is (a file, or the
 	// environment): never the password itself.
 	StoreSecurity security.Store
+	// SecretsKeyFile is the group's secrets key (jobs.Sealer), shared by
+	// its workers and CLIs; "" is DataDir/secrets.key, made at first start.
+	SecretsKeyFile string
+}
+
+// SecretsKeyPath is the secrets key file in use.
+func (c Config) SecretsKeyPath() string {
+	if c.SecretsKeyFile != "" {
+		return c.SecretsKeyFile
+	}
+	return filepath.Join(c.DataDir, jobs.DefaultSecretsKeyFile)
 }
 
 // DefaultConfig returns the reference's defaults on a local stack.
@@ -103,6 +115,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded SQLite job store (crawl frontiers and results); one host's workers share it")
 	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
 	c.StoreSecurity.AddFlags(fs)
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "the group's key for crawl jobs' secrets (cookies, authorization, headers, proxy credentials), the same file on every worker and CLI (default <data-dir>/secrets.key, made 0600 at first start)")
 	fs.IntVar(&c.StoreMaxConns, "store-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL connections this worker keeps at most (keep workers × this below the server's max_connections)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
 	fs.BoolVar(&c.DenyPrivate, "deny-private", c.DenyPrivate, "refuse private, loopback and link-local addresses for every request of every job and Task on this worker (seeds, redirects, sitemaps, robots.txt, links), whatever the job asks")

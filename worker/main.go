@@ -179,6 +179,16 @@ func run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("job store", "store", js.Identity().String())
+	sealer, created, err := jobs.EnsureSecretsKey(cfg.SecretsKeyPath())
+	if err != nil {
+		return exitcode.With(exitcode.Usage, fmt.Errorf("--secrets-key-file: %w", err))
+	}
+	if created {
+		log.Warn("made a new secrets key for crawl jobs' secrets: give every worker and CLI of the group this file (--secrets-key-file)",
+			"file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
+	} else {
+		log.Info("secrets key", "file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
+	}
 	engine := crawl.NewEngine()
 	engine.DenyPrivate = cfg.DenyPrivate
 	if cfg.DenyPrivate {
@@ -188,7 +198,7 @@ func run(ctx context.Context, cfg Config) error {
 	closer := instanceCloser{tc: tc}
 	acts := &activities.Activities{Store: store, Root: cfg.ZK.Root,
 		Fetcher:         activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
-		Batches:         &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency},
+		Batches:         &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer},
 		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton,
 		Leaving: leaving, Closer: closer}
 	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}

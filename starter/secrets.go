@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// EnvProxyCredentials holds the proxy's user:password for `baton crawl
+// --proxy` (kept off the command line, where ps and shell histories show it).
+const EnvProxyCredentials = "BATON_PROXY_CREDENTIALS"
+
+// secretFlags are a crawl's secret inputs read from files: values never on
+// the command line, never echoed in an error.
+type secretFlags struct {
+	cookieFile, authFile, headerFile, keyFile string
+}
+
+func (s *secretFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&s.cookieFile, "cookie-file", "", "read cookies from FILE: name=value per line ('#' comments); kept off the command line")
+	f.StringVar(&s.authFile, "auth-file", "", "read authorization from FILE: Bearer=TOKEN, Basic=B64 or Header=value per line ('#' comments)")
+	f.StringVar(&s.headerFile, "header-file", "", "read request headers from FILE: 'Name: value' per line ('#' comments)")
+	f.StringVar(&s.keyFile, "secrets-key-file", "", "the group's secrets key (default <data-dir>/secrets.key, the workers' one): a job's cookies, authorization, headers and proxy credentials are sealed with it into the job store, never put in the workflow")
+}
+
+// readSecretFile reads lines of name SEP value. An error names the file and
+// the line number, never the line.
+func readSecretFile(flag, path, sep string) (map[string]string, error) {
+	out := map[string]string{}
+	if path == "" {
+		return out, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usage("--%s: %v", flag, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, sep)
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, usage("--%s %s line %d: want name%svalue (the line is not shown: it may hold a secret)", flag, path, n, sep)
+		}
+		if sep == ":" {
+			v = strings.TrimSpace(v)
+		}
+		out[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, usage("--%s %s: %v", flag, path, err)
+	}
+	return out, nil
+}
+
+// merge adds from's entries to into (a flag's over a file's).
+func merge(into, from map[string]string) map[string]string {
+	if into == nil {
+		into = map[string]string{}
+	}
+	for k, v := range from {
+		if _, ok := into[k]; !ok {
+			into[k] = v
+		}
+	}
+	return into
+}
+
+// keyPath is the secrets key file the CLI seals with.
+func (s *secretFlags) keyPath(st *storeFlags) string {
+	if s.keyFile != "" {
+		return s.keyFile
+	}
+	return filepath.Join(st.dataDir, jobs.DefaultSecretsKeyFile)
+}
+
+// storeSecrets seals a job's secrets with the group's key into the job
+// store, before the job is submitted.
+func storeSecrets(ctx context.Context, g *globals, tf *temporalFlags, sf *secretFlags, job string, sec jobs.Secrets) error {
+	path := sf.keyPath(&tf.st)
+	sealer, err := jobs.LoadSecretsKey(path)
+	if errors.Is(err, jobs.ErrNoSecretsKey) {
+		return usage("the job has secrets (%s) and there is no secrets key at %s: give the workers' key with --secrets-key-file (a worker makes one in its data directory at its first start)",
+			strings.Join(sec.Names(), ", "), path)
+	}
+	if err != nil {
+		return usage("%v", err)
+	}
+	sealed, err := sealer.Seal(job, sec)
+	if err != nil {
+		return err
+	}
+	js, err := tf.st.open(ctx, g)
+	if err != nil {
+		return fmt.Errorf("a job's secrets are sealed into the workers' job store: %w", err)
+	}
+	defer js.Close()
+	return js.PutSecrets(ctx, job, sealer.KeyID(), sealed)
+}

@@ -61,12 +61,18 @@ func fieldColumns(spec jobs.Spec) (names, columns []string) {
 }
 
 func writeResults(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec, format string) error {
+	return writeResultsCSV(ctx, w, js, spec, format, false)
+}
+
+// writeResultsCSV is writeResults; csvRaw keeps CSV cells that a
+// spreadsheet would run as formulas as they are.
+func writeResultsCSV(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec, format string, csvRaw bool) error {
 	switch format {
 	case formatJSONL:
 		enc := json.NewEncoder(w)
 		return js.Results(ctx, spec.ID, func(p jobs.PageRecord) error { return enc.Encode(p) })
 	case formatCSV:
-		return writeCSV(ctx, w, js, spec)
+		return writeCSV(ctx, w, js, spec, csvRaw)
 	case formatParquet:
 		return writeParquet(ctx, w, js, spec)
 	}
@@ -75,7 +81,18 @@ func writeResults(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spe
 
 // writeCSV writes one row per page, one column per extracted field (its
 // values joined by " | ").
-func writeCSV(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec) error {
+// csvSafe defuses a cell that a spreadsheet would read as a formula (it
+// starts with =, +, -, @, a tab or a carriage return: CSV injection, as
+// OWASP describes it) by prefixing a single quote. Crawled text is
+// hostile: a page's title must not run in the user's spreadsheet.
+func csvSafe(v string) string {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return "'" + v
+	}
+	return v
+}
+
+func writeCSV(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec, raw bool) error {
 	names, columns := fieldColumns(spec)
 	cw := csv.NewWriter(w)
 	if err := cw.Write(append(append([]string{}, baseColumns...), columns...)); err != nil {
@@ -93,6 +110,11 @@ func writeCSV(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec) e
 			p.Error, p.Runner}
 		for _, n := range names {
 			row = append(row, strings.Join(p.Fields[n], fieldSep))
+		}
+		if !raw {
+			for i, v := range row {
+				row[i] = csvSafe(v)
+			}
 		}
 		return cw.Write(row)
 	})
@@ -191,11 +213,11 @@ func exportBodies(ctx context.Context, js jobs.Store, spec jobs.Spec, dir string
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	idx, err := os.Create(filepath.Join(dir, "index.tsv"))
+	idx, err := createAtomic(filepath.Join(dir, "index.tsv"))
 	if err != nil {
 		return 0, err
 	}
-	defer idx.Close()
+	defer idx.Abort()
 	iw := bufio.NewWriter(idx)
 	fmt.Fprintln(iw, "url\tfile\tcontent_type")
 	limit := spec.Options.MaxBodyBytes
@@ -217,7 +239,7 @@ func exportBodies(ctx context.Context, js jobs.Store, spec jobs.Spec, dir string
 		}
 		sum := sha256.Sum256([]byte(p.URL))
 		name := hex.EncodeToString(sum[:]) + bodyExt(p.ContentType)
-		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+		if err := writeFileAtomic(filepath.Join(dir, name), body); err != nil {
 			return err
 		}
 		fmt.Fprintf(iw, "%s\t%s\t%s\n", p.URL, name, strings.NewReplacer("\t", " ", "\n", " ").Replace(p.ContentType))
@@ -230,7 +252,7 @@ func exportBodies(ctx context.Context, js jobs.Store, spec jobs.Spec, dir string
 	if err := iw.Flush(); err != nil {
 		return n, err
 	}
-	return n, idx.Close()
+	return n, idx.Commit()
 }
 
 // bodyExt is the file extension of a body of type ct.

@@ -235,3 +235,33 @@ func TestExportBodies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, html, string(got))
 }
+
+// TestCSVFormulaCellsDefused: crawled text that a spreadsheet would run as
+// a formula gets a leading quote, unless --csv-raw.
+func TestCSVFormulaCellsDefused(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"=HYPERLINK(\"http://evil\")", "'=HYPERLINK(\"http://evil\")"}, {"+1", "'+1"}, {"-2", "'-2"}, {"@SUM(A1)", "'@SUM(A1)"},
+		{"\tx", "'\tx"}, {"plain", "plain"}, {"", ""}, {"a=b", "a=b"},
+	} {
+		assert.Equal(t, c.want, csvSafe(c.in), "%q", c.in)
+	}
+}
+
+// TestResultsOutputReplacesASymlink: -o writes a new file and renames it,
+// so a symbolic link at the path is replaced, its target left alone.
+func TestResultsOutputReplacesASymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "precious")
+	require.NoError(t, os.WriteFile(target, []byte("keep me"), 0o600))
+	link := filepath.Join(dir, "out.jsonl")
+	require.NoError(t, os.Symlink(target, link))
+	require.NoError(t, writeFileAtomic(link, []byte("new")))
+	got, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "keep me", string(got))
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular())
+	entries, _ := os.ReadDir(dir)
+	assert.Len(t, entries, 2, "no temporary file left")
+}

@@ -197,7 +197,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	}
 	statusOut = addOutputFlag(status)
 	var format, output, bodiesOut string
-	var stats bool
+	var stats, csvRaw bool
 	results := &cobra.Command{
 		Use:   "results JOB",
 		Short: "Export a job's results from the job store (JSONL, CSV or Parquet), or its stats, from any machine that reaches it",
@@ -248,21 +248,25 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			}
 			var w io.Writer = cmd.OutOrStdout()
 			if !toStdout {
-				f, err := os.Create(output)
+				// Written whole to a new file, then renamed over OUTPUT: an
+				// existing file is never truncated in place, and a symbolic
+				// link at OUTPUT is replaced, not followed.
+				f, err := createAtomic(output)
 				if err != nil {
 					return err
 				}
-				if err := writeResults(cmd.Context(), f, js, spec, format); err != nil {
-					f.Close()
+				defer f.Abort()
+				if err := writeResultsCSV(cmd.Context(), f, js, spec, format, csvRaw); err != nil {
 					return err
 				}
-				return f.Close()
+				return f.Commit()
 			}
-			return writeResults(cmd.Context(), w, js, spec, format)
+			return writeResultsCSV(cmd.Context(), w, js, spec, format, csvRaw)
 		},
 	}
 	results.Flags().StringVar(&format, "format", formatJSONL, "jsonl (every field of every page), csv (one column per extracted field, several values joined by ' | ') or parquet")
 	results.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	results.Flags().BoolVar(&csvRaw, "csv-raw", false, "CSV: keep cells that start with =, +, -, @ as they are (by default they get a leading ' so a spreadsheet does not run them as formulas)")
 	results.Flags().StringVar(&bodiesOut, "bodies-out", "", "write the response bodies the job kept in the store (crawl --store-bodies) to this directory instead, with an index.tsv")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
 	return append(append([]*cobra.Command{list, status}, controlCmds(g, tf)...), results)

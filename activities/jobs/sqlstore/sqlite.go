@@ -29,7 +29,10 @@ func OpenSQLite(ctx context.Context, dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	// The crawl data is the users' business: only the workers' user may
+	// read it (a new directory 0700, a new database 0600; SQLite gives
+	// its -wal and -shm files the database's mode).
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite store: data directory %s: %w", abs, err)
 	}
 	if fs, ok := networkFS(abs); ok {
@@ -37,6 +40,9 @@ func OpenSQLite(ctx context.Context, dir string) (*Store, error) {
 			"keep --data-dir on a local disk, or give the workers a shared PostgreSQL with --store postgres://…", abs, fs)
 	}
 	path := filepath.Join(abs, SQLiteFile)
+	if f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close() // an empty file: SQLite makes it a new database, keeping its mode
+	}
 	return openSQLiteDSN(ctx, path, sqliteDSN(path))
 }
 

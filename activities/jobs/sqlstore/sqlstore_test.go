@@ -490,3 +490,18 @@ func TestSQLiteOpenedByManyProcessesAtOnce(t *testing.T) {
 	}
 	require.Len(t, ids, 1, "one identity for every process")
 }
+
+// TestSQLiteFilesPrivate: a new data directory is 0700, its database 0600.
+func TestSQLiteFilesPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := openSQLite(t, dir)
+	_ = s
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	for _, f := range []string{sqlstore.SQLiteFile, sqlstore.SQLiteFile + "-wal"} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), f)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,13 +156,30 @@ func TestStatsBlock(t *testing.T) {
 	}
 }
 
+// readSeeds is scanSeedFile's URLs, read again as storeSeeds does.
+func readSeeds(name string, stdin io.Reader) ([]string, error) {
+	sf, err := scanSeedFile(name, stdin)
+	if err != nil {
+		return nil, err
+	}
+	defer sf.close()
+	var out []string
+	err = sf.each(func(u string) error { out = append(out, u); return nil })
+	return out, err
+}
+
 func TestReadSeeds(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.txt")
 	require.NoError(t, os.WriteFile(good, []byte("# shop\nhttp://127.0.0.1:8000/a\n\n  http://127.0.0.1:8000/b  \nhttp://127.0.0.1:8000/a\n"), 0o644))
 	seeds, err := readSeeds(good, nil)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"http://127.0.0.1:8000/a", "http://127.0.0.1:8000/b"}, seeds)
+	assert.Equal(t, []string{"http://127.0.0.1:8000/a", "http://127.0.0.1:8000/b", "http://127.0.0.1:8000/a"}, seeds,
+		"read again in order; the store deduplicates")
+	sf, err := scanSeedFile(good, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1"}, sf.hosts)
+	assert.Equal(t, []string{"http://127.0.0.1:8000"}, sf.origins)
 
 	seeds, err = readSeeds("-", strings.NewReader("http://127.0.0.1:8000/x\n"))
 	require.NoError(t, err)

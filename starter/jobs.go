@@ -157,11 +157,12 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 					return usage("--timers %q: want default or fast", profile)
 				}
 			}
-			var fileSeeds []string
+			var file *seedFile
 			if seedsFile != "" {
-				if fileSeeds, err = readSeeds(seedsFile, cmd.InOrStdin()); err != nil {
+				if file, err = scanSeedFile(seedsFile, cmd.InOrStdin()); err != nil {
 					return err
 				}
+				defer file.close()
 			}
 			var maps []string
 			robots := false
@@ -179,10 +180,8 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 						maps = appendUnique(maps, o+"/robots.txt")
 					}
 				}
-				seen := map[string]bool{}
-				for _, s := range fileSeeds {
-					if o := origin(s); o != "" && !seen[o] {
-						seen[o] = true
+				if file != nil {
+					for _, o := range file.origins {
 						storedMaps = append(storedMaps, o+"/robots.txt")
 					}
 				}
@@ -204,11 +203,19 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
 			if len(domains) == 0 {
 				hosts := map[string]bool{}
-				for _, list := range [][]string{args, maps, fileSeeds} {
+				for _, list := range [][]string{args, maps} {
 					for _, s := range list {
 						if u, err := url.Parse(s); err == nil && u.Hostname() != "" && !hosts[u.Hostname()] {
 							hosts[u.Hostname()] = true
 							opts.AllowedDomains = append(opts.AllowedDomains, u.Hostname())
+						}
+					}
+				}
+				if file != nil {
+					for _, h := range file.hosts {
+						if !hosts[h] {
+							hosts[h] = true
+							opts.AllowedDomains = append(opts.AllowedDomains, h)
 						}
 					}
 				}
@@ -219,7 +226,10 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			}
 			spec := jobs.Spec{ID: id, Group: g.group, Seeds: args, Options: opts, MaxPages: maxPages,
 				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers, Sitemaps: maps,
-				SeedsStored: len(fileSeeds) + len(storedMaps)}
+				SeedsStored: len(storedMaps)}
+			if file != nil {
+				spec.SeedsStored += file.count
+			}
 			switch {
 			case storeBodies && bodiesDir != "":
 				return usage("--store-bodies and --bodies-dir: choose one")
@@ -275,7 +285,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if spec.SeedsStored > 0 {
 				// Large seed lists go to the job's frontier in the store,
 				// never into the workflow's input.
-				n, err := storeSeeds(cmd.Context(), g, tf, spec, fileSeeds, storedMaps)
+				n, err := storeSeeds(cmd.Context(), g, tf, spec, file, storedMaps)
 				if err != nil {
 					return err
 				}
@@ -378,11 +388,53 @@ func origin(s string) string {
 // maxBadSeeds is how many bad lines of a seed file are reported.
 const maxBadSeeds = 10
 
-// readSeeds reads a seed file (or stdin for "-"): one URL per line, blank
-// lines and '#' comments skipped, duplicates dropped. Every bad line is an
-// error naming the file and line (the first maxBadSeeds are listed).
-func readSeeds(name string, stdin io.Reader) ([]string, error) {
+// seedFile is a seed file checked whole (scanSeedFile) and read again,
+// line by line, when its seeds go to the store: a million seeds are never
+// in memory at once.
+type seedFile struct {
+	name    string // as given (- for stdin)
+	path    string // the file to read again (stdin is spooled to a temporary file)
+	spool   bool   // path is a temporary file to remove
+	count   int    // URLs in it (a URL on several lines counts each time)
+	hosts   []string
+	hostSet map[string]bool
+	origins []string // scheme://host of its URLs, each once, in order
+}
+
+func (sf *seedFile) close() {
+	if sf != nil && sf.spool {
+		os.Remove(sf.path)
+	}
+}
+
+// each calls fn for every URL of the file, in order.
+func (sf *seedFile) each(fn func(string) error) error {
+	f, err := os.Open(sf.path)
+	if err != nil {
+		return usage("--seeds-file: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// scanSeedFile checks a seed file (or stdin for "-"): one URL per line,
+// blank lines and '#' comments skipped. Every bad line is reported with
+// its line number (the first ten) and nothing is submitted.
+func scanSeedFile(name string, stdin io.Reader) (*seedFile, error) {
+	sf := &seedFile{name: name, path: name, hostSet: map[string]bool{}}
 	var r io.Reader = stdin
+	var spool *bufio.Writer
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
@@ -390,10 +442,22 @@ func readSeeds(name string, stdin io.Reader) ([]string, error) {
 		}
 		defer f.Close()
 		r = f
+	} else {
+		tmp, err := os.CreateTemp("", "baton-seeds-*")
+		if err != nil {
+			return nil, err
+		}
+		defer tmp.Close()
+		sf.path, sf.spool = tmp.Name(), true
+		spool = bufio.NewWriter(tmp)
 	}
-	var seeds, bad []string
+	fail := func(err error) (*seedFile, error) {
+		sf.close()
+		return nil, err
+	}
+	var bad []string
 	nBad := 0
-	seen := map[string]bool{}
+	originSet := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	line := 0
@@ -407,6 +471,9 @@ func readSeeds(name string, stdin io.Reader) ([]string, error) {
 		if err == nil {
 			_, err = crawl.NormalizeURL(s)
 		}
+		if err == nil {
+			err = jobs.CheckURLLength(s)
+		}
 		if err != nil {
 			nBad++
 			if len(bad) < maxBadSeeds {
@@ -414,53 +481,73 @@ func readSeeds(name string, stdin io.Reader) ([]string, error) {
 			}
 			continue
 		}
-		if !seen[s] {
-			seen[s] = true
-			seeds = append(seeds, s)
+		sf.count++
+		if spool != nil {
+			spool.WriteString(s + "\n")
+		}
+		if u, err := url.Parse(s); err == nil && u.Hostname() != "" && !sf.hostSet[u.Hostname()] && len(sf.hosts) <= maxDefaultDomains {
+			sf.hostSet[u.Hostname()] = true
+			sf.hosts = append(sf.hosts, u.Hostname())
+		}
+		if o := origin(s); o != "" && !originSet[o] {
+			originSet[o] = true
+			sf.origins = append(sf.origins, o)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, usage("--seeds-file %s line %d: %v", name, line+1, err)
+		return fail(usage("--seeds-file %s line %d: %v", name, line+1, err))
+	}
+	if spool != nil {
+		if err := spool.Flush(); err != nil {
+			return fail(err)
+		}
 	}
 	if nBad > 0 {
 		more := ""
 		if nBad > len(bad) {
 			more = fmt.Sprintf("\n  … and %d more", nBad-len(bad))
 		}
-		return nil, usage("--seeds-file %s: %d bad lines (nothing submitted):\n%s%s", name, nBad, strings.Join(bad, "\n"), more)
+		return fail(usage("--seeds-file %s: %d bad lines (nothing submitted):\n%s%s", name, nBad, strings.Join(bad, "\n"), more))
 	}
-	if len(seeds) == 0 {
-		return nil, usage("--seeds-file %s: no URL in it", name)
+	if sf.count == 0 {
+		return fail(usage("--seeds-file %s: no URL in it", name))
 	}
-	return seeds, nil
+	return sf, nil
 }
 
 // storeSeeds creates the job in the group's store with every seed, so
 // that JobStart finds it created (same spec: nothing more to do). It
 // returns how many URLs were queued.
-func storeSeeds(ctx context.Context, g *globals, tf *temporalFlags, spec jobs.Spec, fileSeeds, storedMaps []string) (int, error) {
+func storeSeeds(ctx context.Context, g *globals, tf *temporalFlags, spec jobs.Spec, file *seedFile, storedMaps []string) (int, error) {
 	js, err := tf.st.open(ctx, g)
 	if err != nil {
 		return 0, fmt.Errorf("--seeds-file writes the seeds to the workers' job store: %w", err)
 	}
 	defer js.Close()
+	// One normaliser for every seed, the job's, as JobStart's (so
+	// --keep-tracking-params holds for a seed file too).
+	seed := func(u string) (jobs.Entry, error) {
+		n, err := spec.Options.NormalizeURL(u)
+		if err != nil {
+			return jobs.Entry{}, usage("seed %q: %v", u, err)
+		}
+		return jobs.Entry{URL: n}, nil
+	}
 	var entries []jobs.Entry
-	add := func(urls []string, depth int) error {
-		for _, u := range urls {
+	for _, u := range spec.Seeds {
+		e, err := seed(u)
+		if err != nil {
+			return 0, err
+		}
+		entries = append(entries, e)
+	}
+	for _, list := range [][]string{spec.Sitemaps, storedMaps} {
+		for _, u := range list {
 			n, err := crawl.NormalizeURL(u)
 			if err != nil {
-				return usage("seed %q: %v", u, err)
+				return 0, usage("sitemap %q: %v", u, err)
 			}
-			entries = append(entries, jobs.Entry{URL: n, Depth: depth})
-		}
-		return nil
-	}
-	for _, l := range []struct {
-		urls  []string
-		depth int
-	}{{spec.Seeds, 0}, {fileSeeds, 0}, {spec.Sitemaps, jobs.SitemapDepth}, {storedMaps, jobs.SitemapDepth}} {
-		if err := add(l.urls, l.depth); err != nil {
-			return 0, err
+			entries = append(entries, jobs.Entry{URL: n, Depth: jobs.SitemapDepth})
 		}
 	}
 	st, err := js.CreateJob(ctx, spec, entries)
@@ -470,7 +557,46 @@ func storeSeeds(ctx context.Context, g *globals, tf *temporalFlags, spec jobs.Sp
 	if err != nil {
 		return 0, fmt.Errorf("store the seeds of job %s: %w", spec.ID, err)
 	}
-	return st.Seen, nil
+	seen := st.Seen
+	if file == nil {
+		return seen, nil
+	}
+	// The file's seeds, read again and queued in chunks: memory stays flat
+	// however long the file.
+	const chunk = 5000
+	batch := make([]jobs.Entry, 0, chunk)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := js.AddSeeds(ctx, spec.ID, batch)
+		if err != nil {
+			return fmt.Errorf("store the seeds of job %s: %w", spec.ID, err)
+		}
+		seen += n
+		batch = batch[:0]
+		return nil
+	}
+	err = file.each(func(u string) error {
+		e, err := seed(u)
+		if err != nil {
+			return err
+		}
+		if batch = append(batch, e); len(batch) == chunk {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return 0, err
+	}
+	if spec.MaxPages > 0 {
+		seen = min(seen, spec.MaxPages)
+	}
+	return seen, nil
 }
 
 // printReport prints the job's stats block from the store (a note if the

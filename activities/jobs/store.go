@@ -123,6 +123,10 @@ type Store interface {
 	// again with the same spec changes nothing and returns its counters;
 	// with another spec under the same ID it fails with ErrJobExists.
 	CreateJob(ctx context.Context, spec Spec, seeds []Entry) (Stats, error)
+	// AddSeeds queues more seeds (normalised) of a stored job, as CreateJob
+	// does: a large seed list goes in chunks. Idempotent: seeds queued
+	// before are not counted again. It returns how many were new.
+	AddSeeds(ctx context.Context, job string, seeds []Entry) (int, error)
 	// Spec returns a job's spec, or ErrNoJob.
 	Spec(ctx context.Context, job string) (Spec, error)
 	// TakeBatch moves up to n queued URLs (fewer once max_pages URLs were

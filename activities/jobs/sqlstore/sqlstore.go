@@ -415,6 +415,23 @@ func (s *Store) CreateJob(ctx context.Context, spec jobs.Spec, seeds []jobs.Entr
 	return s.Stats(ctx, spec.ID)
 }
 
+// AddSeeds queues more seeds of a stored job (see jobs.Store).
+func (s *Store) AddSeeds(ctx context.Context, job string, seeds []jobs.Entry) (int, error) {
+	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		added, err := s.insertEntries(ctx, tx, job, seeds)
+		if err != nil {
+			return err
+		}
+		n = added
+		return s.count(ctx, tx, job, "~start", counts{seen: added})
+	})
+	return n, err
+}
+
 // Spec returns a job's spec.
 func (s *Store) Spec(ctx context.Context, job string) (jobs.Spec, error) {
 	var data string

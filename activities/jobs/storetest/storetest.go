@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"MaxPagesSeedsAndRequeue", testMaxPagesSeedsRequeue},
 		{"MaxPagesKnownLinks", testMaxPagesKnownLinks},
 		{"Secrets", testSecrets},
+		{"AddSeeds", testAddSeeds},
 		{"ClaimEpochs", testClaimEpochs},
 		{"FinishBatch", testFinishBatch},
 		{"RecordOnce", testRecordOnce},
@@ -499,6 +500,21 @@ func testMaxPagesLinks(t *testing.T, f *fixture) {
 	f.claim(free, "b0", "r1", 1)
 	f.record(free, "b0", "r1", 1, URL("s0"), seq(URL("s0")+"/", 10)...)
 	assert.Equal(t, jobs.Stats{Seen: 11, Queued: 10, Recorded: 1}, f.stats(free))
+}
+
+// testAddSeeds: seeds added in chunks to a stored job are queued and
+// counted once, whatever is added twice.
+func testAddSeeds(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "a")
+	n, err := f.s.AddSeeds(f.ctx, job, Entries(0, URL("a"), URL("b"), URL("c")))
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "a was queued by CreateJob")
+	n, err = f.s.AddSeeds(f.ctx, job, Entries(0, URL("c"), URL("d")))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, jobs.Stats{Seen: 4, Queued: 4}, f.stats(job))
+	_, err = f.s.AddSeeds(f.ctx, JobID(t, "nope"), Entries(0, URL("x")))
+	require.ErrorIs(t, err, jobs.ErrNoJob)
 }
 
 // testSecrets: sealed secrets are kept as given, once per job.

@@ -1,0 +1,92 @@
+package testsuite_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batoncrawl/baton/testsuite"
+)
+
+// peakRSS is a process's VmHWM in KiB (0 once it is gone).
+func peakRSS(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
+}
+
+// BenchmarkSeedsFile submits a job with a seed file of 10^6 URLs
+// (BATON_SEEDS=N to change it) through the real CLI, `baton crawl
+// --seeds-file FILE`, against a real Temporal server and the SQLite store,
+// and reports the command's time and its peak RSS (VmHWM, sampled until it
+// exits). The seeds go to the store in chunks; nothing is crawled (the
+// group has no worker).
+//
+// Run it with: make bench BENCH=SeedsFile PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
+func BenchmarkSeedsFile(b *testing.B) {
+	n := 1000000
+	if s := os.Getenv("BATON_SEEDS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
+			b.Fatalf("BATON_SEEDS=%q: not a count", s)
+		}
+	}
+	c := testsuite.NewCluster(b, 1, 0)
+	path := filepath.Join(b.TempDir(), "seeds.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i := range n {
+		fmt.Fprintf(w, "http://127.0.0.1:8000/product/%d/item-%d.html\n", i/100, i)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	c.OpenStore() // the store, as a worker makes it
+	cmd := exec.Command(c.Starter, append(c.StarterArgs(), "crawl", "--id", "seeds", "--seeds-file", path, "--max-pages", "0")...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	b.ResetTimer()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	rss := 0
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-time.After(5 * time.Millisecond):
+			rss = max(rss, peakRSS(cmd.Process.Pid))
+		}
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("baton crawl: %v: %s", err, out.String())
+	}
+	b.ReportMetric(float64(rss)/1024, "cli-peak-RSS-MiB")
+	b.ReportMetric(took.Seconds(), "cli-s")
+	b.Logf("%d seeds submitted in %v, CLI peak RSS %d MiB: %s", n, took.Round(time.Millisecond), rss/1024, strings.TrimSpace(out.String()))
+}

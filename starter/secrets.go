@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -98,6 +99,18 @@ func storeSecrets(ctx context.Context, g *globals, tf *temporalFlags, sf *secret
 	}
 	if err != nil {
 		return usage("%v", err)
+	}
+	// Sealed with the key the group's workers hold, or refused: secrets
+	// no Runner can open would fail the job later.
+	if c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout)); err == nil {
+		p := jobs.SecretsKeyPath(g.zk.Root, g.group)
+		data, _, gerr := c.Store.Get(ctx, p)
+		closeZK()
+		if gerr == nil {
+			if err := jobs.CheckSecretsKey(g.group, p, data, sealer.KeyID()); err != nil {
+				return usage("%v", err)
+			}
+		}
 	}
 	sealed, err := sealer.Seal(job, sec)
 	if err != nil {

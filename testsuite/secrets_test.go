@@ -114,6 +114,16 @@ func TestCrawlSecretsStaySecret(t *testing.T) {
 		return nil
 	}))
 	where["worker log"] = c.Process(1).Logs()
+
+	// A CLI with another key than the group's workers is refused before it
+	// submits anything (no Runner could open what it sealed).
+	other := filepath.Join(dir, "other.key")
+	require.NoError(t, os.WriteFile(other, []byte(strings.Repeat("ab", 32)+"\n"), 0o600))
+	r4 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "crawl", "--id", "other-key", "--secrets-key-file", other,
+		"--cookie", "session="+secrets[0], site.URL+"/a")...)
+	assert.Equal(t, 2, r4.code, r4.stderr)
+	assert.Contains(t, r4.stderr, "another secrets key")
+	where["CLI output"] += r4.stdout + r4.stderr
 	for name, text := range where {
 		for _, s := range secrets {
 			assert.NotContains(t, text, s, "a secret value in the %s", name)

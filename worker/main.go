@@ -183,6 +183,11 @@ func run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return exitcode.With(exitcode.Usage, fmt.Errorf("--secrets-key-file: %w", err))
 	}
+	if err := jobs.BindSecretsKey(dctx, store, cfg.ZK.Root, cfg.Group, sealer.KeyID()); err != nil {
+		// Not fatal: a worker with another key still crawls every job
+		// without secrets; one with secrets fails here, saying why.
+		log.Error("this worker cannot open the secrets of the group's jobs", "err", err)
+	}
 	if created {
 		log.Warn("made a new secrets key for crawl jobs' secrets: give every worker and CLI of the group this file (--secrets-key-file)",
 			"file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())

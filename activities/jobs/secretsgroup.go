@@ -1,0 +1,56 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+)
+
+// ErrOtherSecretsKey: the group seals its jobs' secrets with another key.
+var ErrOtherSecretsKey = errors.New("the group uses another secrets key")
+
+// SecretsKeyPath is the znode where a group records the ID of its secrets
+// key (Sealer.KeyID, a hash: never the key): <root>/group/<group>/secrets-key.
+func SecretsKeyPath(root, group string) string {
+	if root == "" {
+		root = metadata.DefaultRoot
+	}
+	return path.Join(root, "group", group, "secrets-key")
+}
+
+// BindSecretsKey records keyID as the group's secrets key when the group
+// has none yet, and refuses with ErrOtherSecretsKey, naming both, when it
+// has another: a worker with another key could not open the group's jobs'
+// secrets (and a CLI's would be unreadable to the workers).
+func BindSecretsKey(ctx context.Context, meta metadata.Store, root, group, keyID string) error {
+	p := SecretsKeyPath(root, group)
+	for range 3 {
+		cur, _, err := meta.Get(ctx, p)
+		if errors.Is(err, metadata.ErrNotFound) {
+			if _, err := meta.Create(ctx, p, []byte(keyID), metadata.Persistent); err == nil {
+				return nil
+			} else if !errors.Is(err, metadata.ErrExists) {
+				return fmt.Errorf("record the secrets key of group %s in %s: %w", group, p, err)
+			}
+			continue // created meanwhile by another worker: compare
+		}
+		if err != nil {
+			return fmt.Errorf("read the secrets key of group %s from %s: %w", group, p, err)
+		}
+		return CheckSecretsKey(group, p, cur, keyID)
+	}
+	return fmt.Errorf("record the secrets key of group %s in %s: changed while recording it", group, p)
+}
+
+// CheckSecretsKey compares a group's recorded key ID (the znode's data at
+// p) with keyID.
+func CheckSecretsKey(group, p string, recorded []byte, keyID string) error {
+	if string(recorded) != keyID {
+		return fmt.Errorf("%w: group %s seals its jobs' secrets with key %q, this --secrets-key-file has key %s: "+
+			"copy the group's key file here (or use another --group): %s", ErrOtherSecretsKey, group, recorded, keyID, p)
+	}
+	return nil
+}

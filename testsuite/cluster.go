@@ -176,6 +176,11 @@ func (c *Cluster) WorkerArgs(name string) []string {
 	if c.Store != "" {
 		args = append(args, "--store", c.Store)
 	}
+	if c.SeparateDataDirs {
+		// Machines of one group share its secrets key (the CLI's default,
+		// under DataDir).
+		args = append(args, "--secrets-key-file", filepath.Join(c.DataDir, "secrets.key"))
+	}
 	return append(args, c.Args...)
 }
 

@@ -27,27 +27,33 @@ func StorePath(root, group string) string {
 // a worker or CLI on the wrong store must not start (its Runners would
 // never find the job's batches).
 func BindGroup(ctx context.Context, meta metadata.Store, root, group string, id Identity) error {
-	p := StorePath(root, group)
 	data, err := json.Marshal(id)
 	if err != nil {
 		return err
 	}
+	p := StorePath(root, group)
+	return bindZnode(ctx, meta, p, "the job store of group "+group, data, func(cur []byte) error { return CheckGroup(group, p, cur, id) })
+}
+
+// bindZnode creates the znode p with data when it does not exist, else
+// hands its data to check (another process may create it meanwhile).
+func bindZnode(ctx context.Context, meta metadata.Store, p, what string, data []byte, check func([]byte) error) error {
 	for range 3 {
 		cur, _, err := meta.Get(ctx, p)
 		if errors.Is(err, metadata.ErrNotFound) {
 			if _, err := meta.Create(ctx, p, data, metadata.Persistent); err == nil {
 				return nil
 			} else if !errors.Is(err, metadata.ErrExists) {
-				return fmt.Errorf("record the job store of group %s in %s: %w", group, p, err)
+				return fmt.Errorf("record %s in %s: %w", what, p, err)
 			}
-			continue // created meanwhile by another worker: compare
+			continue // created meanwhile by another process: compare
 		}
 		if err != nil {
-			return fmt.Errorf("read the job store of group %s from %s: %w", group, p, err)
+			return fmt.Errorf("read %s from %s: %w", what, p, err)
 		}
-		return CheckGroup(group, p, cur, id)
+		return check(cur)
 	}
-	return fmt.Errorf("record the job store of group %s in %s: changed while recording it", group, p)
+	return fmt.Errorf("record %s in %s: changed while recording it", what, p)
 }
 
 // CheckGroup compares a group's recorded store (the znode's data at p)

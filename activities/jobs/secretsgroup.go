@@ -27,22 +27,8 @@ func SecretsKeyPath(root, group string) string {
 // secrets (and a CLI's would be unreadable to the workers).
 func BindSecretsKey(ctx context.Context, meta metadata.Store, root, group, keyID string) error {
 	p := SecretsKeyPath(root, group)
-	for range 3 {
-		cur, _, err := meta.Get(ctx, p)
-		if errors.Is(err, metadata.ErrNotFound) {
-			if _, err := meta.Create(ctx, p, []byte(keyID), metadata.Persistent); err == nil {
-				return nil
-			} else if !errors.Is(err, metadata.ErrExists) {
-				return fmt.Errorf("record the secrets key of group %s in %s: %w", group, p, err)
-			}
-			continue // created meanwhile by another worker: compare
-		}
-		if err != nil {
-			return fmt.Errorf("read the secrets key of group %s from %s: %w", group, p, err)
-		}
-		return CheckSecretsKey(group, p, cur, keyID)
-	}
-	return fmt.Errorf("record the secrets key of group %s in %s: changed while recording it", group, p)
+	return bindZnode(ctx, meta, p, "the secrets key of group "+group, []byte(keyID),
+		func(cur []byte) error { return CheckSecretsKey(group, p, cur, keyID) })
 }
 
 // CheckSecretsKey compares a group's recorded key ID (the znode's data at

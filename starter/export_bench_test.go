@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -84,22 +83,6 @@ func TestParquetRowGroups(t *testing.T) {
 	assert.Len(t, pf.RowGroups(), 4, "row groups of 100 rows")
 }
 
-// vmHWM is a process's peak resident set size so far, in KiB (0 once it
-// is gone).
-func vmHWM(pid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	return 0
-}
-
 // BenchmarkExport exports a job of 10^6 pages (BATON_EXPORT_ROWS to
 // change it) with the real CLI, `baton results JOB --format F -o FILE`, as
 // JSONL, CSV and Parquet, and reports each one's time and the CLI
@@ -132,27 +115,7 @@ func BenchmarkExport(b *testing.B) {
 			var msg bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &msg, &msg
 			b.ResetTimer()
-			start := time.Now()
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			// The CLI's own peak RSS: its VmHWM, sampled until it exits
-			// (rusage's maxrss would count this test process's memory,
-			// which the child shared until its exec).
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			rss := 0
-			var err error
-		wait:
-			for {
-				select {
-				case err = <-done:
-					break wait
-				case <-time.After(5 * time.Millisecond):
-					rss = max(rss, vmHWM(cmd.Process.Pid))
-				}
-			}
-			took := time.Since(start)
+			took, rss, err := testsuite.RunMeasured(cmd)
 			b.StopTimer()
 			if err != nil {
 				b.Fatalf("baton results: %v: %s", err, msg.String())

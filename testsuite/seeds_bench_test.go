@@ -15,21 +15,6 @@ import (
 	"github.com/batoncrawl/baton/testsuite"
 )
 
-// peakRSS is a process's VmHWM in KiB (0 once it is gone).
-func peakRSS(pid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	return 0
-}
-
 // BenchmarkSeedsFile submits a job with a seed file of 10^6 URLs
 // (BATON_SEEDS=N to change it) through the real CLI, `baton crawl
 // --seeds-file FILE`, against a real Temporal server and the SQLite store,
@@ -65,23 +50,7 @@ func BenchmarkSeedsFile(b *testing.B) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	b.ResetTimer()
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	rss := 0
-wait:
-	for {
-		select {
-		case err = <-done:
-			break wait
-		case <-time.After(5 * time.Millisecond):
-			rss = max(rss, peakRSS(cmd.Process.Pid))
-		}
-	}
-	took := time.Since(start)
+	took, rss, err := testsuite.RunMeasured(cmd)
 	b.StopTimer()
 	if err != nil {
 		b.Fatalf("baton crawl: %v: %s", err, out.String())

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
@@ -24,7 +25,7 @@ type Activities struct {
 	Fetcher Fetcher
 	// Batches runs the batches of crawl jobs on the job store (a
 	// *jobs.BatchRunner); nil when the worker has no store.
-	Batches  BatchRunner
+	Batches  jobs.Batches
 	Election roles.Election
 	// MaxResultDetail caps Task.result_detail (0 means unbounded).
 	MaxResultDetail int

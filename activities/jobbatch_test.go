@@ -8,15 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
 
-// fakeBatches is a BatchRunner that records its calls and returns outcome.
+// fakeBatches is a jobs.Batches that records its calls and returns outcome.
 type fakeBatches struct {
 	mu      sync.Mutex
-	outcome BatchOutcome
-	runs    []BatchRun
+	outcome jobs.BatchOutcome
+	runs    []jobs.BatchRun
 	claims  []string // "job/batch holder@epoch"
 	drained []bool   // what Drain said when each run started
 }
@@ -28,7 +29,7 @@ func (f *fakeBatches) Claim(_ context.Context, job, batch, holder string, epoch 
 	return nil
 }
 
-func (f *fakeBatches) RunBatch(_ context.Context, in BatchRun) (BatchOutcome, error) {
+func (f *fakeBatches) RunBatch(_ context.Context, in jobs.BatchRun) (jobs.BatchOutcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in.Log = nil
@@ -59,13 +60,13 @@ func (f *clusterFixture) assignBatch(i int, job, batch string, size int) roles.T
 }
 
 // A crawl-job Task is a reference: RunTask hands the batch to the
-// BatchRunner at the Task's epoch and writes the Task once, at the end,
+// jobs.Batches at the Task's epoch and writes the Task once, at the end,
 // with the batch's counters.
 func TestRunTaskRunsAJobBatchThroughTheStore(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	a := f.acts(nil)
-	fb := &fakeBatches{outcome: BatchOutcome{Success: 7, Fail: 2, Ran: 9}}
+	fb := &fakeBatches{outcome: jobs.BatchOutcome{Success: 7, Fail: 2, Ran: 9}}
 	a.Batches = fb
 	tk := f.assignBatch(1, "j", "j-b000003", 9)
 	_, before, err := f.mem.Get(context.Background(), f.c().TaskPath(name(1)))
@@ -73,7 +74,7 @@ func TestRunTaskRunsAJobBatchThroughTheStore(t *testing.T) {
 
 	res, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
-	assert.Equal(t, []BatchRun{{Job: "j", Batch: "j-b000003", Runner: name(1), Epoch: tk.Epoch}}, fb.runs)
+	assert.Equal(t, []jobs.BatchRun{{Job: "j", Batch: "j-b000003", Runner: name(1), Epoch: tk.Epoch}}, fb.runs)
 	assert.Equal(t, []bool{false}, fb.drained, "a runner the group wants is not drained")
 	assert.Equal(t, 9, res.Ran)
 	got := f.task(1)
@@ -91,7 +92,7 @@ func TestRunTaskFencedByTheStore(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	a := f.acts(nil)
-	a.Batches = &fakeBatches{outcome: BatchOutcome{Fenced: true, Reason: "held by sc-crawler_2 at epoch 9"}}
+	a.Batches = &fakeBatches{outcome: jobs.BatchOutcome{Fenced: true, Reason: "held by sc-crawler_2 at epoch 9"}}
 	f.assignBatch(1, "j", "j-b000000", 3)
 	_, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
 	require.Error(t, err)
@@ -107,7 +108,7 @@ func TestRunTaskEndsABatchThatCannotRun(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	a := f.acts(nil)
-	a.Batches = &fakeBatches{outcome: BatchOutcome{Failed: "job j: its spec cannot be read"}}
+	a.Batches = &fakeBatches{outcome: jobs.BatchOutcome{Failed: "job j: its spec cannot be read"}}
 	f.assignBatch(1, "j", "j-b000000", 3)
 	_, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)

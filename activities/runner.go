@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -409,7 +410,7 @@ func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
 }
 
 // runBatch runs a crawl job's Task: its Task znode names a batch of the
-// job store, whose URLs the BatchRunner crawls concurrently and records
+// job store, whose URLs the jobs.Batches crawls concurrently and records
 // once each, fenced by the Task's epoch in the store. The znode is written
 // only when the batch ends (done, with its counters, or terminate with the
 // reason it could not run): a crawl job costs ZooKeeper a write on
@@ -444,7 +445,7 @@ func (a *Activities) runBatch(ctx context.Context, m Member, owner string, t rol
 		defer mu.Unlock()
 		return owner == m.Name && a.surplus(ctx, c, m, &self)
 	}
-	out, err := a.Batches.RunBatch(ctx, BatchRun{Job: t.Job.ID, Batch: t.Job.Batch, Runner: m.Name, Epoch: t.Epoch, Log: log, Drain: drain})
+	out, err := a.Batches.RunBatch(ctx, jobs.BatchRun{Job: t.Job.ID, Batch: t.Job.Batch, Runner: m.Name, Epoch: t.Epoch, Log: log, Drain: drain})
 	if err != nil {
 		return res, fmt.Errorf("run job %s batch %s: %w", t.Job.ID, t.Job.Batch, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -235,7 +236,7 @@ func TestRunTaskLogsCarryInstanceRoleJobAndTask(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	a := f.acts(nil)
-	fb := &fakeBatches{outcome: BatchOutcome{Success: 2, Ran: 2}}
+	fb := &fakeBatches{outcome: jobs.BatchOutcome{Success: 2, Ran: 2}}
 	a.Batches = fb
 	logs := jsonLogs(a, 1)
 	ctx := context.Background()

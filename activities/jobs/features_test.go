@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -68,7 +67,7 @@ func crawlJob(t *testing.T, st jobs.Store, spec jobs.Spec) {
 		}
 		_, err = st.Claim(ctx, spec.ID, id, "sc-crawler_1", 1)
 		require.NoError(t, err)
-		_, err = br.RunBatch(ctx, activities.BatchRun{Job: spec.ID, Batch: id, Runner: "sc-crawler_1", Epoch: 1, Log: quiet()})
+		_, err = br.RunBatch(ctx, jobs.BatchRun{Job: spec.ID, Batch: id, Runner: "sc-crawler_1", Epoch: 1, Log: quiet()})
 		require.NoError(t, err)
 	}
 }

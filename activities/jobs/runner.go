@@ -14,19 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
-
-// PageFetcher fetches one page of a crawl job; *crawl.Engine implements
-// it (safe for concurrent use, with per-domain delay, parallelism,
-// robots.txt and retries across all callers).
-type PageFetcher interface {
-	Fetch(ctx context.Context, req roles.Request, auth crawl.Auth, depth int, opts crawl.Options) crawl.Page
-	FetchSitemap(ctx context.Context, req roles.Request, auth crawl.Auth, opts crawl.Options) crawl.Page
-}
 
 // DefaultConcurrency is how many requests a Runner keeps in flight.
 const DefaultConcurrency = 16
@@ -40,7 +31,7 @@ const DefaultControlPoll = 200 * time.Millisecond
 // epoch check and the commit.
 const maxCommits = 2
 
-// BatchRunner runs crawl-job batches for a Runner (activities.BatchRunner)
+// BatchRunner runs crawl-job batches for a Runner (the Batches of package activities)
 // on the job store: up to Concurrency URLs of a batch are fetched at once
 // (the job's per-domain parallelism and delay, robots.txt Crawl-delay and
 // Retry-After still apply, in the fetcher), and each page is recorded as
@@ -51,7 +42,7 @@ const maxCommits = 2
 // in memory beyond the batch at hand. Safe for concurrent use.
 type BatchRunner struct {
 	Store   Store
-	Pages   PageFetcher
+	Pages   crawl.Fetcher
 	Metrics *telemetry.Metrics
 	// Concurrency is the most requests in flight per batch (the worker's
 	// --concurrency); 0 means DefaultConcurrency.
@@ -66,7 +57,7 @@ type BatchRunner struct {
 	specs sync.Map // job → Spec (immutable; read once per worker)
 }
 
-var _ activities.BatchRunner = (*BatchRunner)(nil)
+var _ Batches = (*BatchRunner)(nil)
 
 // Claim raises the batch's epoch in the store to epoch, for holder.
 func (r *BatchRunner) Claim(ctx context.Context, job, batch, holder string, epoch int64) error {
@@ -120,7 +111,7 @@ func (r *BatchRunner) openSecrets(ctx context.Context, s Spec) (Spec, error) {
 }
 
 // RunBatch crawls the unfinished URLs of a batch (see BatchRunner).
-func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (activities.BatchOutcome, error) {
+func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, error) {
 	log := in.Log
 	if log == nil {
 		log = slog.Default()
@@ -131,46 +122,46 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 		if ctx.Err() == nil && (errors.Is(err, ErrNoJob) || errors.Is(err, ErrBadSpec)) {
 			reason := fmt.Sprintf("job %s: its spec cannot be read from %s: %v", in.Job, r.Store.Identity(), err)
 			if ferr := r.Store.FailBatch(ctx, in.Job, in.Batch, in.Epoch, reason); ferr != nil && !errors.Is(ferr, ErrNoBatch) && !errors.Is(ferr, ErrStale) {
-				return activities.BatchOutcome{}, ferr
+				return BatchOutcome{}, ferr
 			}
-			return activities.BatchOutcome{Failed: reason}, nil
+			return BatchOutcome{Failed: reason}, nil
 		}
-		return activities.BatchOutcome{}, err
+		return BatchOutcome{}, err
 	}
 	info, err := r.Store.Claim(ctx, in.Job, in.Batch, in.Runner, in.Epoch)
 	switch {
 	case errors.Is(err, ErrStale):
-		return activities.BatchOutcome{Fenced: true, Reason: err.Error()}, nil
+		return BatchOutcome{Fenced: true, Reason: err.Error()}, nil
 	case errors.Is(err, ErrNoBatch):
-		return activities.BatchOutcome{Failed: fmt.Sprintf("job %s batch %s is not in %s", in.Job, in.Batch, r.Store.Identity())}, nil
+		return BatchOutcome{Failed: fmt.Sprintf("job %s batch %s is not in %s", in.Job, in.Batch, r.Store.Identity())}, nil
 	case err != nil:
-		return activities.BatchOutcome{}, err
+		return BatchOutcome{}, err
 	}
 	if info.State != BatchRunning {
 		// Finished, re-queued or failed while its Task waited: nothing to
 		// run here.
 		log.Info("batch no longer running", "state", info.State)
-		return activities.BatchOutcome{}, nil
+		return BatchOutcome{}, nil
 	}
 	todo, err := r.Store.Unfinished(ctx, in.Job, in.Batch)
 	if err != nil {
-		return activities.BatchOutcome{}, err
+		return BatchOutcome{}, err
 	}
 	ran, fenced, err := r.crawl(ctx, in, spec, todo, info.Size)
 	if err != nil {
-		return activities.BatchOutcome{Ran: ran}, err
+		return BatchOutcome{Ran: ran}, err
 	}
 	if fenced != "" {
-		return activities.BatchOutcome{Fenced: true, Reason: fenced, Ran: ran}, nil
+		return BatchOutcome{Fenced: true, Reason: fenced, Ran: ran}, nil
 	}
 	fin, err := r.Store.FinishBatch(ctx, in.Job, in.Batch, in.Epoch)
 	if errors.Is(err, ErrStale) {
-		return activities.BatchOutcome{Fenced: true, Reason: err.Error(), Ran: ran}, nil
+		return BatchOutcome{Fenced: true, Reason: err.Error(), Ran: ran}, nil
 	}
 	if err != nil {
-		return activities.BatchOutcome{Ran: ran}, err
+		return BatchOutcome{Ran: ran}, err
 	}
-	return activities.BatchOutcome{Success: fin.Success, Fail: fin.Failed, Ran: ran}, nil
+	return BatchOutcome{Success: fin.Success, Fail: fin.Failed, Ran: ran}, nil
 }
 
 // crawl fetches todo with up to Concurrency requests in flight and
@@ -192,7 +183,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in activities.BatchRun) (act
 // start after the pause), commits the pages fetched, gives the URLs it did
 // not fetch back to the frontier (Store.Release) and returns, so that the
 // batch ends as done and the job sees it end.
-func (r *BatchRunner) crawl(ctx context.Context, in activities.BatchRun, spec Spec, todo []Entry, size int) (ran int, fenced string, err error) {
+func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, spec Spec, todo []Entry, size int) (ran int, fenced string, err error) {
 	conc := r.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency
@@ -397,7 +388,7 @@ func (r *BatchRunner) watchControl(ctx context.Context, job string) <-chan strin
 
 // fetch fetches one URL (a page, or a sitemap at SitemapDepth) and
 // returns what to record for it.
-func (r *BatchRunner) fetch(ctx context.Context, in activities.BatchRun, spec Spec, auth crawl.Auth, e Entry) (Record, error) {
+func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, spec Spec, auth crawl.Auth, e Entry) (Record, error) {
 	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
 	opts := spec.Options
 	opts.KeepBody = spec.Bodies != ""

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batoncrawl/baton/activities"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
@@ -31,7 +30,7 @@ type fetchCall struct {
 	opts  crawl.Options
 }
 
-// fakePages is a concurrency-safe PageFetcher: it answers pages[url] (a
+// fakePages is a concurrency-safe crawl.Fetcher: it answers pages[url] (a
 // 200 page by default), counts calls and the peak of concurrent calls, and,
 // while gate is set, blocks each call until the test sends on gate (one
 // call) or closes it (all).
@@ -142,16 +141,16 @@ func newBatchEnv(t *testing.T, conc int, urls []string, mod func(*jobs.Spec)) *b
 	return e
 }
 
-func (e *batchEnv) run() (activities.BatchOutcome, error) {
+func (e *batchEnv) run() (jobs.BatchOutcome, error) {
 	return e.runAs(e.runner, e.epoch)
 }
 
-func (e *batchEnv) runAs(runner string, epoch int64) (activities.BatchOutcome, error) {
-	return e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: e.batch, Runner: runner, Epoch: epoch, Log: quiet()})
+func (e *batchEnv) runAs(runner string, epoch int64) (jobs.BatchOutcome, error) {
+	return e.br.RunBatch(e.ctx, jobs.BatchRun{Job: e.spec.ID, Batch: e.batch, Runner: runner, Epoch: epoch, Log: quiet()})
 }
 
 type outcomeRes struct {
-	out activities.BatchOutcome
+	out jobs.BatchOutcome
 	err error
 }
 
@@ -164,14 +163,14 @@ func (e *batchEnv) runAsync() <-chan outcomeRes {
 	return ch
 }
 
-func (e *batchEnv) wait(ch <-chan outcomeRes) (activities.BatchOutcome, error) {
+func (e *batchEnv) wait(ch <-chan outcomeRes) (jobs.BatchOutcome, error) {
 	e.t.Helper()
 	select {
 	case r := <-ch:
 		return r.out, r.err
 	case <-time.After(waitLimit):
 		e.t.Fatalf("RunBatch did not return within %v", waitLimit)
-		return activities.BatchOutcome{}, nil
+		return jobs.BatchOutcome{}, nil
 	}
 }
 
@@ -226,7 +225,7 @@ func pageURLs(n int) []string {
 
 // peakOf runs a batch of n URLs with the fetcher gated, waits until want
 // calls are in flight, checks no more come, then lets them all go.
-func peakOf(t *testing.T, conc, n, want int) (int, activities.BatchOutcome) {
+func peakOf(t *testing.T, conc, n, want int) (int, jobs.BatchOutcome) {
 	t.Helper()
 	e := newBatchEnv(t, conc, pageURLs(n), nil)
 	e.pages.gate = make(chan struct{})
@@ -277,7 +276,7 @@ func TestRunBatchRecordsEachPageOnceAndFinishesTheBatch(t *testing.T) {
 	e.pages.pages[urls[5]] = crawl.Page{URL: urls[5], Error: "timeout after 15s", DurationMS: 15000}
 	out, err := e.run()
 	require.NoError(t, err)
-	assert.Equal(t, activities.BatchOutcome{Success: 7, Fail: 2, Ran: 9}, out)
+	assert.Equal(t, jobs.BatchOutcome{Success: 7, Fail: 2, Ran: 9}, out)
 
 	per := e.pages.perURL()
 	for _, u := range urls {
@@ -324,7 +323,7 @@ func TestRunBatchFinishesADisallowedPageWithoutAResult(t *testing.T) {
 		Links: []string{"http://example.test/never"}}
 	out, err := e.run()
 	require.NoError(t, err)
-	assert.Equal(t, activities.BatchOutcome{Success: 2, Fail: 0, Ran: 3}, out)
+	assert.Equal(t, jobs.BatchOutcome{Success: 2, Fail: 0, Ran: 3}, out)
 	rec, err := e.store.Recorded(e.ctx, e.spec.ID, urls[1])
 	require.NoError(t, err)
 	assert.False(t, rec, "a page robots.txt refused is not a result")
@@ -362,7 +361,7 @@ func TestRunBatchQueuesLinksAtTheNextDepth(t *testing.T) {
 	_, err = e.store.Claim(e.ctx, e.spec.ID, next, e.runner, 1)
 	require.NoError(t, err)
 	e.pages.pages["http://example.test/a"] = crawl.Page{URL: "http://example.test/a", StatusCode: 200, Links: []string{"http://example.test/a/deeper"}}
-	_, err = e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: next, Runner: e.runner, Epoch: 1})
+	_, err = e.br.RunBatch(e.ctx, jobs.BatchRun{Job: e.spec.ID, Batch: next, Runner: e.runner, Epoch: 1})
 	require.NoError(t, err)
 	for _, c := range e.pages.snapshot() {
 		if c.req.URL == "http://example.test/a" {
@@ -391,7 +390,7 @@ func TestRunBatchResumesAHalfDoneBatch(t *testing.T) {
 	require.NoError(t, e.br.Claim(e.ctx, e.spec.ID, e.batch, next, 2))
 	out, err := e.runAs(next, 2)
 	require.NoError(t, err)
-	assert.Equal(t, activities.BatchOutcome{Success: 6, Ran: 3}, out, "counts cover every holder; Ran this call's")
+	assert.Equal(t, jobs.BatchOutcome{Success: 6, Ran: 3}, out, "counts cover every holder; Ran this call's")
 	per := e.pages.perURL()
 	assert.ElementsMatch(t, urls[3:], slices.Collect(maps.Keys(per)), "only unfinished URLs fetched")
 	for _, n := range per {
@@ -483,7 +482,7 @@ func TestRunBatchOfAMissingJobFails(t *testing.T) {
 	st := openStore(t)
 	pages := newFakePages()
 	br := &jobs.BatchRunner{Store: st, Pages: pages}
-	out, err := br.RunBatch(testCtx(t), activities.BatchRun{Job: "ghost-job", Batch: "ghost-job-b000000", Runner: nodeName(1), Epoch: 1})
+	out, err := br.RunBatch(testCtx(t), jobs.BatchRun{Job: "ghost-job", Batch: "ghost-job-b000000", Runner: nodeName(1), Epoch: 1})
 	require.NoError(t, err, "a missing job is not retried")
 	assert.False(t, out.Fenced)
 	assert.Contains(t, out.Failed, "ghost-job")
@@ -495,7 +494,7 @@ func TestRunBatchOfAMissingJobFails(t *testing.T) {
 
 func TestRunBatchOfAMissingBatchFails(t *testing.T) {
 	e := newBatchEnv(t, 2, pageURLs(2), nil)
-	out, err := e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: "no-such-batch", Runner: e.runner, Epoch: 1})
+	out, err := e.br.RunBatch(e.ctx, jobs.BatchRun{Job: e.spec.ID, Batch: "no-such-batch", Runner: e.runner, Epoch: 1})
 	require.NoError(t, err)
 	assert.Contains(t, out.Failed, "no-such-batch")
 	assert.Contains(t, out.Failed, e.store.Identity().Location)
@@ -571,7 +570,7 @@ func TestRunBatchMetrics(t *testing.T) {
 	e.pages.pages[urls[5]] = crawl.Page{URL: urls[5], Error: "disallowed by robots.txt", Disallowed: true}
 	out, err := e.run()
 	require.NoError(t, err)
-	assert.Equal(t, activities.BatchOutcome{Success: 2, Fail: 3, Ran: 6}, out)
+	assert.Equal(t, jobs.BatchOutcome{Success: 2, Fail: 3, Ran: 6}, out)
 
 	mfs := gather(t, reg)
 	assert.Equal(t, map[string]float64{"2xx": 1, "3xx": 1, "4xx": 1, "5xx": 1, "error": 2}, pagesByClass(t, mfs, e.spec.ID),
@@ -611,7 +610,7 @@ func TestRunBatchUnboundedPullsTheWholeFrontier(t *testing.T) {
 	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: links}
 	out, err := e.run()
 	require.NoError(t, err)
-	assert.Equal(t, activities.BatchOutcome{Success: 111, Ran: 111}, out)
+	assert.Equal(t, jobs.BatchOutcome{Success: 111, Ran: 111}, out)
 	assert.Equal(t, jobs.Stats{Seen: 111, Queued: 0, Recorded: 111}, e.stats())
 	b := e.info()
 	assert.Equal(t, jobs.BatchDone, b.State)
@@ -633,7 +632,7 @@ func TestRunBatchDrainStopsPullingAndFinishesWhatItHolds(t *testing.T) {
 	}
 	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: links}
 	var asked atomic.Int32
-	out, err := e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: e.batch, Runner: e.runner, Epoch: e.epoch, Log: quiet(),
+	out, err := e.br.RunBatch(e.ctx, jobs.BatchRun{Job: e.spec.ID, Batch: e.batch, Runner: e.runner, Epoch: e.epoch, Log: quiet(),
 		Drain: func() bool { return asked.Add(1) > 1 }}) // one pull, then drain
 	require.NoError(t, err)
 	assert.Equal(t, jobs.BatchDone, e.info().State, "the batch ends")
@@ -686,7 +685,7 @@ func (e *batchEnv) resumeAndFinish(want int) {
 	require.NoError(e.t, err)
 	_, err = e.store.Claim(e.ctx, e.spec.ID, next, e.runner, 1)
 	require.NoError(e.t, err)
-	_, err = e.br.RunBatch(e.ctx, activities.BatchRun{Job: e.spec.ID, Batch: next, Runner: e.runner, Epoch: 1, Log: quiet()})
+	_, err = e.br.RunBatch(e.ctx, jobs.BatchRun{Job: e.spec.ID, Batch: next, Runner: e.runner, Epoch: 1, Log: quiet()})
 	require.NoError(e.t, err)
 	assert.Equal(e.t, jobs.Stats{Seen: want, Queued: 0, Recorded: want}, e.stats())
 	seen := map[string]int{}
@@ -713,7 +712,7 @@ func TestRunBatchStopsFetchingWhenTheJobIsPaused(t *testing.T) {
 			calls, in, _ := e.pages.count()
 			assert.Equal(t, 1+4+4, calls, "no fetch started after the pause")
 			assert.Zero(t, in, "the fetches in flight were abandoned")
-			assert.Equal(t, activities.BatchOutcome{Success: 5, Ran: 5}, out, "the root and the 4 pages fetched before")
+			assert.Equal(t, jobs.BatchOutcome{Success: 5, Ran: 5}, out, "the root and the 4 pages fetched before")
 			assert.Equal(t, jobs.BatchDone, e.info().State, "the batch ends as done")
 			assert.Equal(t, jobs.Stats{Seen: 41, Queued: 36, Recorded: 5}, e.stats(), "the rest is queued again")
 			un, err := e.store.Unfinished(e.ctx, e.spec.ID, e.batch)

@@ -158,13 +158,13 @@ func TestStatsBlock(t *testing.T) {
 
 // readSeeds is scanSeedFile's URLs, read again as storeSeeds does.
 func readSeeds(name string, stdin io.Reader) ([]string, error) {
-	sf, err := scanSeedFile(name, stdin)
+	sf, err := jobs.ScanSeedFile(name, stdin)
 	if err != nil {
-		return nil, err
+		return nil, submitError(err)
 	}
-	defer sf.close()
+	defer sf.Close()
 	var out []string
-	err = sf.each(func(u string) error { out = append(out, u); return nil })
+	err = sf.Each(func(u string) error { out = append(out, u); return nil })
 	return out, err
 }
 
@@ -176,10 +176,10 @@ func TestReadSeeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"http://127.0.0.1:8000/a", "http://127.0.0.1:8000/b", "http://127.0.0.1:8000/a"}, seeds,
 		"read again in order; the store deduplicates")
-	sf, err := scanSeedFile(good, nil)
+	sf, err := jobs.ScanSeedFile(good, nil)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"127.0.0.1"}, sf.hosts)
-	assert.Equal(t, []string{"http://127.0.0.1:8000"}, sf.origins)
+	assert.Equal(t, []string{"127.0.0.1"}, sf.Hosts())
+	assert.Equal(t, []string{"http://127.0.0.1:8000"}, sf.Origins())
 
 	seeds, err = readSeeds("-", strings.NewReader("http://127.0.0.1:8000/x\n"))
 	require.NoError(t, err)

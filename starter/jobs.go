@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -157,34 +156,14 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 					return usage("--timers %q: want default or fast", profile)
 				}
 			}
-			var file *seedFile
+			sub := jobs.Submission{ID: id, Group: g.group, Seeds: args, Sitemaps: sitemaps, MaxPages: maxPages,
+				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers,
+				StoreBodies: storeBodies, BodiesDir: bodiesDir}
 			if seedsFile != "" {
-				if file, err = scanSeedFile(seedsFile, cmd.InOrStdin()); err != nil {
-					return err
+				if sub.File, err = jobs.ScanSeedFile(seedsFile, cmd.InOrStdin()); err != nil {
+					return submitError(err)
 				}
-				defer file.close()
-			}
-			var maps []string
-			robots := false
-			for _, s := range sitemaps {
-				if s == "robots" {
-					robots = true
-					continue
-				}
-				maps = appendUnique(maps, s)
-			}
-			var storedMaps []string
-			if robots {
-				for _, s := range args {
-					if o := origin(s); o != "" {
-						maps = appendUnique(maps, o+"/robots.txt")
-					}
-				}
-				if file != nil {
-					for _, o := range file.origins {
-						storedMaps = append(storedMaps, o+"/robots.txt")
-					}
-				}
+				defer sub.File.Close()
 			}
 			opts := def
 			opts.Selectors, opts.Follow, opts.MaxDepth = fields, follow, depth
@@ -201,50 +180,12 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				opts.Proxy = u.String()
 			}
 			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
-			if len(domains) == 0 {
-				hosts := map[string]bool{}
-				for _, list := range [][]string{args, maps} {
-					for _, s := range list {
-						if u, err := url.Parse(s); err == nil && u.Hostname() != "" && !hosts[u.Hostname()] {
-							hosts[u.Hostname()] = true
-							opts.AllowedDomains = append(opts.AllowedDomains, u.Hostname())
-						}
-					}
-				}
-				if file != nil {
-					for _, h := range file.hosts {
-						if !hosts[h] {
-							hosts[h] = true
-							opts.AllowedDomains = append(opts.AllowedDomains, h)
-						}
-					}
-				}
-				if len(opts.AllowedDomains) > maxDefaultDomains {
-					return usage("the seeds are on %d hosts, more than the %d a job lists by default: give the domains to stay within with --allow-domain",
-						len(opts.AllowedDomains), maxDefaultDomains)
-				}
+			sub.Options = opts
+			plan, err := sub.Build()
+			if err != nil {
+				return submitError(err)
 			}
-			spec := jobs.Spec{ID: id, Group: g.group, Seeds: args, Options: opts, MaxPages: maxPages,
-				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers, Sitemaps: maps,
-				SeedsStored: len(storedMaps)}
-			if file != nil {
-				spec.SeedsStored += file.count
-			}
-			switch {
-			case storeBodies && bodiesDir != "":
-				return usage("--store-bodies and --bodies-dir: choose one")
-			case storeBodies:
-				spec.Bodies = jobs.BodiesStore
-			case bodiesDir != "":
-				spec.Bodies, spec.BodiesPath = jobs.BodiesDir, bodiesDir
-			}
-			if err := spec.Validate(); err != nil {
-				return usage("invalid crawl: %v", specFlagError(err))
-			}
-			// Cookies, authorization, headers and the proxy's credentials
-			// go sealed into the job store; the spec that travels (the
-			// workflow's input, the jobs table) names them only.
-			spec, secrets := jobs.SplitSecrets(spec)
+			spec, secrets := plan.Spec, plan.Secrets
 			if err := co.check(cmd, wait); err != nil {
 				return err
 			}
@@ -285,7 +226,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if spec.SeedsStored > 0 {
 				// Large seed lists go to the job's frontier in the store,
 				// never into the workflow's input.
-				n, err := storeSeeds(cmd.Context(), g, tf, spec, file, storedMaps)
+				n, err := queueSeeds(cmd.Context(), g, tf, plan)
 				if err != nil {
 					return err
 				}
@@ -302,8 +243,8 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if seedsFile != "" {
 				memo["seeds_file"], memo["seeds_stored"] = seedsFile, spec.SeedsStored
 			}
-			if len(maps) > 0 {
-				memo["sitemaps"] = maps
+			if len(spec.Sitemaps) > 0 {
+				memo["sitemaps"] = spec.Sitemaps
 			}
 			run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{
 				ID: wid, TaskQueue: workflows.JobQueue(g.group),
@@ -358,10 +299,6 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	return cmd
 }
 
-// maxDefaultDomains bounds the allowed domains a job gets from its seeds'
-// hosts (they travel in the job's spec).
-const maxDefaultDomains = 1000
-
 // parseHeaders reads --header 'Name: value' pairs.
 func parseHeaders(hs []string) (map[string]string, error) {
 	out := map[string]string{}
@@ -376,227 +313,40 @@ func parseHeaders(hs []string) (map[string]string, error) {
 	return out, nil
 }
 
-// origin is scheme://host of a URL, or "".
-func origin(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return ""
-	}
-	return strings.ToLower(u.Scheme) + "://" + u.Host
-}
-
-// maxBadSeeds is how many bad lines of a seed file are reported.
-const maxBadSeeds = 10
-
-// seedFile is a seed file checked whole (scanSeedFile) and read again,
-// line by line, when its seeds go to the store: a million seeds are never
-// in memory at once.
-type seedFile struct {
-	name    string // as given (- for stdin)
-	path    string // the file to read again (stdin is spooled to a temporary file)
-	spool   bool   // path is a temporary file to remove
-	count   int    // URLs in it (a URL on several lines counts each time)
-	hosts   []string
-	hostSet map[string]bool
-	origins []string // scheme://host of its URLs, each once, in order
-}
-
-func (sf *seedFile) close() {
-	if sf != nil && sf.spool {
-		os.Remove(sf.path)
-	}
-}
-
-// each calls fn for every URL of the file, in order.
-func (sf *seedFile) each(fn func(string) error) error {
-	f, err := os.Open(sf.path)
-	if err != nil {
-		return usage("--seeds-file: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
-		if err := fn(s); err != nil {
-			return err
-		}
-	}
-	return sc.Err()
-}
-
-// scanSeedFile checks a seed file (or stdin for "-"): one URL per line,
-// blank lines and '#' comments skipped. Every bad line is reported with
-// its line number (the first ten) and nothing is submitted.
-func scanSeedFile(name string, stdin io.Reader) (*seedFile, error) {
-	sf := &seedFile{name: name, path: name, hostSet: map[string]bool{}}
-	var r io.Reader = stdin
-	var spool *bufio.Writer
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, usage("--seeds-file: %v", err)
-		}
-		defer f.Close()
-		r = f
-	} else {
-		tmp, err := os.CreateTemp("", "baton-seeds-*")
-		if err != nil {
-			return nil, err
-		}
-		defer tmp.Close()
-		sf.path, sf.spool = tmp.Name(), true
-		spool = bufio.NewWriter(tmp)
-	}
-	fail := func(err error) (*seedFile, error) {
-		sf.close()
-		return nil, err
-	}
-	var bad []string
-	nBad := 0
-	originSet := map[string]bool{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
-		err := (roles.Request{URL: s}).Validate()
-		if err == nil {
-			_, err = crawl.NormalizeURL(s)
-		}
-		if err == nil {
-			err = jobs.CheckURLLength(s)
-		}
-		if err != nil {
-			nBad++
-			if len(bad) < maxBadSeeds {
-				bad = append(bad, fmt.Sprintf("  %s:%d: %v", name, line, err))
-			}
-			continue
-		}
-		sf.count++
-		if spool != nil {
-			spool.WriteString(s + "\n")
-		}
-		if u, err := url.Parse(s); err == nil && u.Hostname() != "" && !sf.hostSet[u.Hostname()] && len(sf.hosts) <= maxDefaultDomains {
-			sf.hostSet[u.Hostname()] = true
-			sf.hosts = append(sf.hosts, u.Hostname())
-		}
-		if o := origin(s); o != "" && !originSet[o] {
-			originSet[o] = true
-			sf.origins = append(sf.origins, o)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fail(usage("--seeds-file %s line %d: %v", name, line+1, err))
-	}
-	if spool != nil {
-		if err := spool.Flush(); err != nil {
-			return fail(err)
-		}
-	}
-	if nBad > 0 {
-		more := ""
-		if nBad > len(bad) {
-			more = fmt.Sprintf("\n  … and %d more", nBad-len(bad))
-		}
-		return fail(usage("--seeds-file %s: %d bad lines (nothing submitted):\n%s%s", name, nBad, strings.Join(bad, "\n"), more))
-	}
-	if sf.count == 0 {
-		return fail(usage("--seeds-file %s: no URL in it", name))
-	}
-	return sf, nil
-}
-
-// storeSeeds creates the job in the group's store with every seed, so
-// that JobStart finds it created (same spec: nothing more to do). It
-// returns how many URLs were queued.
-func storeSeeds(ctx context.Context, g *globals, tf *temporalFlags, spec jobs.Spec, file *seedFile, storedMaps []string) (int, error) {
+// queueSeeds creates the job in the group's store with every seed (the
+// plan's Queue), so that JobStart finds it created (same spec: nothing
+// more to do). It returns how many URLs were queued.
+func queueSeeds(ctx context.Context, g *globals, tf *temporalFlags, plan jobs.Plan) (int, error) {
 	js, err := tf.st.open(ctx, g)
 	if err != nil {
 		return 0, fmt.Errorf("--seeds-file writes the seeds to the workers' job store: %w", err)
 	}
 	defer js.Close()
-	// One normaliser for every seed, the job's, as JobStart's (so
-	// --keep-tracking-params holds for a seed file too).
-	seed := func(u string) (jobs.Entry, error) {
-		n, err := spec.Options.NormalizeURL(u)
-		if err != nil {
-			return jobs.Entry{}, usage("seed %q: %v", u, err)
+	n, err := plan.Queue(ctx, js)
+	switch {
+	case errors.Is(err, jobs.ErrJobExists):
+		return 0, usage("job %q exists already in %s: choose another --id", plan.Spec.ID, js.Identity())
+	case err != nil:
+		return 0, submitError(fmt.Errorf("store the seeds of job %s: %w", plan.Spec.ID, err))
+	}
+	return n, nil
+}
+
+// submitError is a submission's error in the CLI's words: a bad
+// submission or spec is a usage error (exit 2) naming the flag at fault.
+func submitError(err error) error {
+	switch {
+	case errors.Is(err, jobs.ErrBadSubmission):
+		msg := strings.TrimPrefix(err.Error(), jobs.ErrBadSubmission.Error()+": ")
+		for from, to := range map[string]string{"seeds file": "--seeds-file", "give the domains to stay within": "give the domains to stay within with --allow-domain",
+			"bodies in the store and in a directory": "--store-bodies and --bodies-dir", "a seeds file or a sitemap": "--seeds-file or --sitemap"} {
+			msg = strings.Replace(msg, from, to, 1)
 		}
-		return jobs.Entry{URL: n}, nil
+		return usage("%s", msg)
+	case errors.Is(err, jobs.ErrBadSpec):
+		return usage("invalid crawl: %v", specFlagError(err))
 	}
-	var entries []jobs.Entry
-	for _, u := range spec.Seeds {
-		e, err := seed(u)
-		if err != nil {
-			return 0, err
-		}
-		entries = append(entries, e)
-	}
-	for _, list := range [][]string{spec.Sitemaps, storedMaps} {
-		for _, u := range list {
-			n, err := crawl.NormalizeURL(u)
-			if err != nil {
-				return 0, usage("sitemap %q: %v", u, err)
-			}
-			entries = append(entries, jobs.Entry{URL: n, Depth: jobs.SitemapDepth})
-		}
-	}
-	st, err := js.CreateJob(ctx, spec, entries)
-	if errors.Is(err, jobs.ErrJobExists) {
-		return 0, usage("job %q exists already in %s: choose another --id", spec.ID, js.Identity())
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store the seeds of job %s: %w", spec.ID, err)
-	}
-	seen := st.Seen
-	if file == nil {
-		return seen, nil
-	}
-	// The file's seeds, read again and queued in chunks: memory stays flat
-	// however long the file.
-	const chunk = 5000
-	batch := make([]jobs.Entry, 0, chunk)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		n, err := js.AddSeeds(ctx, spec.ID, batch)
-		if err != nil {
-			return fmt.Errorf("store the seeds of job %s: %w", spec.ID, err)
-		}
-		seen += n
-		batch = batch[:0]
-		return nil
-	}
-	err = file.each(func(u string) error {
-		e, err := seed(u)
-		if err != nil {
-			return err
-		}
-		if batch = append(batch, e); len(batch) == chunk {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
-		return 0, err
-	}
-	if spec.MaxPages > 0 {
-		seen = min(seen, spec.MaxPages)
-	}
-	return seen, nil
+	return err
 }
 
 // printReport prints the job's stats block from the store (a note if the
@@ -615,15 +365,6 @@ func printReport(ctx context.Context, w io.Writer, g *globals, tf *temporalFlags
 	}
 	fmt.Fprintln(w, "stats:")
 	_ = rep.Write(w)
-}
-
-func appendUnique(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
 }
 
 func queryProgress(ctx context.Context, c client.Client, wid string) (workflows.JobProgress, error) {

@@ -22,10 +22,12 @@ func TestSeedsFileKeepsTrackingParams(t *testing.T) {
 	seeds := filepath.Join(t.TempDir(), "seeds.txt")
 	require.NoError(t, os.WriteFile(seeds, []byte("http://127.0.0.1:1/from-file?utm_source=news&id=1\n"), 0o600))
 	for _, tc := range []struct {
-		id, want string
-		keep     bool
-	}{{"keep", "http://127.0.0.1:1/from-file?id=1&utm_source=news", true}, {"drop", "http://127.0.0.1:1/from-file?id=1", false}} {
-		args := append(c.StarterArgs(), "crawl", "--id", tc.id, "--seeds-file", seeds, "http://127.0.0.1:1/typed?utm_source=x")
+		id, want, wantMap string
+		keep              bool
+	}{{"keep", "http://127.0.0.1:1/from-file?id=1&utm_source=news", "http://127.0.0.1:1/map.xml?utm_source=m", true},
+		{"drop", "http://127.0.0.1:1/from-file?id=1", "http://127.0.0.1:1/map.xml", false}} {
+		args := append(c.StarterArgs(), "crawl", "--id", tc.id, "--seeds-file", seeds, "http://127.0.0.1:1/typed?utm_source=x",
+			"--sitemap", "http://127.0.0.1:1/map.xml?utm_source=m")
 		if tc.keep {
 			args = append(args, "--keep-tracking-params")
 		}
@@ -33,7 +35,7 @@ func TestSeedsFileKeepsTrackingParams(t *testing.T) {
 		require.Equal(t, 0, r.code, r.stderr)
 		b, err := js.TakeBatch(context.Background(), tc.id, "look", 10)
 		require.NoError(t, err)
-		require.Equal(t, 2, b.Size)
+		require.Equal(t, 3, b.Size)
 		es, err := js.Entries(context.Background(), tc.id, "look")
 		require.NoError(t, err)
 		var urls []string
@@ -41,5 +43,6 @@ func TestSeedsFileKeepsTrackingParams(t *testing.T) {
 			urls = append(urls, e.URL)
 		}
 		assert.Contains(t, urls, tc.want, "--keep-tracking-params %v", tc.keep)
+		assert.Contains(t, urls, tc.wantMap, "--keep-tracking-params %v holds for --sitemap", tc.keep)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -87,20 +86,9 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 			return Stats{}, err
 		}
 	}
-	var seeds []Entry
-	for _, s := range spec.Seeds {
-		n, err := spec.Options.NormalizeURL(s)
-		if err != nil {
-			return Stats{}, badJob("seed %q: %w", s, err)
-		}
-		seeds = append(seeds, Entry{URL: n})
-	}
-	for _, s := range spec.Sitemaps {
-		n, err := crawl.NormalizeURL(s)
-		if err != nil {
-			return Stats{}, badJob("sitemap %q: %w", s, err)
-		}
-		seeds = append(seeds, Entry{URL: n, Depth: SitemapDepth})
+	seeds, err := spec.SeedEntries(nil)
+	if err != nil {
+		return Stats{}, badJob("%w", err)
 	}
 	st, err := js.CreateJob(ctx, spec, seeds)
 	if errors.Is(err, ErrJobExists) {

@@ -128,7 +128,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		}
 		return BatchOutcome{}, err
 	}
-	info, err := r.Store.Claim(ctx, in.Job, in.Batch, in.Runner, in.Epoch)
+	info, err := r.holding(ctx, in)
 	switch {
 	case errors.Is(err, ErrStale):
 		return BatchOutcome{Fenced: true, Reason: err.Error()}, nil
@@ -162,6 +162,25 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		return BatchOutcome{Ran: ran}, err
 	}
 	return BatchOutcome{Success: fin.Success, Fail: fin.Failed, Ran: ran}, nil
+}
+
+// holding returns the batch's row once in.Runner holds it at in.Epoch.
+// The job's assignment and a hand-over claim the batch in the store
+// before they write the Task that names it, so the row normally says so
+// already and is only read; it is claimed here only when it does not
+// (ErrStale when a higher epoch holds it).
+func (r *BatchRunner) holding(ctx context.Context, in BatchRun) (BatchInfo, error) {
+	bs, err := r.Store.Batches(ctx, in.Job, []string{in.Batch})
+	if err != nil {
+		return BatchInfo{}, err
+	}
+	if len(bs) == 0 {
+		return BatchInfo{}, ErrNoBatch
+	}
+	if bs[0].Epoch == in.Epoch && bs[0].Holder == in.Runner {
+		return bs[0], nil
+	}
+	return r.Store.Claim(ctx, in.Job, in.Batch, in.Runner, in.Epoch)
 }
 
 // crawl fetches todo with up to Concurrency requests in flight and

@@ -742,3 +742,43 @@ func TestRunBatchStopsWhenTheStoreRefusesToExtend(t *testing.T) {
 	assert.LessOrEqual(t, calls, st.Recorded+4, "at most a round of fetches beyond what it recorded was abandoned")
 	e.resumeAndFinish(41)
 }
+
+// claimCounter is a store that counts Claim calls.
+type claimCounter struct {
+	jobs.Store
+	claims atomic.Int32
+}
+
+func (c *claimCounter) Claim(ctx context.Context, job, id, holder string, epoch int64) (jobs.BatchInfo, error) {
+	c.claims.Add(1)
+	return c.Store.Claim(ctx, job, id, holder, epoch)
+}
+
+// A batch claimed by its assignment (or hand-over) is not claimed again
+// at the same epoch when it runs; one held at a lower epoch is; one held
+// at a higher epoch is fenced.
+func TestRunBatchClaimsOnce(t *testing.T) {
+	e := newBatchEnv(t, 2, []string{"http://127.0.0.1:1/a", "http://127.0.0.1:1/b"}, nil)
+	cc := &claimCounter{Store: e.store}
+	e.br.Store = cc
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, 2, out.Ran)
+	assert.Zero(t, cc.claims.Load(), "claimed once, by the assignment")
+
+	e = newBatchEnv(t, 2, []string{"http://127.0.0.1:1/a"}, nil)
+	cc = &claimCounter{Store: e.store}
+	e.br.Store = cc
+	out, err = e.runAs(e.runner, e.epoch+1)
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), cc.claims.Load(), "a Task newer than the batch's row claims it")
+	assert.Equal(t, 1, out.Ran)
+
+	e = newBatchEnv(t, 2, []string{"http://127.0.0.1:1/a"}, nil)
+	_, err = e.store.Claim(e.ctx, e.spec.ID, e.batch, nodeName(2), e.epoch+1) // handed over
+	require.NoError(t, err)
+	out, err = e.run()
+	require.NoError(t, err)
+	assert.True(t, out.Fenced, "an older epoch is fenced")
+	assert.Zero(t, out.Ran)
+}

@@ -1,11 +1,8 @@
 package crawl
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,8 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gocolly/colly/v2"
-	"github.com/tidwall/gjson"
 	"golang.org/x/net/html"
 
 	"github.com/batoncrawl/baton/roles"
@@ -198,10 +193,12 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		page.DurationMS = time.Since(start).Milliseconds()
 	}()
 
-	opts = opts.withDefaults()
-	if err := opts.Validate(); err != nil {
-		page.Error = "invalid options: " + err.Error()
-		return page
+	if opts.compiled == nil {
+		var err error
+		if opts, err = opts.Compile(); err != nil {
+			page.Error = "invalid options: " + err.Error()
+			return page
+		}
 	}
 	if depth < 0 {
 		page.Error = fmt.Sprintf("invalid depth %d", depth)
@@ -338,220 +335,6 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		page.Sitemaps = res.sitemaps
 	}
 	return page
-}
-
-// attemptResult is what one attempt saw.
-type attemptResult struct {
-	status      int
-	contentType string
-	finalURL    string
-	bytes       int64
-	title       string
-	fields      map[string][]string
-	links       []string
-	sitemaps    []string
-	canonical   string
-	jsonld      []json.RawMessage
-	charset     string
-	hash        string
-	body        []byte
-	err         error
-	sitemapErr  error
-	transient   bool
-	retryAfter  time.Duration // -1: none
-}
-
-// attempt makes one request with a Colly collector of its own (its own
-// cookie jar, so that cookies set by one site never reach another task),
-// over base (the Engine's shared transport). A followed link (not a seed)
-// may not redirect out of the allowed domains; checkRedirect, when set,
-// checks every redirect's request; a redirect that leaves the request's
-// host drops the headers that may hold credentials (hostHeaders).
-func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.RoundTripper, checkRedirect func(*http.Request) error, followed, wantLinks, sitemap bool, release func()) (r attemptResult) {
-	r.retryAfter = -1
-	actx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	sels := parseSelectors(o.Selectors)
-
-	var read int64
-	c := colly.NewCollector()
-	// Set everything Colly's COLLY_* environment variables could change.
-	c.UserAgent = o.UserAgent
-	c.Headers = nil
-	c.MaxDepth, c.MaxRequests = 0, 0
-	c.AllowedDomains, c.DisallowedDomains = nil, nil
-	c.URLFilters, c.DisallowedURLFilters = nil, nil
-	c.AllowURLRevisit = true
-	c.MaxBodySize = 0 // bounded by boundedTransport, which fails instead of truncating
-	c.CacheDir = ""
-	c.IgnoreRobotsTxt = true // obeyed by the Engine, Crawl-delay included
-	c.Async = false
-	c.ParseHTTPErrorResponse = true
-	c.DetectCharset = false
-	c.CheckHead = false
-	c.TraceHTTP = false
-	c.Context = actx
-	c.WithTransport(&boundedTransport{base: base, max: o.MaxBodyBytes, read: &read})
-	c.SetRequestTimeout(0) // actx bounds the attempt, body included
-	drop := hostHeaders(b.header)
-	c.SetRedirectHandler(func(req *http.Request, via []*http.Request) error {
-		if o.MaxRedirects < 0 {
-			return http.ErrUseLastResponse
-		}
-		if len(via) > o.MaxRedirects {
-			return &redirectError{max: o.MaxRedirects, last: req.URL.String()}
-		}
-		if followed && !domainAllowed(req.URL.Scheme, req.URL.Host, o.AllowedDomains) {
-			return &offDomainRedirectError{to: req.URL.String()}
-		}
-		if checkRedirect != nil {
-			if err := checkRedirect(req); err != nil {
-				return err
-			}
-		}
-		if leftHost(req, via) {
-			for _, k := range drop {
-				req.Header.Del(k)
-			}
-		}
-		return nil
-	})
-
-	c.OnResponseHeaders(func(resp *colly.Response) {
-		r.status = resp.StatusCode
-		r.contentType = resp.Headers.Get("Content-Type")
-		r.finalURL = resp.Request.URL.String()
-	})
-	gotBody := false
-	c.OnResponse(func(resp *colly.Response) {
-		release() // the body is read: the domain's slot is free while we parse
-		gotBody = true
-		r.status = resp.StatusCode
-		r.contentType = resp.Headers.Get("Content-Type")
-		r.finalURL = resp.Request.URL.String()
-		r.bytes = int64(len(resp.Body))
-		if ra := resp.Headers.Get("Retry-After"); ra != "" {
-			if d, ok := parseRetryAfter(ra, time.Now()); ok {
-				r.retryAfter = d
-			}
-		}
-		sum := sha256.Sum256(resp.Body)
-		r.hash = hex.EncodeToString(sum[:])
-		if o.KeepBody {
-			r.body = resp.Body
-		}
-		if len(o.Selectors) > 0 {
-			r.fields = make(map[string][]string, len(o.Selectors))
-			for name := range o.Selectors {
-				r.fields[name] = []string{}
-			}
-		}
-		ct := resp.Headers.Get("Content-Type")
-		switch {
-		case sitemap:
-			r.links, r.sitemaps, r.sitemapErr = parseSitemap(resp.Body, resp.Request.URL, o.MaxBodyBytes)
-		case isHTML(ct) || ct == "" && isHTML(http.DetectContentType(resp.Body)):
-			// Colly parses the body after this callback: it reads the
-			// converted one.
-			resp.Body, r.charset = toUTF8(resp.Body, ct)
-		case isJSON(ct) && len(sels) > 0, hasJSONSelector(sels) && gjson.ValidBytes(resp.Body):
-			// A JSON type, or a body that is JSON served under another
-			// type (text/plain, octet-stream) when a json: field asks.
-			r.fields = extractJSON(resp.Body, sels)
-		}
-	})
-	var parseErr error
-	c.OnError(func(_ *colly.Response, err error) {
-		// Colly reports an HTML parse error (e.g. nesting deeper than
-		// x/net/html's 512 levels) only here: Request returns nil.
-		if gotBody && parseErr == nil {
-			parseErr = err
-		}
-	})
-	titled := false
-	c.OnHTML("title", func(el *colly.HTMLElement) {
-		if !titled && !sitemap {
-			titled = true
-			r.title = truncateUTF8(strings.TrimSpace(el.Text), MaxTitleBytes)
-		}
-	})
-	rooted := false
-	c.OnHTML("html", func(el *colly.HTMLElement) {
-		if rooted || sitemap || len(el.DOM.Nodes) == 0 {
-			return
-		}
-		rooted = true
-		doc := el.DOM.Nodes[0]
-		if len(sels) > 0 {
-			r.fields = extractHTML(doc, sels)
-		}
-		base := el.Request.URL
-		if abs := el.Request.AbsoluteURL("."); abs != "" { // honours <base href>
-			if u, err := url.Parse(abs); err == nil {
-				base = u
-			}
-		}
-		r.canonical = canonicalOf(doc, base)
-		r.jsonld = jsonLDOf(doc)
-	})
-	var rawLinks []string
-	if wantLinks && !sitemap {
-		c.OnHTML("a[href]", func(el *colly.HTMLElement) {
-			if len(rawLinks) < 4*MaxLinksPerPage {
-				if abs := el.Request.AbsoluteURL(el.Attr("href")); abs != "" {
-					rawLinks = append(rawLinks, abs)
-				}
-			}
-		})
-	}
-
-	var body io.Reader
-	if b.body != nil {
-		body = bytes.NewReader(b.body)
-	}
-	err := c.Request(b.method, b.url.String(), body, nil, b.header.Clone())
-	if !gotBody {
-		r.bytes = read
-	}
-	switch {
-	case err != nil:
-		r.err, r.transient = classify(ctx, actx, o, err)
-		if gotBody { // the failure came after the body: keep what was read
-			return r
-		}
-		r.title, r.fields, r.canonical, r.jsonld, r.hash, r.body = "", nil, "", nil, "", nil
-		return r
-	case parseErr != nil:
-		r.err = fmt.Errorf("parse HTML: %v", parseErr)
-		return r
-	case r.status == http.StatusTooManyRequests || r.status >= 500:
-		r.err, r.transient = statusError(r.status), true
-		return r
-	case r.status >= 400:
-		r.err = statusError(r.status)
-		return r
-	}
-	if sitemap {
-		if r.sitemapErr != nil {
-			r.err = fmt.Errorf("sitemap: %w", r.sitemapErr)
-			return r
-		}
-		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
-		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
-		if o.DenyPrivate {
-			// Their fetches are guarded (they are not typed URLs); a
-			// private host is dropped here already, so that it is not
-			// queued only to be refused.
-			private := map[string]bool{}
-			r.links = e.dropPrivate(ctx, r.links, private)
-			r.sitemaps = e.dropPrivate(ctx, r.sitemaps, private)
-		}
-		return r
-	}
-	if wantLinks {
-		r.links = filterLinks(rawLinks, o.AllowedDomains, o.KeepTrackingParams)
-	}
-	return r
 }
 
 // dropPrivate drops the URLs whose host is (or resolves to) a private

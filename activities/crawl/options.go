@@ -66,6 +66,9 @@ type Options struct {
 	// KeepBody returns the body read in Page.Body (for storing it); it is
 	// not part of a job's spec.
 	KeepBody bool `json:"-"`
+	// compiled is set by Compile: the defaults are applied, the options
+	// valid and the selectors parsed (never serialised).
+	compiled *compiled
 	// Follow collects the page's links for following.
 	Follow bool `json:"follow"`
 	// MaxDepth: links found at depth >= MaxDepth are not returned for
@@ -164,6 +167,26 @@ func DefaultOptions() Options {
 		RetryBackoff: DefaultRetryBackoff,
 		MaxRetryWait: DefaultMaxRetryWait,
 	}
+}
+
+// compiled is what Compile works out once for a job.
+type compiled struct {
+	sels map[string]Selector
+}
+
+// Compile applies the defaults, validates o (naming the first bad field)
+// and parses its selectors, and returns the options with that work kept:
+// fetching with compiled options does none of it again, so a job's options
+// are compiled once (by the Runner, per job) rather than for every page.
+// Changing a compiled Options' Selectors afterwards is not allowed;
+// KeepBody, Follow and the other scalar fields may be changed freely.
+func (o Options) Compile() (Options, error) {
+	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	o.compiled = &compiled{sels: parseSelectors(o.Selectors)}
+	return o, nil
 }
 
 // withDefaults fills the zero fields that mean "default".

@@ -81,6 +81,11 @@ func (r *BatchRunner) spec(ctx context.Context, job string) (Spec, error) {
 			return s, err
 		}
 	}
+	// Compiled once per job: the defaults, the validation and the
+	// selectors are not worked out again for every page.
+	if s.Options, err = s.Options.Compile(); err != nil {
+		return s, fmt.Errorf("%w: options: %w", ErrBadSpec, err)
+	}
 	r.specs.Store(job, s)
 	return s, nil
 }

@@ -1,0 +1,146 @@
+package crawler
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// StoredItem is an item as recorded in the job store, as a sink receives
+// it. ID is stable — the same for every delivery of the item, from any
+// worker — so that a consumer deduplicates on it.
+type StoredItem struct {
+	ID    string          `json:"id"`
+	Job   string          `json:"job"`
+	URL   string          `json:"url"`
+	Label string          `json:"label,omitempty"`
+	Index int             `json:"index"`
+	Value json.RawMessage `json:"value"`
+}
+
+// ItemID is the stable ID of the index-th item of a page of a job.
+func ItemID(job, url string, index int) string {
+	h := sha256.New()
+	h.Write([]byte(job))
+	h.Write([]byte{0})
+	h.Write([]byte(url))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.Itoa(index)))
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// DefaultSinkBatch is how many items a sink gets per delivery unless it
+// says otherwise.
+const DefaultSinkBatch = 100
+
+// Sink delivers a job's recorded items to the user's systems. One worker
+// at a time delivers a job's items to a sink (a lease in the job store),
+// in the order they were recorded, from a durable cursor that advances
+// only after Deliver returns nil: delivery is at least once (a worker that
+// dies mid-delivery leaves the batch to be delivered again). A failing
+// Deliver is retried with backoff; it never slows the crawl, and its last
+// error is shown by `baton status` and counted in metrics.
+type Sink struct {
+	// Name identifies the sink's cursor in the store (ValidName).
+	Name string
+	// Deliver is called with up to Batch items of job; it must be safe
+	// for concurrent use across jobs.
+	Deliver func(ctx context.Context, job string, items []StoredItem) error
+	// Batch is the most items per Deliver call (DefaultSinkBatch if 0).
+	Batch int
+}
+
+// Sink adds a sink for the items of every job of the crawler.
+func (c *Crawler) Sink(s Sink) { c.sinks = append(c.sinks, s) }
+
+// Sinks are the crawler's sinks.
+func (c *Crawler) Sinks() []Sink { return c.sinks }
+
+// SignatureHeader is the header of a webhook delivery that carries
+// "sha256=" and the hex HMAC-SHA256 of the body under the webhook's
+// secret (as GitHub's X-Hub-Signature-256).
+const SignatureHeader = "X-Baton-Signature-256"
+
+// Webhook is a sink that POSTs each batch as a JSON array to url, signed
+// with secret (SignatureHeader); an answer other than 2xx is a failed
+// delivery. client nil means a client with a 30 s timeout.
+func Webhook(name, url string, secret []byte, client *http.Client) Sink {
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	return Sink{Name: name, Deliver: func(ctx context.Context, job string, items []StoredItem) error {
+		body, err := json.Marshal(items)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Baton-Job", job)
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(body)
+		req.Header.Set(SignatureHeader, "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("webhook %s: %w", name, err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("webhook %s: HTTP %d", name, resp.StatusCode)
+		}
+		return nil
+	}}
+}
+
+// VerifySignature reports whether sig (a SignatureHeader value) signs body
+// under secret: what a webhook's receiver checks.
+func VerifySignature(secret, body []byte, sig string) bool {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return hmac.Equal([]byte(sig), []byte("sha256="+hex.EncodeToString(mac.Sum(nil))))
+}
+
+// JSONLFile is a sink that appends each item as a JSON line to
+// dir/<job>.jsonl (a file per job; at least once, so a line may repeat
+// after a fail-over: deduplicate on id).
+func JSONLFile(name, dir string) Sink {
+	return Sink{Name: name, Deliver: func(_ context.Context, job string, items []StoredItem) error {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(filepath.Join(dir, filepath.Base(job)+".jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		for _, it := range items {
+			if err := enc.Encode(it); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		if _, err := f.Write(buf.Bytes()); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}}
+}

@@ -22,8 +22,9 @@ import (
 // in the job store. Tests register (*Activities)(nil).Method. Safe for
 // concurrent use.
 type Activities struct {
-	// Store is the job store (data plane).
-	Store Store
+	// Store is the job store (data plane), as the job's supervisor uses
+	// it.
+	Store SupervisorStore
 	// Meta is the cluster metadata (ZooKeeper); Root its root znode.
 	Meta metadata.Store
 	Root string
@@ -55,7 +56,7 @@ func (a *Activities) log(ctx context.Context, args ...any) *slog.Logger {
 	return l.With(args...)
 }
 
-func (a *Activities) store() (Store, error) {
+func (a *Activities) store() (SupervisorStore, error) {
 	if a.Store == nil {
 		return nil, errors.New("no job store configured (worker --store or --data-dir)")
 	}

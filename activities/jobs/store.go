@@ -128,7 +128,7 @@ type Recorded struct {
 // URLs in one transaction. Every write but Extend is idempotent: retried
 // after a lost answer, it finds its rows written and changes nothing more
 // (a retried Extend hands out another lot of URLs; the first stays in the
-// batch, unfinished, for Unfinished to find).
+// batch, unfinished, and FinishBatch refuses the batch until it is run).
 
 // ReaderStore is the store as the CLI's read commands hold it: it only
 // reads. Each call reads on its own, not in a snapshot shared with the

@@ -36,7 +36,7 @@ func (s *Store) q(query string) string {
 // write here is but Extend's, so a retried commit whose outcome was
 // unknown finds its rows written and changes nothing. (A retried Extend
 // hands out a second lot of URLs; the first stays in the batch,
-// unfinished, where Unfinished finds it for the batch's next holder.)
+// unfinished, and FinishBatch refuses the batch until it is run.)
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	retryFor := s.RetryFor
 	if retryFor == 0 {

@@ -107,33 +107,51 @@ type Recorded struct {
 	Added int  // links new to the frontier
 }
 
-// The data plane of crawl jobs is cut by who uses it, as raft cuts its
-// storage into LogStore, StableStore and SnapshotStore: each holder takes
-// only the interface it needs.
+// Store is the data plane of crawl jobs, as an engine implements it. It
+// is the union of narrow interfaces cut by who uses the store, as raft
+// cuts its storage into LogStore, StableStore and SnapshotStore; each
+// holder takes only its own:
 //
-//   - RunnerStore: a Runner crawling a batch it holds (BatchRunner).
-//   - SupervisorStore: the job's workflow, which hands batches out and
-//     watches them (Activities).
 //   - ReaderStore: the CLI's read commands (status, results, jobs).
 //   - SubmitterStore: the CLI's writes when it submits a job (a seed file,
 //     secrets).
+//   - SupervisorStore: the job's workflow, which hands batches out and
+//     watches them (Activities).
+//   - RunnerStore: a Runner crawling a batch it holds (BatchRunner).
 //
-// Store is their union, which an engine implements.
+// Their contracts hold for Store. It adds what no product code holds a
+// narrow interface for (Record, Entries, Recorded: the tests and the
+// conformance suite use them) and Close.
 //
 // Every method is safe for concurrent use by goroutines and by processes
 // (on other machines too, for a networked engine). Every write is one
 // transaction, except Requeue, which commits twice (see
 // SupervisorStore.Requeue); CreateJob and FinishBatch read their counters
 // after their commit. RecordAll is the group commit: the pages of several
-// URLs in one transaction. Every write but Extend is idempotent: retried
-// after a lost answer, it finds its rows written and changes nothing more
-// (a retried Extend hands out another lot of URLs; the first stays in the
-// batch, unfinished, and FinishBatch refuses the batch until it is run).
+// URLs of a batch in one transaction, one commit. Every write but Extend
+// is idempotent: retried after a lost answer, it finds its rows written
+// and changes nothing more (a retried Extend hands out another lot of
+// URLs; the first stays in the batch, unfinished, and FinishBatch refuses
+// the batch until it is run).
+type Store interface {
+	ReaderStore
+	SubmitterStore
+	SupervisorStore
+	RunnerStore
+	// Record is RecordAll of one Record.
+	Record(ctx context.Context, r Record) (Recorded, error)
+	// Entries lists a batch's URLs with their progress.
+	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
+	// Recorded reports whether a page for url is in the results.
+	Recorded(ctx context.Context, job, url string) (bool, error)
+	// Close releases the store.
+	Close() error
+}
 
 // ReaderStore is the store as the CLI's read commands hold it: it only
-// reads. Each call reads on its own, not in a snapshot shared with the
-// next one: while a job is crawled, its counters (Stats) and its results
-// (Results) move between two calls.
+// reads. Two calls do not read one snapshot (nor does Jobs, which reads
+// each job's counters apart): while a job is crawled, its counters and
+// its results move between two reads.
 type ReaderStore interface {
 	// Identity names the store.
 	Identity() Identity
@@ -156,9 +174,10 @@ type ReaderStore interface {
 }
 
 // SubmitterStore is what the CLI writes when it submits a job whose seeds
-// or secrets go to the store before its workflow starts (a seed file,
-// --secret). Each write is idempotent, so a submission may be retried;
-// the workers may run meanwhile.
+// or secrets go to the store before its workflow starts (--seeds-file;
+// cookies, authorization, headers, proxy credentials). Each write is
+// idempotent (PutSecrets for the same sealed bytes); the workers may run
+// meanwhile.
 type SubmitterStore interface {
 	// Identity names the store.
 	Identity() Identity
@@ -233,9 +252,9 @@ type SupervisorStore interface {
 
 // RunnerStore is the store as a Runner holds it while it crawls a batch
 // (the frontier it pulls from, the results it records into). A Runner
-// calls it from several goroutines at once for one batch: Extend and
-// Control while it fetches, up to two RecordAll group commits side by
-// side. Every write names the epoch the Runner holds the batch at and is
+// may call it from several goroutines at once for one batch: pulls
+// (Extend), group commits (RecordAll) and control reads side by side.
+// Every write names the epoch the Runner holds the batch at and is
 // refused with ErrStale once a Claim or Requeue (SupervisorStore) raised
 // it: the store, not the Runner, fences a holder that lost its batch.
 type RunnerStore interface {
@@ -286,24 +305,4 @@ type RunnerStore interface {
 	// Control returns a job's control state: ControlRunning when none was
 	// set. It is one indexed read: Runners call it a few times a second.
 	Control(ctx context.Context, job string) (string, error)
-}
-
-// Store is the data plane of crawl jobs, as an engine implements it: the
-// union of the interfaces of its users (see ReaderStore, SubmitterStore,
-// SupervisorStore, RunnerStore: their contracts hold for it), plus the
-// methods no product code holds a narrow interface for, which the tests
-// and the conformance suite use, and Close.
-type Store interface {
-	ReaderStore
-	SubmitterStore
-	SupervisorStore
-	RunnerStore
-	// Record is RecordAll of one Record.
-	Record(ctx context.Context, r Record) (Recorded, error)
-	// Entries lists a batch's URLs with their progress.
-	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
-	// Recorded reports whether a page for url is in the results.
-	Recorded(ctx context.Context, job, url string) (bool, error)
-	// Close releases the store.
-	Close() error
 }

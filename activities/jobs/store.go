@@ -266,6 +266,9 @@ type RunnerStore interface {
 	Secrets(ctx context.Context, job string) (keyID string, sealed []byte, err error)
 	// Claim: as in SupervisorStore (a Runner claims a batch it takes over).
 	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
+	// Batches: as in SupervisorStore (a Runner reads its batch's row, to
+	// claim it only when its assignment or hand-over has not).
+	Batches(ctx context.Context, job string, ids []string) ([]BatchInfo, error)
 	// Unfinished lists a batch's URLs handed out and not finished yet, in
 	// hand-out order: what a new holder runs (at most what the old one had
 	// pulled ahead, however large the batch has grown).

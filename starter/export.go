@@ -60,13 +60,13 @@ func fieldColumns(spec jobs.Spec) (names, columns []string) {
 	return names, columns
 }
 
-func writeResults(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec, format string) error {
+func writeResults(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.Spec, format string) error {
 	return writeResultsCSV(ctx, w, js, spec, format, false)
 }
 
 // writeResultsCSV is writeResults; csvRaw keeps CSV cells that a
 // spreadsheet would run as formulas as they are.
-func writeResultsCSV(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec, format string, csvRaw bool) error {
+func writeResultsCSV(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.Spec, format string, csvRaw bool) error {
 	switch format {
 	case formatJSONL:
 		enc := json.NewEncoder(w)
@@ -92,7 +92,7 @@ func csvSafe(v string) string {
 	return v
 }
 
-func writeCSV(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec, raw bool) error {
+func writeCSV(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.Spec, raw bool) error {
 	names, columns := fieldColumns(spec)
 	cw := csv.NewWriter(w)
 	if err := cw.Write(append(append([]string{}, baseColumns...), columns...)); err != nil {
@@ -161,7 +161,7 @@ var parquetRowGroupRows int64 = 10000
 // writeParquet writes one row per page (zstd-compressed columns): the
 // base columns, links and JSON-LD blocks as lists, and one list of
 // strings per extracted field, in row groups of parquetRowGroupRows.
-func writeParquet(ctx context.Context, w io.Writer, js jobs.Store, spec jobs.Spec) error {
+func writeParquet(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.Spec) error {
 	names, columns := fieldColumns(spec)
 	for _, c := range columns {
 		if strings.ContainsAny(c, ",\"") {
@@ -209,7 +209,7 @@ func nonNil(s []string) []string {
 // under dir, decompressed, one file per page named by the SHA-256 of its
 // URL with an extension from its type, and dir/index.tsv listing url,
 // file and content type. It returns how many it wrote.
-func exportBodies(ctx context.Context, js jobs.Store, spec jobs.Spec, dir string) (int, error) {
+func exportBodies(ctx context.Context, js jobs.ReaderStore, spec jobs.Spec, dir string) (int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}

@@ -39,15 +39,44 @@ func (s *storeFlags) add(f *pflag.FlagSet) {
 	s.sec.AddFlags(f)
 }
 
+// readStore is the job store as a command that only reads it holds it.
+type readStore interface {
+	jobs.ReaderStore
+	io.Closer
+}
+
+// submitStore is the job store as a command that submits a job holds it:
+// it writes the job's seeds or secrets, and reads the job back (the crawl
+// command prints the job's stats when it ends).
+type submitStore interface {
+	jobs.SubmitterStore
+	jobs.ReaderStore
+	io.Closer
+}
+
+// openReader opens the store for a read command (see open).
+func (s *storeFlags) openReader(ctx context.Context, g *globals) (readStore, error) {
+	js, err := s.openWith(ctx, g, true)
+	if err != nil {
+		return nil, err // not a nil *sqlstore.Store in a non-nil interface
+	}
+	return js, nil
+}
+
 // open opens the store without creating anything, and checks that it is
 // the group's (when ZooKeeper answers quickly; from a machine that reaches
 // only the store, the check is skipped with a note).
-func (s *storeFlags) open(ctx context.Context, g *globals) (*sqlstore.Store, error) {
-	return s.openWith(ctx, g, true)
+func (s *storeFlags) open(ctx context.Context, g *globals) (submitStore, error) {
+	js, err := s.openWith(ctx, g, true)
+	if err != nil {
+		return nil, err
+	}
+	return js, nil
 }
 
 // openWith opens the store; existing false sets up or upgrades its schema
-// (baton store migrate).
+// (baton store migrate). It is the one place the CLI holds the SQL type:
+// the commands hold the interfaces above, or a schemaStore.
 func (s *storeFlags) openWith(ctx context.Context, g *globals, existing bool) (*sqlstore.Store, error) {
 	pw, err := s.sec.Password()
 	if err != nil {
@@ -103,7 +132,7 @@ func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identit
 	return jobs.CheckGroup(g.group, p, data, id)
 }
 
-func notFound(js *sqlstore.Store, job string, err error) error {
+func notFound(js jobs.ReaderStore, job string, err error) error {
 	if errors.Is(err, jobs.ErrNoJob) {
 		return exitcode.With(exitcode.NotFound, fmt.Errorf("no job %q in %s (set --store or --data-dir to the workers' store)", job, js.Identity()))
 	}
@@ -124,7 +153,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			if listQuiet && listOut.JSON() {
 				return usage("-q/--quiet and --output json exclude each other: -q prints only the job IDs")
 			}
-			js, err := tf.st.open(cmd.Context(), g)
+			js, err := tf.st.openReader(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
@@ -218,7 +247,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			if format == formatParquet && toStdout && !stats && writesToTerminal(cmd.OutOrStdout()) {
 				return usage("--format parquet is binary: give --output FILE (or redirect stdout)")
 			}
-			js, err := tf.st.open(cmd.Context(), g)
+			js, err := tf.st.openReader(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
@@ -381,7 +410,7 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 			}
 		}
 	}
-	js, err := tf.st.open(ctx, g)
+	js, err := tf.st.openReader(ctx, g)
 	if err != nil && p.State != "" {
 		// The workflow exists: its state, without counters.
 		fmt.Fprintf(os.Stderr, "note: %v; no counters (the job store: %v)\n", temporalErr, err)

@@ -1,10 +1,35 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/batoncrawl/baton/activities/jobs"
 )
+
+// schemaStore is the job store as `baton store migrate` holds it.
+type schemaStore interface {
+	Identity() jobs.Identity
+	// Migrate sets up or upgrades the schema and returns the version it
+	// had when it was opened (0: none).
+	Migrate(ctx context.Context) (from int, err error)
+	// SchemaVersion is the schema version this Baton sets up.
+	SchemaVersion() int
+	io.Closer
+}
+
+// openSchema opens the store, creating or upgrading its schema (see
+// openWith).
+func (s *storeFlags) openSchema(ctx context.Context, g *globals) (schemaStore, error) {
+	js, err := s.openWith(ctx, g, false)
+	if err != nil {
+		return nil, err
+	}
+	return js, nil
+}
 
 // storeCmd is `baton store migrate`: the job store's schema set up or
 // upgraded once, by an operator with the rights for it, so that neither the
@@ -25,7 +50,7 @@ that may only read and write rows (the CLI's read commands: only read).`,
 		Example: `  baton store migrate --store postgres://admin@db.internal:5432/baton`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			js, err := tf.st.openWith(cmd.Context(), g, false)
+			js, err := tf.st.openSchema(cmd.Context(), g)
 			if err != nil {
 				return err
 			}

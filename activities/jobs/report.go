@@ -48,7 +48,7 @@ func (r *Report) Add(p PageRecord) {
 }
 
 // BuildReport reads a job's results and refused pages from the store.
-func BuildReport(ctx context.Context, s Store, job string) (Report, error) {
+func BuildReport(ctx context.Context, s ReaderStore, job string) (Report, error) {
 	r := Report{StatusCodes: map[int]int{}}
 	if err := s.Results(ctx, job, func(p PageRecord) error { r.Add(p); return nil }); err != nil {
 		return r, err

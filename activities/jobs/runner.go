@@ -41,7 +41,7 @@ const maxCommits = 2
 // Runner died is fetched again but recorded once. Nothing per URL is kept
 // in memory beyond the batch at hand. Safe for concurrent use.
 type BatchRunner struct {
-	Store   Store
+	Store   RunnerStore
 	Pages   crawl.Fetcher
 	Metrics *telemetry.Metrics
 	// Concurrency is the most requests in flight per batch (the worker's

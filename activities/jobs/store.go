@@ -107,93 +107,56 @@ type Recorded struct {
 	Added int  // links new to the frontier
 }
 
-// Record also flags duplicates: a page fetched without error whose
-// Page.BodyHash is the hash of a page of the job recorded before (or
-// earlier in the same call) gets DuplicateOf set to that page's URL in the
-// stored record; exactly one page per hash is not a duplicate, whatever
-// the concurrency.
+// Store is the data plane of crawl jobs, as an engine implements it. It
+// is the union of narrow interfaces cut by who uses the store, as raft
+// cuts its storage into LogStore, StableStore and SnapshotStore; each
+// holder takes only its own:
 //
-// Store is the data plane of crawl jobs. Every method is safe for
-// concurrent use by goroutines and by processes (on other machines too,
-// for a networked engine); every write is one transaction.
+//   - ReaderStore: the CLI's read commands (status, results, jobs).
+//   - SubmitterStore: the CLI's writes when it submits a job (a seed file,
+//     secrets).
+//   - SupervisorStore: the job's workflow, which hands batches out and
+//     watches them (Activities).
+//   - RunnerStore: a Runner crawling a batch it holds (BatchRunner).
+//
+// Their contracts hold for Store. It adds what no product code holds a
+// narrow interface for (Record, Entries, Recorded: the tests and the
+// conformance suite use them) and Close.
+//
+// Every method is safe for concurrent use by goroutines and by processes
+// (on other machines too, for a networked engine). Every write is one
+// transaction, except Requeue, which commits twice (see
+// SupervisorStore.Requeue); CreateJob and FinishBatch read their counters
+// after their commit. RecordAll is the group commit: the pages of several
+// URLs of a batch in one transaction, one commit. Every write but Extend
+// is idempotent: retried after a lost answer, it finds its rows written
+// and changes nothing more (a retried Extend hands out another lot of
+// URLs; the first stays in the batch, unfinished, and FinishBatch refuses
+// the batch until it is run).
 type Store interface {
-	// Identity names the store.
-	Identity() Identity
-	// CreateJob stores spec and queues its seeds (normalised); calling it
-	// again with the same spec changes nothing and returns its counters;
-	// with another spec under the same ID it fails with ErrJobExists.
-	CreateJob(ctx context.Context, spec Spec, seeds []Entry) (Stats, error)
-	// AddSeeds queues more seeds (normalised) of a stored job, as CreateJob
-	// does: a large seed list goes in chunks. Idempotent: seeds queued
-	// before are not counted again. It returns how many were new.
-	AddSeeds(ctx context.Context, job string, seeds []Entry) (int, error)
-	// Spec returns a job's spec, or ErrNoJob.
-	Spec(ctx context.Context, job string) (Spec, error)
-	// TakeBatch moves up to n queued URLs (fewer once max_pages URLs were
-	// handed out) into a new batch id, or returns the batch as it is if id
-	// exists (a retried call); an empty frontier gives a batch of size 0
-	// that is not stored.
-	TakeBatch(ctx context.Context, job, id string, n int) (BatchInfo, error)
-	// Claim makes holder the batch's holder at epoch, raising the epoch;
-	// it refuses with ErrStale when the batch's epoch is higher already.
-	// Records of the old holder are refused from then on. A batch that is
-	// no longer running is returned as it is.
-	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
-	// Extend moves up to n more queued URLs (within max_pages) into a
-	// running batch held at epoch, and returns them; ErrStale when epoch
-	// is not the batch's, ErrHalted (nothing handed out) when the job is
-	// paused or cancelled. A Runner pulls work this way as it frees slots,
-	// so it never waits for the next batch while the frontier has URLs.
-	Extend(ctx context.Context, job, id string, epoch int64, n int) ([]Entry, error)
+	ReaderStore
+	SubmitterStore
+	SupervisorStore
+	RunnerStore
+	// Record is RecordAll of one Record.
+	Record(ctx context.Context, r Record) (Recorded, error)
 	// Entries lists a batch's URLs with their progress.
 	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
-	// Unfinished lists a batch's URLs handed out and not finished yet, in
-	// hand-out order: what a new holder runs (at most what the old one had
-	// pulled ahead, however large the batch has grown).
-	Unfinished(ctx context.Context, job, id string) ([]Entry, error)
-	// Record, in one transaction checked against the batch's epoch:
-	// inserts the page into the results (once per job and URL), queues its
-	// links (once per job and URL, within max_pages), marks the URL
-	// finished in its batch and counts it.
-	Record(ctx context.Context, r Record) (Recorded, error)
-	// RecordAll is Record for several URLs of one batch at one epoch, in
-	// one transaction (one commit, one fsync, for them all).
-	RecordAll(ctx context.Context, rs []Record) ([]Recorded, error)
-	// FinishBatch marks a running batch whose URLs are all finished done,
-	// at epoch, and returns it with its counters.
-	FinishBatch(ctx context.Context, job, id string, epoch int64) (BatchInfo, error)
-	// FailBatch marks a running batch failed with reason, at epoch or by
-	// anyone when epoch is 0 (the job's supervisor).
-	FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error
-	// Requeue fences a running batch at epoch (raising it) and puts its
-	// unfinished URLs back in the frontier; it returns how many.
-	Requeue(ctx context.Context, job, id string, epoch int64) (int, error)
-	// Release puts the unfinished URLs of a running batch held at epoch
-	// back in the frontier (queued again, ahead of the URLs queued after
-	// them) and returns how many; ErrStale when epoch is not the batch's.
-	// The batch stays running with its holder, who ends it with
-	// FinishBatch: a Runner that stops because the job was paused or
-	// cancelled gives back what it did not fetch.
-	Release(ctx context.Context, job, id string, epoch int64) (int, error)
-	// SetControl records a job's control state (ControlRunning,
-	// ControlPaused, ControlCancelled); idempotent. The job need not be
-	// stored yet.
-	SetControl(ctx context.Context, job, state string) error
-	// Control returns a job's control state: ControlRunning when none was
-	// set. It is one indexed read: Runners call it a few times a second.
-	Control(ctx context.Context, job string) (string, error)
-	// RequeueFailed queues the job's URLs whose page was recorded with an
-	// error again (a re-run of its failed URLs): their pages (and bodies)
-	// leave the results, so the re-run records each once more, and the
-	// counters follow (recorded and failed down, queued up). It returns how
-	// many; ErrNoJob for an unknown job. Call it while no batch of the job
-	// runs.
-	RequeueFailed(ctx context.Context, job string) (int, error)
-	// Batches returns the rows of the batches named (missing ones are left
-	// out).
-	Batches(ctx context.Context, job string, ids []string) ([]BatchInfo, error)
 	// Recorded reports whether a page for url is in the results.
 	Recorded(ctx context.Context, job, url string) (bool, error)
+	// Close releases the store.
+	Close() error
+}
+
+// ReaderStore is the store as the CLI's read commands hold it: it only
+// reads. Two calls do not read one snapshot (nor does Jobs, which reads
+// each job's counters apart): while a job is crawled, its counters and
+// its results move between two reads.
+type ReaderStore interface {
+	// Identity names the store.
+	Identity() Identity
+	// Spec returns a job's spec, or ErrNoJob.
+	Spec(ctx context.Context, job string) (Spec, error)
 	// Stats returns a job's counters.
 	Stats(ctx context.Context, job string) (Stats, error)
 	// Jobs lists the jobs, newest first.
@@ -208,12 +171,141 @@ type Store interface {
 	// Refused counts a job's URLs finished without a page: refused by
 	// robots.txt (sitemaps apart).
 	Refused(ctx context.Context, job string) (int, error)
+}
+
+// SubmitterStore is what the CLI writes when it submits a job whose seeds
+// or secrets go to the store before its workflow starts (--seeds-file;
+// cookies, authorization, headers, proxy credentials). Each write is
+// idempotent (PutSecrets for the same sealed bytes); the workers may run
+// meanwhile.
+type SubmitterStore interface {
+	// Identity names the store.
+	Identity() Identity
+	// CreateJob: as in SupervisorStore.
+	CreateJob(ctx context.Context, spec Spec, seeds []Entry) (Stats, error)
+	// AddSeeds queues more seeds (normalised) of a stored job, as CreateJob
+	// does, in one transaction: a caller sends a large seed list in chunks,
+	// one call each. Idempotent: seeds queued before are not counted
+	// again. It returns how many were new.
+	AddSeeds(ctx context.Context, job string, seeds []Entry) (int, error)
 	// PutSecrets keeps a job's secrets sealed with the key keyID
 	// (Sealer.Seal); idempotent for the same bytes, ErrJobExists for
 	// other ones. The store never sees them in clear.
 	PutSecrets(ctx context.Context, job, keyID string, sealed []byte) error
+}
+
+// SupervisorStore is the store as a job's workflow holds it (its
+// activities: JobStart, JobAssign, JobAwait, JobDrain, JobControl,
+// JobReopen): it creates the job, hands batches out, watches them, fences
+// and re-queues the batch of a dead holder, and sets the job's control
+// state. An activity may be retried: TakeBatch is idempotent per batch ID,
+// CreateJob per spec, SetControl per state. Its writes to a batch race
+// those of the batch's holder (a RunnerStore): the batch's epoch orders
+// them, and a write at an epoch lower than the batch's is refused with
+// ErrStale.
+type SupervisorStore interface {
+	// Identity names the store.
+	Identity() Identity
+	// Spec: as in ReaderStore.
+	Spec(ctx context.Context, job string) (Spec, error)
+	// Stats: as in ReaderStore.
+	Stats(ctx context.Context, job string) (Stats, error)
+	// CreateJob stores spec and queues its seeds (normalised) in one
+	// transaction; calling it again with the same spec changes nothing
+	// and returns its counters; with another spec under the same ID it
+	// fails with ErrJobExists.
+	CreateJob(ctx context.Context, spec Spec, seeds []Entry) (Stats, error)
+	// TakeBatch moves up to n queued URLs (fewer once max_pages URLs were
+	// handed out) into a new batch id, or returns the batch as it is if id
+	// exists (a retried call); an empty frontier gives a batch of size 0
+	// that is not stored.
+	TakeBatch(ctx context.Context, job, id string, n int) (BatchInfo, error)
+	// Claim makes holder the batch's holder at epoch, raising the epoch;
+	// it refuses with ErrStale when the batch's epoch is higher already.
+	// Records of the old holder are refused from then on. A batch that is
+	// no longer running is returned as it is.
+	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
+	// Batches returns the rows of the batches named (missing ones are left
+	// out).
+	Batches(ctx context.Context, job string, ids []string) ([]BatchInfo, error)
+	// Requeue fences a running batch at epoch (raising it) and puts its
+	// unfinished URLs back in the frontier; it returns how many. It
+	// commits twice: the fence first (from then on the old holder's
+	// writes are refused), then the hand-back, which a Claim between the
+	// two makes fail with ErrStale (the URLs stay with the new holder).
+	Requeue(ctx context.Context, job, id string, epoch int64) (int, error)
+	// FailBatch marks a running batch failed with reason, at epoch or by
+	// anyone when epoch is 0 (the job's supervisor).
+	FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error
+	// SetControl records a job's control state (ControlRunning,
+	// ControlPaused, ControlCancelled); idempotent. The job need not be
+	// stored yet.
+	SetControl(ctx context.Context, job, state string) error
+	// RequeueFailed queues the job's URLs whose page was recorded with an
+	// error again (a re-run of its failed URLs): their pages (and bodies)
+	// leave the results, so the re-run records each once more, and the
+	// counters follow (recorded and failed down, queued up). It returns how
+	// many; ErrNoJob for an unknown job. Call it while no batch of the job
+	// runs.
+	RequeueFailed(ctx context.Context, job string) (int, error)
+}
+
+// RunnerStore is the store as a Runner holds it while it crawls a batch
+// (the frontier it pulls from, the results it records into). A Runner
+// may call it from several goroutines at once for one batch: pulls
+// (Extend), group commits (RecordAll) and control reads side by side.
+// Every write names the epoch the Runner holds the batch at and is
+// refused with ErrStale once a Claim or Requeue (SupervisorStore) raised
+// it: the store, not the Runner, fences a holder that lost its batch.
+type RunnerStore interface {
+	// Identity names the store.
+	Identity() Identity
+	// Spec: as in ReaderStore.
+	Spec(ctx context.Context, job string) (Spec, error)
 	// Secrets returns what PutSecrets kept, or ErrNoSecrets.
 	Secrets(ctx context.Context, job string) (keyID string, sealed []byte, err error)
-	// Close releases the store.
-	Close() error
+	// Claim: as in SupervisorStore (a Runner claims a batch it takes over).
+	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
+	// Batches: as in SupervisorStore (a Runner reads its batch's row, to
+	// claim it only when its assignment or hand-over has not).
+	Batches(ctx context.Context, job string, ids []string) ([]BatchInfo, error)
+	// Unfinished lists a batch's URLs handed out and not finished yet, in
+	// hand-out order: what a new holder runs (at most what the old one had
+	// pulled ahead, however large the batch has grown).
+	Unfinished(ctx context.Context, job, id string) ([]Entry, error)
+	// Extend moves up to n more queued URLs (within max_pages) into a
+	// running batch held at epoch, and returns them; ErrStale when epoch
+	// is not the batch's, ErrHalted (nothing handed out) when the job is
+	// paused or cancelled. A Runner pulls work this way as it frees slots,
+	// so it never waits for the next batch while the frontier has URLs.
+	Extend(ctx context.Context, job, id string, epoch int64, n int) ([]Entry, error)
+	// RecordAll records finished URLs of one batch at one epoch in one
+	// transaction, checked against the batch's epoch (a group commit: one
+	// commit, one fsync, for them all). For each URL it inserts the page
+	// into the results (once per job and URL), queues its links (once per
+	// job and URL, within max_pages), marks the URL finished in its batch
+	// and counts it.
+	//
+	// It also flags duplicates: a page fetched without error whose
+	// Page.BodyHash is the hash of a page of the job recorded before (or
+	// earlier in the same call) gets DuplicateOf set to that page's URL in
+	// the stored record; exactly one page per hash is not a duplicate,
+	// whatever the concurrency.
+	RecordAll(ctx context.Context, rs []Record) ([]Recorded, error)
+	// FinishBatch marks a running batch whose URLs are all finished done,
+	// at epoch, and returns it with its counters.
+	FinishBatch(ctx context.Context, job, id string, epoch int64) (BatchInfo, error)
+	// FailBatch: as in SupervisorStore (a Runner fails a batch it cannot
+	// run, at its epoch).
+	FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error
+	// Release puts the unfinished URLs of a running batch held at epoch
+	// back in the frontier (queued again, ahead of the URLs queued after
+	// them) and returns how many; ErrStale when epoch is not the batch's.
+	// The batch stays running with its holder, who ends it with
+	// FinishBatch: a Runner that stops because the job was paused or
+	// cancelled gives back what it did not fetch.
+	Release(ctx context.Context, job, id string, epoch int64) (int, error)
+	// Control returns a job's control state: ControlRunning when none was
+	// set. It is one indexed read: Runners call it a few times a second.
+	Control(ctx context.Context, job string) (string, error)
 }

@@ -32,12 +32,12 @@ func (s Spec) TypedURLs() []string {
 // Options.TypedURLs (Spec.TypedURLs), which a stored spec does not hold:
 // the worker gives it to its BatchRunner, whose fetches then know which
 // URLs the user typed.
-func TypedSpecs(store Store) Store { return typedSpecs{store} }
+func TypedSpecs(store RunnerStore) RunnerStore { return typedSpecs{store} }
 
-type typedSpecs struct{ Store }
+type typedSpecs struct{ RunnerStore }
 
 func (t typedSpecs) Spec(ctx context.Context, job string) (Spec, error) {
-	s, err := t.Store.Spec(ctx, job)
+	s, err := t.RunnerStore.Spec(ctx, job)
 	if err == nil {
 		s.Options.TypedURLs = s.TypedURLs()
 	}

@@ -1,37 +1,235 @@
 package sqlstore
 
 import (
-	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
-// ErrBadRecord marks a stored page record (baton_results.record) that
-// cannot be read: not a JSON object, or one that belongs to another row.
-var ErrBadRecord = errors.New("unreadable page record")
+// This file holds the recording of a batch's finished URLs: a group
+// commit of their pages, links, bodies and body hashes.
 
-// decodeRecord reads the stored record of job's url and says what is
-// wrong with it.
-func decodeRecord(job, url string, data []byte) (jobs.PageRecord, error) {
-	var p jobs.PageRecord
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
-		return p, fmt.Errorf("%w: want a JSON object, got %.20q", ErrBadRecord, data)
+// Record writes one finished URL of a batch (see jobs.Store).
+func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error) {
+	out, err := s.RecordAll(ctx, []jobs.Record{r})
+	if err != nil {
+		return jobs.Recorded{}, err
 	}
-	if err := json.Unmarshal(data, &p); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return p, fmt.Errorf("%w: malformed JSON at byte %d: %v", ErrBadRecord, se.Offset, err)
+	return out[0], nil
+}
+
+// RecordAll writes finished URLs of one batch at one epoch in one
+// transaction (a group commit: one fsync for them all); see Record.
+func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
+	for _, r := range rs {
+		if r.Job != job || r.Batch != batch || r.Epoch != epoch {
+			return nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", job, batch, epoch, r.Job, r.Batch, r.Epoch)
 		}
-		return p, fmt.Errorf("%w: %v", ErrBadRecord, err)
 	}
-	switch {
-	case p.URL != url:
-		return p, fmt.Errorf("%w: its url is %q, not the row's", ErrBadRecord, p.URL)
-	case p.Job != job:
-		return p, fmt.Errorf("%w: its job is %q, not the row's", ErrBadRecord, p.Job)
+	out := make([]jobs.Recorded, len(rs))
+	// The links of the group, each once, owned by the first page that
+	// found it, in URL order.
+	var links [][]any
+	owner := map[string]int{}
+	refused := map[int][]jobs.RefusedLink{}
+	for i, r := range rs {
+		for _, l := range r.Links {
+			if err := jobs.CheckURLLength(l.URL); err != nil {
+				refused[i] = append(refused[i], jobs.RefusedLink{URL: l.URL[:256], Reason: err.Error()})
+				continue
+			}
+			if _, ok := owner[l.URL]; !ok {
+				owner[l.URL] = i
+				links = append(links, []any{job, l.URL, l.Depth})
+			}
+		}
 	}
-	return p, nil
+	slices.SortFunc(links, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	urls := make([][]any, len(rs))
+	for i, r := range rs {
+		urls[i] = []any{r.URL}
+	}
+	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		clear(out)
+		// One statement per kind of row for the whole group, not per page,
+		// and every kind of row taken in one order by every recording, so
+		// no two recordings ever wait for each other in a cycle:
+		//  1. the links, new frontier rows, in URL order. An insert waits
+		//     only for a transaction that inserted or changed the same URL:
+		//     another recording's new link (URL order: no cycle), or a
+		//     recording, hand-out or re-queue past this step, which waits
+		//     for nothing this transaction holds;
+		//  2. the group's own URLs finished, in URL order (rows no other
+		//     recording holds: they are this batch's);
+		//  3. hashes (hash order), results (the group's own URLs), the
+		//     writer's counter row, and last the batch row.
+		// (Finishing the own URLs before the links, as before, made two
+		// groups whose pages link to each other wait in a cycle: each held
+		// its own finished row the other's link insert waited for.)
+		var c counts
+		if len(links) > 0 {
+			queue := links
+			maxPages, err := s.jobMaxPages(ctx, tx, job)
+			if err != nil {
+				return err
+			}
+			if maxPages > 0 {
+				// URLs beyond max_pages are never handed out (handOut
+				// counts exactly): once max_pages URLs are seen, queue no
+				// more. Until then every new link is queued, so known
+				// links never use up the quota of new ones.
+				sc, err := s.sums(ctx, tx, job)
+				if err != nil {
+					return err
+				}
+				if sc.seen >= maxPages {
+					queue = nil
+				}
+			}
+			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
+				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, queue)
+			if err != nil {
+				return fmt.Errorf("record: queue links: %w", err)
+			}
+			for u := range added {
+				out[owner[u]].Added++
+			}
+			c.seen = len(added)
+		}
+		finished, err := s.returning(ctx, tx, `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`,
+			[]any{job, batch}, "?", `) RETURNING url`, urls)
+		if err != nil {
+			return fmt.Errorf("record: finish URLs: %w", err)
+		}
+		dups, err := s.duplicates(ctx, tx, job, rs, finished)
+		if err != nil {
+			return fmt.Errorf("record: body hashes: %w", err)
+		}
+		var results, bodies [][]any
+		for i, r := range rs {
+			if !finished[r.URL] || r.Page == nil {
+				continue // finished before (a retried write), or no page
+			}
+			failed := 0
+			if r.Page.Error != "" {
+				failed = 1
+			}
+			p := *r.Page // the caller's record is left as it is
+			p.DuplicateOf = dups[i]
+			p.LinksRefused = append(p.LinksRefused[:len(p.LinksRefused):len(p.LinksRefused)], refused[i]...)
+			rec, err := json.Marshal(&p)
+			if err != nil {
+				return fmt.Errorf("record %s: %w", r.URL, err)
+			}
+			results = append(results, []any{job, r.URL, batch, failed, string(rec)})
+			if r.Body != nil {
+				bodies = append(bodies, []any{job, r.URL, r.Body})
+			}
+		}
+		slices.SortFunc(results, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+		wrote, err := s.returning(ctx, tx, `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `, nil, "(?, ?, ?, ?, ?)",
+			` ON CONFLICT (job, url) DO NOTHING RETURNING url`, results)
+		if err != nil {
+			return fmt.Errorf("record: results: %w", err)
+		}
+		if len(bodies) > 0 {
+			slices.SortFunc(bodies, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+			if _, err := s.returning(ctx, tx, `INSERT INTO baton_bodies (job, url, body) VALUES `, nil, "(?, ?, ?)",
+				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, bodies); err != nil {
+				return fmt.Errorf("record: bodies: %w", err)
+			}
+		}
+		for i, r := range rs {
+			if finished[r.URL] && r.Page != nil && wrote[r.URL] {
+				out[i].Wrote = true
+				c.recorded++
+				if r.Page.Error != "" {
+					c.failed++
+				}
+			}
+		}
+		if err := s.count(ctx, tx, job, rs[0].Runner, c); err != nil {
+			return err
+		}
+		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
+		// to other share lockers ahead of a queued FOR UPDATE, so a holder
+		// recording from several goroutines would starve the Claim or
+		// Requeue that fences it. Held from here to the commit, so no
+		// group commits after a Claim or Requeue raised the epoch.
+		_, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate)
+		return err
+	})
+	return out, err
+}
+
+// duplicates claims the body hashes of the group's new pages fetched
+// without error (the first page of a hash owns it, in baton_hashes) and
+// returns, by index in rs, the URL each duplicate duplicates.
+func (s *Store) duplicates(ctx context.Context, tx *sql.Tx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
+	first := map[string]int{} // hash → index of its first page in the group
+	var claims [][]any
+	for i, r := range rs {
+		if !finished[r.URL] || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" {
+			continue
+		}
+		if _, ok := first[r.Page.BodyHash]; !ok {
+			first[r.Page.BodyHash] = i
+			claims = append(claims, []any{job, r.Page.BodyHash, r.URL})
+		}
+	}
+	out := map[int]string{}
+	if len(claims) == 0 {
+		return out, nil
+	}
+	// Claimed in hash order, the same in every transaction, so two groups
+	// never wait for each other's rows in a cycle.
+	slices.SortFunc(claims, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	claimed, err := s.returning(ctx, tx, `INSERT INTO baton_hashes (job, hash, url) VALUES `, nil, "(?, ?, ?)",
+		` ON CONFLICT (job, hash) DO NOTHING RETURNING url`, claims)
+	if err != nil {
+		return nil, err
+	}
+	owner := map[string]string{} // hash → URL of the page that owns it
+	var lost []any
+	for _, c := range claims {
+		h, u := c[1].(string), c[2].(string)
+		if claimed[u] {
+			owner[h] = u
+		} else {
+			lost = append(lost, h)
+		}
+	}
+	if len(lost) > 0 {
+		rows, err := queryTx(ctx, s, tx, `SELECT hash, url FROM baton_hashes WHERE job = ? AND hash IN (?`+strings.Repeat(", ?", len(lost)-1)+`)`,
+			append([]any{job}, lost...), func(rows *sql.Rows) ([2]string, error) {
+				var hu [2]string
+				err := rows.Scan(&hu[0], &hu[1])
+				return hu, err
+			})
+		if err != nil {
+			return nil, err
+		}
+		for _, hu := range rows {
+			owner[hu[0]] = hu[1]
+		}
+	}
+	for i, r := range rs {
+		if !finished[r.URL] || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" {
+			continue
+		}
+		if o := owner[r.Page.BodyHash]; o != "" && o != r.URL {
+			out[i] = o
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,15 @@
 package sqlstore
 
-import "strings"
+import (
+	"context"
+	crand "crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // schemaVersion is recorded in baton_store; a store made by a newer Baton
 // is refused. Raise it whenever schema() changes: a store of an older
@@ -111,4 +120,81 @@ func schema(d *dialect) []string {
 		stmts[i] = r.Replace(s)
 	}
 	return stmts
+}
+
+// schemaVersion reads the store's schema version: 0 when it has none.
+func (s *Store) schemaVersion(ctx context.Context) (int, error) {
+	var v string
+	err := s.read(ctx, func() error {
+		var n int
+		// Whether baton_store exists, without an error that would abort a
+		// transaction or need a right a reader lacks.
+		q := `SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'baton_store' AND table_schema = current_schema()`
+		if !s.d.dollar {
+			q = `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'baton_store'`
+		}
+		if err := s.db.QueryRowContext(ctx, q).Scan(&n); err != nil || n == 0 {
+			v = ""
+			return err
+		}
+		err := s.db.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			v, err = "", nil
+		}
+		return err
+	})
+	if err != nil || v == "" {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("schema version %q is not a number", v)
+	}
+	return n, nil
+}
+
+// SchemaVersion is the schema version this Baton sets up.
+func (s *Store) SchemaVersion() int { return schemaVersion }
+
+// Migrate creates the schema, or upgrades an older one, and returns the
+// version the store had when it was opened (0: none; an open without
+// Config.Existing has upgraded it already). Safe to run from several processes at
+// once, and again.
+func (s *Store) Migrate(ctx context.Context) (from int, err error) {
+	v, err := s.schemaVersion(ctx)
+	if err != nil || v == schemaVersion {
+		return s.found, err
+	}
+	return s.found, s.migrate(ctx)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if s.d.lockSchema != "" {
+			if _, err := tx.ExecContext(ctx, s.d.lockSchema); err != nil {
+				return err
+			}
+		}
+		for _, st := range schema(s.d) {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		b := make([]byte, 16)
+		_, _ = crand.Read(b)
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('id', ?) ON CONFLICT (key) DO NOTHING`), hex.EncodeToString(b)); err != nil {
+			return err
+		}
+		var v string
+		err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if n, _ := strconv.Atoi(v); n > schemaVersion {
+			return fmt.Errorf("store schema version %s, this Baton knows %d: upgrade Baton", v, schemaVersion)
+		}
+		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
+			strconv.Itoa(schemaVersion))
+		return err
+	})
 }

@@ -1,0 +1,230 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// This file hands a job's batches out to its idle Runners (JobAssign).
+
+// BatchID is the ID of a job's seq-th batch.
+func BatchID(job string, seq int) string { return fmt.Sprintf("%s-b%06d", job, seq) }
+
+// JobAssign hands a batch of the frontier to each idle Runner, the way the
+// ZeroMQ design of seed 003 gives work to the workers that said they are
+// free: the store moves the URLs into the batch and records its holder and
+// epoch; the Runner's Task znode gets a reference to it (compare-and-set,
+// epoch raised, already marked processing so the Runner starts without a
+// write of its own). Batch IDs come from Seq, so a retried call finds the
+// same batches.
+func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResult, error) {
+	js, err := a.store()
+	if err != nil {
+		return AssignResult{}, err
+	}
+	log := a.log(ctx, "job", in.Spec.ID)
+	if in.Start {
+		if _, err := a.JobStart(ctx, in.Spec); err != nil {
+			return AssignResult{}, err
+		}
+	}
+	c := metadata.NewCluster(a.Meta, a.Root, in.Spec.Group)
+	g, _, err := c.GetGroup(ctx)
+	if err != nil {
+		return AssignResult{}, err
+	}
+	var res AssignResult
+	seq := in.Seq
+	// A retried call: the batches an earlier attempt delivered (their
+	// holder's Task names them, or they ran already) are reported again;
+	// one it took but could not deliver goes to an idle Runner below.
+	for {
+		id := BatchID(in.Spec.ID, seq)
+		infos, err := js.Batches(ctx, in.Spec.ID, []string{id})
+		if err != nil {
+			return res, err
+		}
+		if len(infos) == 0 {
+			break
+		}
+		b := infos[0]
+		delivered := b.State != BatchRunning
+		if !delivered && b.Holder != "" {
+			t, _, err := c.GetTask(ctx, b.Holder)
+			delivered = err == nil && t.Job != nil && t.Job.ID == in.Spec.ID && t.Job.Batch == id
+		}
+		if !delivered {
+			break
+		}
+		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
+		seq++
+	}
+	idle := a.idleRunners(ctx, c, g, nil, append(slices.Clone(in.InFlight), res.Assigned...), seq)
+	// While the frontier is short (the start and the end of a crawl), share
+	// it among all the Runners instead of giving it to the first idle ones,
+	// so that no Runner is left with a long batch while the others idle.
+	size := in.Spec.BatchSize
+	if size == 0 {
+		// An unbounded batch starts with a Runner's first round or two;
+		// it pulls the rest as it frees slots.
+		size = firstTake
+	}
+	st, err := js.Stats(ctx, in.Spec.ID)
+	if err != nil {
+		return res, err
+	}
+	if n := max(len(idle), len(g.CurrentRunner)); n > 0 {
+		size = min(size, max(1, (st.Queued+n-1)/n))
+	}
+	undelivered := "" // a batch taken that no Runner got yet
+	for _, r := range idle {
+		batch := BatchID(in.Spec.ID, seq)
+		info, err := js.TakeBatch(ctx, in.Spec.ID, batch, size)
+		if err != nil {
+			return res, err
+		}
+		if info.Size == 0 {
+			break
+		}
+		undelivered = batch
+		cur, v, err := c.GetTask(ctx, r)
+		var ce *metadata.CorruptError
+		if err != nil && !errors.As(err, &ce) && !errors.Is(err, metadata.ErrNotFound) {
+			return res, err
+		}
+		// (A batch an earlier attempt delivered was reported above: this
+		// one is new, or was taken but never delivered.)
+		if cur.Pending() {
+			continue // became busy meanwhile; the batch goes to the next idle Runner
+		}
+		epoch := max(cur.Epoch, info.Epoch) + 1
+		if _, err := js.Claim(ctx, in.Spec.ID, batch, r, epoch); err != nil {
+			return res, err
+		}
+		t := roles.EmptyTask()
+		t.Job = &roles.JobRef{ID: in.Spec.ID, Batch: batch, Size: info.Size}
+		t.RunningStatus = roles.TaskProcessing
+		_, op := c.FenceTask(r, v, t, r, epoch)
+		if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
+			if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
+				continue
+			}
+			return res, err
+		}
+		log.Debug("batch assigned", "batch", batch, "runner", r, "epoch", epoch, "size", info.Size)
+		res.Assigned = append(res.Assigned, BatchRef{Batch: batch, Runner: r, Size: info.Size})
+		undelivered = ""
+		seq++
+	}
+	if undelivered != "" {
+		// Every Runner it was meant for became busy meanwhile: its URLs go
+		// back to the frontier, and it is reported (with no Runner) so that
+		// the job counts it re-queued and uses the next batch ID; otherwise
+		// nothing would be queued or in flight and the job would end with
+		// those URLs never crawled.
+		infos, err := js.Batches(ctx, in.Spec.ID, []string{undelivered})
+		if err != nil {
+			return res, err
+		}
+		if len(infos) == 1 && infos[0].State == BatchRunning {
+			n, err := js.Requeue(ctx, in.Spec.ID, undelivered, infos[0].Epoch+1)
+			if err != nil {
+				return res, err
+			}
+			log.Info("batch re-queued: its Runner became busy before it got it", "batch", undelivered, "urls", n)
+		}
+		res.Assigned = append(res.Assigned, BatchRef{Batch: undelivered})
+		seq++
+	}
+	res.Stats, err = js.Stats(ctx, in.Spec.ID)
+	if err != nil || !in.Start || len(res.Assigned) == 0 {
+		return res, err
+	}
+	// A new job: wait a moment for its first batches here, so that a small
+	// job (one page) completes without a JobAwait round trip.
+	actx, cancel := context.WithTimeout(ctx, startLinger)
+	defer cancel()
+	aw, err := a.await(actx, in.Spec, res.Assigned, a.now().Add(startLinger), true)
+	switch {
+	case err == nil:
+		res.Done, res.Stats = aw.Done, aw.Stats
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// firstTake is the size of an unbounded batch when it is handed out (a
+// Runner pulls the rest from the frontier as it frees slots).
+const firstTake = 2 * DefaultConcurrency
+
+// startLinger is how long a new job's first JobAssign waits for its
+// first batches to finish.
+const startLinger = 250 * time.Millisecond
+
+// idleRunners lists the group's runners that are alive (fresh heartbeat)
+// and have no pending Task, in order of availability (rotated by seq to
+// spread the load). tasks holds the Tasks the caller read already (nil or
+// partial: the others are read here).
+func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, g roles.GroupState, tasks map[string]roles.Task, busy []BatchRef, seq int) []string {
+	task := func(name string) (roles.Task, error) {
+		if t, ok := tasks[name]; ok {
+			return t, nil
+		}
+		t, _, err := c.GetTask(ctx, name)
+		return t, err
+	}
+	runners := slices.Clone(g.CurrentRunner)
+	roles.SortNames(runners)
+	// A runner in the middle of a fail-over (it claimed a dead peer whose
+	// Task it has not taken yet) is not idle: its Task is about to be the
+	// dead peer's.
+	takingOver := map[string]bool{}
+	for _, d := range g.FailCrawler {
+		dn, _, err := c.GetNode(ctx, d)
+		if err != nil || dn.TakenOverBy == "" {
+			continue
+		}
+		if dt, err := task(d); err == nil && dt.Pending() && dt.Holder != dn.TakenOverBy {
+			takingOver[dn.TakenOverBy] = true
+		}
+	}
+	var idle []string
+	surplus := g.Surplus() // stepping down after a scale-down: no new work
+	for _, r := range runners {
+		if takingOver[r] || slices.Contains(surplus, r) || slices.ContainsFunc(busy, func(b BatchRef) bool { return b.Runner == r }) {
+			continue
+		}
+		n, _, err := c.GetNode(ctx, r)
+		if err != nil || n.Role != roles.RoleRunner {
+			continue
+		}
+		hb, _, err := c.GetHeartbeat(ctx, r)
+		if err != nil {
+			continue
+		}
+		timeout, _ := hb.Timeout()
+		if age, err := hb.Age(a.now()); err != nil || age >= timeout || hb.HealthyState == roles.HeartApparentDeath {
+			continue
+		}
+		t, err := task(r)
+		if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+			continue
+		}
+		if t.Pending() {
+			continue
+		}
+		idle = append(idle, r)
+	}
+	if len(idle) > 1 {
+		k := seq % len(idle)
+		idle = append(idle[k:], idle[:k]...)
+	}
+	return idle
+}

@@ -1,0 +1,182 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file holds how the store runs its statements: placeholders for
+// the dialect, write transactions and reads retried while the database is
+// unreachable, one statement for many rows.
+
+// q rewrites ? placeholders for the dialect.
+func (s *Store) q(query string) string {
+	if !s.d.dollar {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// write runs fn in a write transaction, retrying while the database is
+// unreachable or a transaction conflicted. fn should be idempotent: every
+// write here is but Extend's, so a retried commit whose outcome was
+// unknown finds its rows written and changes nothing. (A retried Extend
+// hands out a second lot of URLs; the first stays in the batch,
+// unfinished, and FinishBatch refuses the batch until it is run.)
+func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	retryFor := s.RetryFor
+	if retryFor == 0 {
+		retryFor = 30 * time.Second
+	}
+	deadline := time.Now().Add(retryFor)
+	backoff := s.d.retryFirst
+	for {
+		err := s.writeOnce(ctx, fn)
+		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1)) // jittered: writers in other processes retry too
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, s.d.retryMax)
+	}
+}
+
+func (s *Store) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error) {
+	if s.d.serialWrites {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// read retries a read while the database is unreachable.
+func (s *Store) read(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := fn()
+		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(s.d.retryMax):
+		}
+	}
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// returning runs a statement over rows in chunks (head with headArgs,
+// then one tuple per row, then tail, which ends in "RETURNING url") and
+// returns the URLs it reports, so one statement serves many rows.
+func (s *Store) returning(ctx context.Context, tx *sql.Tx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
+	const chunk = 200
+	out := map[string]bool{}
+	for len(rows) > 0 {
+		n := min(chunk, len(rows))
+		var b strings.Builder
+		b.WriteString(head)
+		args := append([]any(nil), headArgs...)
+		for i, r := range rows[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(tuple)
+			args = append(args, r...)
+		}
+		b.WriteString(tail)
+		res, err := tx.QueryContext(ctx, s.q(b.String()), args...)
+		if err != nil {
+			return nil, err
+		}
+		for res.Next() {
+			var u string
+			if err := res.Scan(&u); err != nil {
+				res.Close()
+				return nil, err
+			}
+			out[u] = true
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return nil, err
+		}
+		rows = rows[n:]
+	}
+	return out, nil
+}
+
+// queryAll runs a query (retried while the database is unreachable) and
+// scans every row with scan.
+func queryAll[T any](ctx context.Context, s *Store, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	var out []T
+	err := s.read(ctx, func() error {
+		out = out[:0]
+		rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// queryTx runs a query in tx and scans every row with scan.
+func queryTx[T any](ctx context.Context, s *Store, tx *sql.Tx, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	rows, err := tx.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -188,6 +188,12 @@ type RefusedLink struct {
 type Entry struct {
 	URL   string `json:"url"`
 	Depth int    `json:"depth"`
+	// Label routes the URL to a handler of the job's crawler (a user
+	// crawler's label, --label for seeds); "" is the default handler.
+	Label string `json:"label,omitempty"`
+	// Data is the user data a handler enqueued the URL with (JSON, at
+	// most crawler.MaxDataBytes), given back to the handler of its page.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // BatchEntry is one URL of a batch and whether it is finished (recorded,
@@ -204,6 +210,7 @@ type Stats struct {
 	Queued   int `json:"queued"`   // accepted URLs waiting in the frontier
 	Recorded int `json:"recorded"` // pages in the results
 	Failed   int `json:"failed"`   // recorded pages with an error
+	Items    int `json:"items"`    // items recorded by a user crawler's pages
 }
 
 // PageRecord is one page of a job's results.
@@ -222,6 +229,12 @@ type PageRecord struct {
 	// LinksRefused are links of the page the frontier did not take (a URL
 	// longer than MaxURLBytes), each with the reason.
 	LinksRefused []RefusedLink `json:"links_refused,omitempty"`
+	// Label is the label the URL was queued with (user crawlers).
+	Label string `json:"label,omitempty"`
+	// Items counts the items the page's handler pushed and that were
+	// recorded with it; Skipped is the reason a handler gave to skip it.
+	Items   int    `json:"items,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // BatchRef is one batch in flight: which Runner it was given to.

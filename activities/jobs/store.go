@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/batoncrawl/baton/activities/crawler"
 )
 
 // Sentinel errors of a Store.
@@ -96,6 +98,10 @@ type Record struct {
 	URL                string
 	Page               *PageRecord
 	Links              []Entry // found on the page, already normalised and filtered
+	// Items are what a user crawler's handler pushed for the page: recorded
+	// with the page, in the same transaction, only if the page is new to
+	// the results (so once per job and URL).
+	Items []crawler.Pushed
 	// Body is the page's body, compressed (CompressBody), to keep in the
 	// store with the page (Spec.Bodies "store"); nil: none.
 	Body []byte

@@ -32,6 +32,7 @@ type attemptResult struct {
 	charset     string
 	hash        string
 	body        []byte
+	header      http.Header
 	err         error
 	sitemapErr  error
 	transient   bool
@@ -121,6 +122,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		r.hash = hex.EncodeToString(sum[:])
 		if o.KeepBody {
 			r.body = resp.Body
+			r.header = resp.Headers.Clone()
 		}
 		if len(o.Selectors) > 0 {
 			r.fields = make(map[string][]string, len(o.Selectors))
@@ -201,7 +203,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		if gotBody { // the failure came after the body: keep what was read
 			return r
 		}
-		r.title, r.fields, r.canonical, r.jsonld, r.hash, r.body = "", nil, "", nil, "", nil
+		r.title, r.fields, r.canonical, r.jsonld, r.hash, r.body, r.header = "", nil, "", nil, "", nil, nil
 		return r
 	case parseErr != nil:
 		r.err = fmt.Errorf("parse HTML: %v", parseErr)

@@ -71,6 +71,9 @@ type Page struct {
 	Sitemaps []string `json:"sitemaps,omitempty"`
 	// Body is the body read, when Options.KeepBody (never in JSON).
 	Body []byte `json:"-"`
+	// Header is the response's header, with KeepBody only (a user
+	// crawler's handler reads it); never recorded.
+	Header http.Header `json:"-"`
 }
 
 // OK reports whether the page was fetched without error.
@@ -328,6 +331,7 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 	page.Charset = res.charset
 	page.BodyHash = res.hash
 	page.Body = res.body
+	page.Header = res.header
 	if res.err != nil {
 		page.Error = res.err.Error()
 	} else {

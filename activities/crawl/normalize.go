@@ -245,3 +245,19 @@ func linkURL(abs string, keepTracking bool) (string, *url.URL, error) {
 	}
 	return n, u, nil
 }
+
+// FollowLink judges an absolute link as the built-in crawler judges the
+// links of a page: normalised (tracking parameters dropped unless
+// KeepTrackingParams), http or https, within AllowedDomains. It returns
+// the normalised URL, or why the job may not follow it. A user crawler's
+// Enqueue goes through it.
+func (o Options) FollowLink(abs string) (string, error) {
+	n, u, err := linkURL(abs, o.KeepTrackingParams)
+	if err != nil {
+		return "", err
+	}
+	if !domainAllowed(u.Scheme, u.Host, o.AllowedDomains) {
+		return "", fmt.Errorf("%s is outside the allowed domains", u.Host)
+	}
+	return n, nil
+}

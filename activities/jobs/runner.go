@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -54,7 +55,11 @@ type BatchRunner struct {
 	// batch runs; 0 means DefaultControlPoll.
 	ControlPoll time.Duration
 
-	specs sync.Map // job → Spec (immutable; read once per worker)
+	// Crawlers are the user crawlers this worker carries, by name (the
+	// built-in one is not among them); set before the first batch.
+	Crawlers map[string]*crawler.Crawler
+
+	specs sync.Map // job → *jobRun (immutable; read once per worker)
 }
 
 var _ Batches = (*BatchRunner)(nil)
@@ -68,26 +73,30 @@ func (r *BatchRunner) Claim(ctx context.Context, job, batch, holder string, epoc
 	return err
 }
 
-func (r *BatchRunner) spec(ctx context.Context, job string) (Spec, error) {
+func (r *BatchRunner) job(ctx context.Context, job string) (*jobRun, error) {
 	if v, ok := r.specs.Load(job); ok {
-		return v.(Spec), nil
+		return v.(*jobRun), nil
 	}
 	s, err := r.Store.Spec(ctx, job)
 	if err != nil {
-		return s, err
+		return nil, err
 	}
 	if len(s.Secrets) > 0 {
 		if s, err = r.openSecrets(ctx, s); err != nil {
-			return s, err
+			return nil, err
 		}
 	}
 	// Compiled once per job: the defaults, the validation and the
 	// selectors are not worked out again for every page.
 	if s.Options, err = s.Options.Compile(); err != nil {
-		return s, fmt.Errorf("%w: options: %w", ErrBadSpec, err)
+		return nil, fmt.Errorf("%w: options: %w", ErrBadSpec, err)
 	}
-	r.specs.Store(job, s)
-	return s, nil
+	jr := &jobRun{spec: s}
+	if jr.crawler, jr.options, err = r.crawlerFor(s); err != nil {
+		return nil, err
+	}
+	r.specs.Store(job, jr)
+	return jr, nil
 }
 
 // openSecrets puts the job's sealed secrets into its spec (in memory
@@ -122,7 +131,10 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		log = slog.Default()
 	}
 	in.Log = log
-	spec, err := r.spec(ctx, in.Job)
+	jr, err := r.job(ctx, in.Job)
+	if errors.Is(err, ErrNoCrawler) {
+		return r.giveBack(ctx, in, err)
+	}
 	if err != nil {
 		if ctx.Err() == nil && (errors.Is(err, ErrNoJob) || errors.Is(err, ErrBadSpec)) {
 			reason := fmt.Sprintf("job %s: its spec cannot be read from %s: %v", in.Job, r.Store.Identity(), err)
@@ -152,7 +164,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 	if err != nil {
 		return BatchOutcome{}, err
 	}
-	ran, fenced, err := r.crawl(ctx, in, spec, todo, info.Size)
+	ran, fenced, err := r.crawl(ctx, in, jr, todo, info.Size)
 	if err != nil {
 		return BatchOutcome{Ran: ran}, err
 	}
@@ -167,6 +179,34 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		return BatchOutcome{Ran: ran}, err
 	}
 	return BatchOutcome{Success: fin.Success, Fail: fin.Failed, Ran: ran}, nil
+}
+
+// giveBack ends a batch this worker cannot run because it does not carry
+// its job's crawler (the job's assignment gives batches only to Runners
+// that do; this is the guard): its URLs go back to the frontier for a
+// Runner that carries it, and the batch ends.
+func (r *BatchRunner) giveBack(ctx context.Context, in BatchRun, why error) (BatchOutcome, error) {
+	info, err := r.holding(ctx, in)
+	switch {
+	case errors.Is(err, ErrStale):
+		return BatchOutcome{Fenced: true, Reason: err.Error()}, nil
+	case errors.Is(err, ErrNoBatch):
+		return BatchOutcome{}, nil
+	case err != nil:
+		return BatchOutcome{}, err
+	}
+	if info.State != BatchRunning {
+		return BatchOutcome{}, nil
+	}
+	n, err := r.Store.Release(ctx, in.Job, in.Batch, in.Epoch)
+	if err != nil {
+		return BatchOutcome{}, err
+	}
+	in.Log.Warn("batch given back: this worker does not carry the job's crawler", "why", why.Error(), "released", n)
+	if _, err := r.Store.FinishBatch(ctx, in.Job, in.Batch, in.Epoch); err != nil && !errors.Is(err, ErrStale) {
+		return BatchOutcome{}, err
+	}
+	return BatchOutcome{}, nil
 }
 
 // holding returns the batch's row once in.Runner holds it at in.Epoch.
@@ -207,7 +247,8 @@ func (r *BatchRunner) holding(ctx context.Context, in BatchRun) (BatchInfo, erro
 // start after the pause), commits the pages fetched, gives the URLs it did
 // not fetch back to the frontier (Store.Release) and returns, so that the
 // batch ends as done and the job sees it end.
-func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, spec Spec, todo []Entry, size int) (ran int, fenced string, err error) {
+func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo []Entry, size int) (ran int, fenced string, err error) {
+	spec := jr.spec
 	conc := r.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency
@@ -292,7 +333,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, spec Spec, todo []
 			queue = queue[1:]
 			inflight++
 			go func() {
-				rec, err := r.fetch(fctx, in, spec, auth, e)
+				rec, err := r.fetch(fctx, in, jr, auth, e)
 				fetched <- fetchedPage{rec, err}
 			}()
 		}
@@ -412,15 +453,26 @@ func (r *BatchRunner) watchControl(ctx context.Context, job string) <-chan strin
 
 // fetch fetches one URL (a page, or a sitemap at SitemapDepth) and
 // returns what to record for it.
-func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, spec Spec, auth crawl.Auth, e Entry) (Record, error) {
+//
+// One path for every crawler: a user crawler's pages (sitemaps apart) are
+// handed to the handler of their label (fetchHandled), whose links and
+// items are recorded with the page; the built-in crawler's links are the
+// engine's.
+func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth crawl.Auth, e Entry) (Record, error) {
+	spec := jr.spec
 	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
 	opts := spec.Options
 	opts.KeepBody = spec.Bodies != ""
 	var page crawl.Page
-	if e.Depth == SitemapDepth {
+	var h handled
+	custom := jr.crawler != nil && e.Depth != SitemapDepth
+	switch {
+	case e.Depth == SitemapDepth:
 		opts.KeepBody = false
 		page = r.Pages.FetchSitemap(ctx, req, auth, opts)
-	} else {
+	case custom:
+		page, h = r.fetchHandled(ctx, in, jr, auth, e, opts)
+	default:
 		page = r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
 	}
 	if ctx.Err() != nil {
@@ -437,8 +489,12 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, spec Spec, auth cr
 	if pr.URL == "" {
 		pr.URL = e.URL
 	}
-	pr.Body = nil
-	if len(page.Body) > 0 {
+	pr.Body, pr.Header, pr.Label = nil, nil, e.Label
+	if h.err != nil {
+		pr.Error = "handler: " + h.err.Error()
+	}
+	pr.Items, pr.Skipped = len(h.items), h.skipped
+	if len(page.Body) > 0 && spec.Bodies != "" {
 		switch spec.Bodies {
 		case BodiesStore:
 			rec.Body, pr.BodyRef = CompressBody(page.Body), BodiesStore
@@ -454,13 +510,17 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, spec Spec, auth cr
 		}
 	}
 	rec.Page = &pr
+	if custom {
+		rec.Links, rec.Items = h.links, h.items
+		return rec, nil
+	}
 	rec.Links = make([]Entry, 0, len(page.Links)+len(page.Sitemaps))
-	depth := e.Depth + 1
+	depth, label := e.Depth+1, ""
 	if e.Depth == SitemapDepth {
-		depth = 0 // the pages a sitemap lists are seeds
+		depth, label = 0, spec.SeedLabel // the pages a sitemap lists are seeds
 	}
 	for _, l := range page.Links {
-		rec.Links = append(rec.Links, Entry{URL: l, Depth: depth})
+		rec.Links = append(rec.Links, Entry{URL: l, Depth: depth, Label: label})
 	}
 	for _, l := range page.Sitemaps {
 		rec.Links = append(rec.Links, Entry{URL: l, Depth: SitemapDepth})

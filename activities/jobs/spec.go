@@ -19,6 +19,7 @@ import (
 	"regexp"
 
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -49,6 +50,19 @@ type Spec struct {
 	// (on each Runner's machine: a shared mount gathers them); "" none.
 	Bodies     string `json:"bodies,omitempty"`
 	BodiesPath string `json:"bodies_path,omitempty"`
+	// Crawler names the crawler that runs the job's pages: a user
+	// crawler a worker binary registered (package crawler), or "" for the
+	// built-in one (the --select/--follow options). CrawlerVersion is the
+	// version the job started with: only Runners carrying that version take
+	// its batches (pinned; see the README's rolling upgrades).
+	// CrawlerOptions are the job's --set key=value options, decoded into
+	// the crawler's typed options by each Runner.
+	Crawler        string            `json:"crawler,omitempty"`
+	CrawlerVersion string            `json:"crawler_version,omitempty"`
+	CrawlerOptions map[string]string `json:"crawler_options,omitempty"`
+	// SeedLabel is the label of the job's seeds (--label): the handler
+	// they go to.
+	SeedLabel string `json:"seed_label,omitempty"`
 	// Secrets names the job's secrets (Secrets.Names: "cookie session",
 	// "header X-Trace", …), sealed in the store, never their values;
 	// Cookie, Authorization, Options.Headers and the proxy's credentials
@@ -121,6 +135,17 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("bodies: %q: want %q or %q (or empty: none)", s.Bodies, BodiesStore, BodiesDir)
 	}
 
+	if s.Crawler != "" && s.Crawler != crawler.BuiltinName {
+		if err := crawler.ValidName(s.Crawler); err != nil {
+			return fmt.Errorf("crawler: %w", err)
+		}
+	}
+	if s.Crawler == "" && len(s.CrawlerOptions) > 0 {
+		return errors.New("crawler_options: the built-in crawler takes its options from flags, not --set")
+	}
+	if len(s.SeedLabel) > crawler.MaxLabelBytes {
+		return fmt.Errorf("seed_label: %d bytes, at most %d", len(s.SeedLabel), crawler.MaxLabelBytes)
+	}
 	if s.MaxPages < 0 {
 		return fmt.Errorf("max_pages: %d is negative", s.MaxPages)
 	}

@@ -167,7 +167,7 @@ func (s Spec) SeedEntries(stored []string) ([]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seed %q: %w", u, err)
 		}
-		out = append(out, Entry{URL: n})
+		out = append(out, Entry{URL: n, Label: s.SeedLabel})
 	}
 	for _, list := range [][]string{s.Sitemaps, stored} {
 		for _, u := range list {
@@ -226,7 +226,7 @@ func (p Plan) Queue(ctx context.Context, st SeedWriter) (int, error) {
 		if err != nil {
 			return fmt.Errorf("%w: seed %q: %w", ErrBadSubmission, u, err)
 		}
-		if batch = append(batch, Entry{URL: n}); len(batch) == seedChunk {
+		if batch = append(batch, Entry{URL: n, Label: p.Spec.SeedLabel}); len(batch) == seedChunk {
 			return flush()
 		}
 		return nil

@@ -38,6 +38,9 @@ const LabelJob = "crawl_job"
 // use New, or a nil *Metrics for none.
 type Metrics struct {
 	pages     *prometheus.CounterVec
+	handler   *prometheus.CounterVec
+	items     *prometheus.CounterVec
+	sinks     *prometheus.CounterVec
 	bytes     *prometheus.CounterVec
 	fetch     *prometheus.HistogramVec
 	failovers *prometheus.CounterVec
@@ -53,6 +56,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "baton_pages_total",
 			Help: "Pages fetched by Runners, by class (2xx, 3xx, 4xx, 5xx, or error: no usable HTTP status) and crawl job (empty for a Task's pages).",
 		}, []string{"class", LabelJob}),
+		handler: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_handler_errors_total",
+			Help: "Pages failed by a user crawler's handler (an error, a panic or its time budget), by crawler.",
+		}, []string{"crawler"}),
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_items_total",
+			Help: "Items pushed by a user crawler's pages and handed to the store with them, by crawler.",
+		}, []string{"crawler"}),
+		sinks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_sink_deliveries_total",
+			Help: "Deliveries of items to a sink, by sink and result (ok, error).",
+		}, []string{"sink", "result"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_page_bytes_total",
 			Help: "Bytes of the page bodies fetched by Runners, by crawl job.",
@@ -80,7 +95,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Tasks this instance is running now.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.pages, m.bytes, m.fetch, m.failovers, m.detection, m.peerAge, m.inFlight} {
+	for _, c := range []prometheus.Collector{m.handler, m.items, m.sinks, m.pages, m.bytes, m.fetch, m.failovers, m.detection, m.peerAge, m.inFlight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -140,6 +155,34 @@ func (m *Metrics) PageError(job string) {
 		return
 	}
 	m.pages.WithLabelValues(ClassError, job).Inc()
+}
+
+// HandlerError records a page failed by the handler of crawler.
+func (m *Metrics) HandlerError(crawler string) {
+	if m == nil {
+		return
+	}
+	m.handler.WithLabelValues(crawler).Inc()
+}
+
+// Items records n items of a page of crawler.
+func (m *Metrics) Items(crawler string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.items.WithLabelValues(crawler).Add(float64(n))
+}
+
+// SinkDelivery records a delivery to sink (ok or not).
+func (m *Metrics) SinkDelivery(sink string, ok bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "error"
+	}
+	m.sinks.WithLabelValues(sink, result).Inc()
 }
 
 // Failover records a dead peer claimed by this instance; kind is KindRunner

@@ -1,0 +1,113 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// ErrNoCrawler is the error of a batch whose job names a crawler this
+// worker does not carry (at the job's version).
+var ErrNoCrawler = errors.New("crawler not carried by this worker")
+
+// jobRun is what a Runner keeps of a job while it runs its batches: the
+// spec (options compiled, secrets opened) and, for a user crawler, the
+// crawler and the job's decoded options. Immutable once made.
+type jobRun struct {
+	spec    Spec
+	crawler *crawler.Crawler // nil: the built-in crawler
+	options any              // the crawler's decoded --set options
+}
+
+// crawlerFor returns the user crawler a job names, at the job's version,
+// and its decoded options; nil for the built-in crawler.
+func (r *BatchRunner) crawlerFor(s Spec) (*crawler.Crawler, any, error) {
+	if s.Crawler == "" || s.Crawler == crawler.BuiltinName {
+		return nil, nil, nil
+	}
+	c := r.Crawlers[s.Crawler]
+	if c == nil {
+		return nil, nil, fmt.Errorf("%w: job %s needs crawler %s", ErrNoCrawler, s.ID, s.Crawler)
+	}
+	if s.CrawlerVersion != "" && c.Version() != s.CrawlerVersion {
+		return nil, nil, fmt.Errorf("%w: job %s needs crawler %s version %s, this worker carries %s",
+			ErrNoCrawler, s.ID, s.Crawler, s.CrawlerVersion, c.Version())
+	}
+	opts, err := c.DecodeOptions(s.CrawlerOptions)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
+	}
+	return c, opts, nil
+}
+
+// handled is what a user crawler's handler made of a page: the links and
+// items to record with it, or the error that fails it.
+type handled struct {
+	links   []Entry
+	items   []crawler.Pushed
+	skipped string
+	err     error
+}
+
+// fetchHandled fetches a page of a user crawler's job and runs the
+// handler of its label on it. A handler error marked crawler.Retry fetches
+// and handles the page again after the job's backoff, up to its retries.
+// The page's own fetch failures are the engine's (robots.txt, retries,
+// bounds) and reach no handler.
+func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun, auth crawl.Auth, e Entry, opts crawl.Options) (crawl.Page, handled) {
+	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
+	opts.KeepBody, opts.Follow = true, false
+	filter := func(abs string, depth int) (string, error) {
+		if opts.MaxDepth > 0 && depth > opts.MaxDepth {
+			return "", fmt.Errorf("depth %d beyond %d", depth, opts.MaxDepth)
+		}
+		n, err := opts.FollowLink(abs)
+		if err != nil {
+			return "", err
+		}
+		return n, CheckURLLength(n)
+	}
+	for attempt := 0; ; attempt++ {
+		page := r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
+		if page.Error != "" || ctx.Err() != nil {
+			return page, handled{}
+		}
+		p := crawler.NewPage(ctx, crawler.Request{URL: e.URL, Label: e.Label, Depth: e.Depth, Data: e.Data},
+			crawler.Response{StatusCode: page.StatusCode, Header: page.Header, Body: page.Body, FinalURL: page.FinalURL}, filter).
+			WithOptions(jr.options)
+		log := in.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		out, err := jr.crawler.Run(ctx, p, log)
+		if err != nil && crawler.IsRetry(err) && attempt < opts.Retries && ctx.Err() == nil {
+			wait := opts.RetryBackoff << attempt
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			if ctx.Err() == nil {
+				continue
+			}
+		}
+		if err != nil {
+			r.Metrics.HandlerError(jr.crawler.Name())
+			return page, handled{err: err}
+		}
+		h := handled{items: out.Items, skipped: out.Skipped}
+		h.links = make([]Entry, 0, len(out.Links))
+		for _, l := range out.Links {
+			h.links = append(h.links, Entry{URL: l.URL, Depth: e.Depth + 1, Label: l.Label, Data: l.Data})
+		}
+		r.Metrics.Items(jr.crawler.Name(), len(h.items))
+		return page, h
+	}
+}

@@ -359,3 +359,7 @@ func (p *Page) close() Outcome {
 	}
 	return out
 }
+
+// Selection is goquery's selection, what Find returns (so that a crawler
+// need not import goquery to name it).
+type Selection = goquery.Selection

@@ -25,8 +25,7 @@ type Activities struct {
 	Fetcher Fetcher
 	// Batches runs the batches of crawl jobs on the job store (a
 	// *jobs.BatchRunner); nil when the worker has no store.
-	Batches  jobs.Batches
-	Election roles.Election
+	Batches jobs.Batches
 	// MaxResultDetail caps Task.result_detail (0 means unbounded).
 	MaxResultDetail int
 	// MaxTaskBytes bounds the encoded Task znode a Runner writes (0 means
@@ -129,13 +128,6 @@ func (a *Activities) log(ctx context.Context) *slog.Logger {
 		l = l.With(la.args...)
 	}
 	return l
-}
-
-func (a *Activities) election() roles.Election {
-	if a.Election == nil {
-		return roles.IndexElection{}
-	}
-	return a.Election
 }
 
 // heartbeat records activity progress when running inside an activity.

@@ -147,7 +147,7 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 			nt = t.Clone() // the new epoch fences the dead adopter
 			nt.Holder, nt.HandedOverFrom = m.Name, t.Holder
 		}
-		nt.Epoch = t.Epoch + 1
+		nt = nt.Replacing(t)
 		if _, err := c.SetTask(ctx, m.Name, nt, metadata.AnyVersion); err != nil {
 			return res, fmt.Errorf("register %s: write Task: %w", m.Name, err)
 		}
@@ -215,7 +215,7 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 		if len(members) > g.TotalCrawler && g.TotalCrawler > 0 {
 			members = members[:g.TotalCrawler]
 		}
-		results := a.election().Elect(members, g.TotalRunner)
+		results := roles.Elect(members, g.TotalRunner)
 		role = roles.RoleBackup
 		i := slices.Index(members, m.Name)
 		if i >= 0 && results[i] == roles.Winner {

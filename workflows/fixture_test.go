@@ -237,7 +237,7 @@ func processingTask(n, done int, holder string, epoch int64) roles.Task {
 	return tk
 }
 
-// clock is a settable clock for Activities.Now.
+// clock is a settable clock for Deps.Clock.
 type clock struct {
 	mu  sync.Mutex
 	now time.Time

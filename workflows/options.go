@@ -62,8 +62,8 @@ func childID(group, name, role string) string {
 // maxLoops bounds the iterations of a role loop before it continues as new.
 const maxLoops = 200
 
-// The activities of each capability (package activities and its
-// subpackages), nil: used only for method expressions, whose method names
+// The activities of each capability (the subpackages of package
+// activities), nil: used only for method expressions, whose method names
 // are the activity types that Temporal runs and records.
 var (
 	ma *membership.Activities // Register, WaitMembers, Elect, Position

@@ -14,10 +14,11 @@ import (
 // A worker stopped with SIGTERM leaves its group in three steps, run by
 // the worker itself (not as activities: its workflows are closed by then):
 //
-//  1. the Runner's Leaving (runner.Activities.Leaving) is set, so a running crawl-job batch stops
-//     pulling URLs and ends with what it holds; AwaitIdle waits for the
-//     member's Task to be no longer pending (a plain Task is not waited
-//     for: it goes to a backup, as after a crash).
+//  1. The Runner's Leaving (runner.Activities.Leaving) is set, so a
+//     running crawl-job batch stops pulling URLs and ends with what it
+//     holds; AwaitIdle waits for the member's Task to be no longer pending
+//     (a plain Task is not waited for: it goes to a backup, as after a
+//     crash).
 //  2. The worker closes its own workflows and stops polling Temporal.
 //  3. Leave removes the member from GroupState and deletes its znodes.
 //

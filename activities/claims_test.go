@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -47,7 +48,7 @@ func TestAClaimerDeclaredDeadMidFailOver(t *testing.T) {
 	f, a3, fb, in := claimingStandby(t)
 	ctx := context.Background()
 	var (
-		d   DiscoverResult
+		d   cluster.DiscoverResult
 		err error
 	)
 
@@ -56,14 +57,14 @@ func TestAClaimerDeclaredDeadMidFailOver(t *testing.T) {
 
 	_, err = a3.Activate(ctx, in)
 	require.Error(t, err)
-	assert.True(t, IsLost(err), "%v", err)
+	assert.True(t, cluster.IsLost(err), "%v", err)
 	assert.Equal(t, roles.RoleDeadBackupRunner, f.node(3).Role, "the verdict on the claimer stays")
 	assert.Contains(t, f.group().CurrentRunner, name(2), "the group is unchanged")
 	assert.NotContains(t, f.group().CurrentRunner, name(3))
 
 	_, err = a3.HandOver(ctx, in, false)
 	require.Error(t, err)
-	assert.True(t, IsLost(err), "%v", err)
+	assert.True(t, cluster.IsLost(err), "%v", err)
 	assert.Equal(t, name(2), f.task(2).Holder, "the Task did not move")
 	assert.True(t, f.task(2).Pending())
 	assert.Empty(t, fb.claims, "the job store was not claimed")
@@ -79,7 +80,7 @@ func TestAClaimerDeclaredDeadMidFailOver(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.acts(nil).Register(ctx, f.member(2))
 	require.Error(t, err)
-	assert.Equal(t, ErrTypeNotReady, errType(err))
+	assert.Equal(t, cluster.ErrTypeNotReady, errType(err))
 
 	// The standby registers again. The group is short of a runner (2 is
 	// dead but still listed: the standby's Activate never ran), so it joins
@@ -105,7 +106,7 @@ func TestAClaimerDeclaredDeadMidFailOver(t *testing.T) {
 // activatedStandby is a 2+1 group whose runner 2 holds job batch
 // j-b000001 and was claimed by the standby 3, which took its place
 // (Discover, Activate) but has not handed its Task over yet.
-func activatedStandby(t *testing.T) (*clusterFixture, *Activities, *fakeBatches, PeerInput) {
+func activatedStandby(t *testing.T) (*clusterFixture, *acts, *fakeBatches, cluster.PeerInput) {
 	t.Helper()
 	f, a3, fb, in := claimingStandby(t)
 	_, err := a3.Activate(context.Background(), in)
@@ -114,7 +115,7 @@ func activatedStandby(t *testing.T) (*clusterFixture, *Activities, *fakeBatches,
 }
 
 // claimingStandby is activatedStandby before Activate: the claim only.
-func claimingStandby(t *testing.T) (*clusterFixture, *Activities, *fakeBatches, PeerInput) {
+func claimingStandby(t *testing.T) (*clusterFixture, *acts, *fakeBatches, cluster.PeerInput) {
 	t.Helper()
 	f := newClusterFixture(t, 2, 1)
 	f.start()
@@ -140,7 +141,7 @@ func TestRegisterFinishesAnUnfinishedHandOver(t *testing.T) {
 	// Its worker restarts here: the new Lifecycle registers.
 	res, err := a3.Register(ctx, f.member(3))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleRunner, Resumed: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleRunner, Resumed: true}, res)
 	own := f.task(3)
 	assert.True(t, own.Pending(), "the dead runner's Task is now the standby's")
 	assert.Equal(t, name(3), own.Holder)
@@ -161,7 +162,7 @@ func TestARefusedHandOverDoesNotClaimTheStore(t *testing.T) {
 	f, a3, fb, in := activatedStandby(t)
 	ctx := context.Background()
 	var err error
-	// Member 3's own Task is written between HandOver's read and its
+	// cluster.Member 3's own Task is written between HandOver's read and its
 	// write (a store that does it just before the first Multi).
 	bump := &beforeMulti{Store: a3.Store, do: func() {
 		_, err := f.c().Put(ctx, f.c().TaskPath(name(3)), f.task(3), -1)
@@ -191,14 +192,14 @@ func TestDiscoverRefusesAStaleVerdict(t *testing.T) {
 
 	// Runner 1 had seen the standby late while it was still a backup.
 	seen := f.heartbeat(3).HeartRhythmTime
-	asBackup := PeerInput{Member: f.member(1), Dead: name(3), DeadRole: roles.RoleBackup, Beat: seen}
+	asBackup := cluster.PeerInput{Member: f.member(1), Dead: name(3), DeadRole: roles.RoleBackup, Beat: seen}
 	d, err := f.acts(nil).Discover(ctx, asBackup)
 	require.NoError(t, err)
 	assert.False(t, d.Claimed, "claimed as a backup, its Task would not be handed over")
 	assert.Equal(t, roles.RoleRunner, f.node(3).Role)
 
 	// Seen late as what it is, but it has beaten since.
-	asRunner := PeerInput{Member: f.member(1), Dead: name(3), DeadRole: roles.RoleRunner, Beat: seen}
+	asRunner := cluster.PeerInput{Member: f.member(1), Dead: name(3), DeadRole: roles.RoleRunner, Beat: seen}
 	f.beat(3, t0.Add(time.Second), roles.HeartHealthy)
 	d, err = f.acts(nil).Discover(ctx, asRunner)
 	require.NoError(t, err)

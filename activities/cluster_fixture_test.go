@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -14,7 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/batoncrawl/baton/activities/cluster"
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/failover"
+	"github.com/batoncrawl/baton/activities/heartbeat"
+	"github.com/batoncrawl/baton/activities/membership"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/runner"
+	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -25,7 +32,7 @@ const group = "sc-crawler-cluster"
 
 func name(i int) string { return fmt.Sprintf("sc-crawler_%d", i) }
 
-// fakeClock is the Activities.Now of a test.
+// fakeClock is the Deps.Clock of a test.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -132,15 +139,50 @@ func newClusterFixture(t *testing.T, runner, backup int) *clusterFixture {
 		runner: runner, backup: backup, timers: testTimers()}
 }
 
-func (f *clusterFixture) member(i int) Member {
-	return Member{Group: group, Name: name(i), Runner: f.runner, Backup: f.backup, Timers: f.timers, Capacity: 2}
+func (f *clusterFixture) member(i int) cluster.Member {
+	return cluster.Member{Group: group, Name: name(i), Runner: f.runner, Backup: f.backup, Timers: f.timers, Capacity: 2}
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// acts returns an Activities value as one worker process would have it.
-func (f *clusterFixture) acts(fetcher Fetcher) *Activities {
-	return &Activities{Store: f.spy, Fetcher: fetcher, Now: f.clock.Now, Log: quiet()}
+// acts returns the activities of every capability, as one worker process
+// would have them.
+func (f *clusterFixture) acts(fetcher crawl.Fetcher) *acts {
+	return newActs(&cluster.Deps{Store: f.spy, Clock: f.clock.Now, Log: quiet()}, fetcher)
+}
+
+// The Activities of each capability, under names that can be embedded
+// side by side.
+type (
+	membershipActs = membership.Activities
+	heartbeatActs  = heartbeat.Activities
+	failoverActs   = failover.Activities
+	runnerActs     = runner.Activities
+	scaleActs      = scale.Activities
+)
+
+// acts is the activities of one worker process: every capability's, over
+// one Deps, wired as the worker wires them. Its fields are the Deps' and
+// the capabilities' own (Fetcher, Closer, ...), its methods every
+// activity and the Deps' helpers.
+type acts struct {
+	*cluster.Deps
+	*membershipActs
+	*heartbeatActs
+	*failoverActs
+	*runnerActs
+	*scaleActs
+}
+
+func newActs(d *cluster.Deps, fetcher crawl.Fetcher) *acts {
+	fo := &failover.Activities{Deps: d}
+	return &acts{Deps: d,
+		membershipActs: &membership.Activities{Deps: d, Failover: fo},
+		heartbeatActs:  &heartbeat.Activities{Deps: d},
+		failoverActs:   fo,
+		runnerActs:     &runner.Activities{Deps: d, Fetcher: fetcher},
+		scaleActs:      &scale.Activities{Deps: d},
+	}
 }
 
 func (f *clusterFixture) c() *metadata.Cluster { return metadata.NewCluster(f.mem, "", group) }
@@ -241,7 +283,7 @@ func (f *clusterFixture) assign(i int, reqs []roles.Request) roles.Task {
 	require.NoError(f.t, err)
 	tk := roles.EmptyTask()
 	tk.RunningContent = reqs
-	tk.Epoch = cur.Epoch + 1
+	tk = tk.Replacing(cur)
 	require.NoError(f.t, tk.Validate())
 	_, err = f.mem.Set(ctx, c.TaskPath(name(i)), metadata.Encode(tk), v)
 	require.NoError(f.t, err)
@@ -268,17 +310,26 @@ func names(idx ...int) []string {
 	return out
 }
 
+// noSitemaps is the FetchSitemap of the tests' crawl.Fetchers: a Runner
+// never fetches a sitemap.
+type noSitemaps struct{}
+
+func (noSitemaps) FetchSitemap(_ context.Context, req roles.Request, _ crawl.Auth, _ crawl.Options) crawl.Page {
+	return crawl.Page{URL: req.URL, Sitemap: true, Error: "no sitemaps in this test"}
+}
+
 // recordingFetcher answers every request at once and records what it saw.
 type recordingFetcher struct {
+	noSitemaps
 	mu   sync.Mutex
 	seen []roles.Request
 }
 
-func (r *recordingFetcher) Fetch(_ context.Context, req roles.Request, _ roles.Task) FetchResult {
+func (r *recordingFetcher) Fetch(_ context.Context, req roles.Request, _ crawl.Auth, _ int, _ crawl.Options) crawl.Page {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, req)
-	return FetchResult{StatusCode: 200, Response: "ok", Bytes: 2}
+	return crawl.Page{StatusCode: 200, Title: "ok", Bytes: 2}
 }
 
 func (r *recordingFetcher) ids() []int {
@@ -294,25 +345,26 @@ func (r *recordingFetcher) ids() []int {
 // gateFetcher blocks every request until the test lets it go, so a test
 // can interleave a runner with a fail-over deterministically.
 type gateFetcher struct {
+	noSitemaps
 	entered chan roles.Request
-	release chan FetchResult
+	release chan crawl.Page
 }
 
 func newGate() *gateFetcher {
-	return &gateFetcher{entered: make(chan roles.Request), release: make(chan FetchResult)}
+	return &gateFetcher{entered: make(chan roles.Request), release: make(chan crawl.Page)}
 }
 
-func (g *gateFetcher) Fetch(ctx context.Context, req roles.Request, _ roles.Task) FetchResult {
+func (g *gateFetcher) Fetch(ctx context.Context, req roles.Request, _ crawl.Auth, _ int, _ crawl.Options) crawl.Page {
 	select {
 	case g.entered <- req:
 	case <-ctx.Done():
-		return FetchResult{Err: ctx.Err()}
+		return crawl.Page{Error: ctx.Err().Error()}
 	}
 	select {
 	case r := <-g.release:
 		return r
 	case <-ctx.Done():
-		return FetchResult{Err: ctx.Err()}
+		return crawl.Page{Error: ctx.Err().Error()}
 	}
 }
 
@@ -331,7 +383,7 @@ func (g *gateFetcher) next(t *testing.T) roles.Request {
 func (g *gateFetcher) ok(t *testing.T) {
 	t.Helper()
 	select {
-	case g.release <- FetchResult{StatusCode: 200, Response: "gated"}:
+	case g.release <- crawl.Page{StatusCode: 200, Title: "gated"}:
 	case <-time.After(waitLimit):
 		t.Fatal("fetcher not waiting")
 	}

@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -30,7 +31,7 @@ func TestCorruptLogsTheZnodeAndTheField(t *testing.T) {
 	var buf bytes.Buffer
 	a := f.acts(nil)
 	a.Log = slog.New(slog.NewTextHandler(&buf, nil))
-	got := a.corrupt(context.Background(), err)
+	got := a.Corrupt(context.Background(), err)
 	assert.Same(t, err, got, "returned unchanged")
 	assert.False(t, nonRetryable(got))
 	line := buf.String()
@@ -40,7 +41,7 @@ func TestCorruptLogsTheZnodeAndTheField(t *testing.T) {
 
 	buf.Reset()
 	other := errors.New("connection lost")
-	assert.Same(t, other, a.corrupt(context.Background(), other))
+	assert.Same(t, other, a.Corrupt(context.Background(), other))
 	assert.Empty(t, buf.String(), "only corrupted znodes are logged")
 }
 
@@ -59,11 +60,14 @@ func TestCorruptedNodeState(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"Position", func() error { _, err := a.Position(ctx, f.member(1)); return err }},
+		{"cluster.Position", func() error { _, err := a.Position(ctx, f.member(1)); return err }},
 		{"Elect", func() error { _, err := a.Elect(ctx, f.member(1)); return err }},
 		{"WaitTask", func() error { _, err := a.WaitTask(cctx, f.member(1)); return err }},
-		{"RunTask", func() error { _, err := a.RunTask(ctx, RunTaskInput{Member: f.member(1)}); return err }},
-		{"WatchRunners", func() error { _, err := a.WatchRunners(cctx, WatchInput{Member: f.member(1), Free: 1}); return err }},
+		{"RunTask", func() error { _, err := a.RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)}); return err }},
+		{"WatchRunners", func() error {
+			_, err := a.WatchRunners(cctx, cluster.WatchInput{Member: f.member(1), Free: 1})
+			return err
+		}},
 		{"WaitStandby", func() error { _, err := a.WaitStandby(cctx, f.member(1)); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,8 +121,11 @@ func TestCorruptedGroupState(t *testing.T) {
 			_, err = a.Elect(ctx, f.member(1))
 			return err
 		}},
-		{"Position", func() error { _, err := a.Position(ctx, f.member(3)); return err }},
-		{"WatchRunners", func() error { _, err := a.WatchRunners(cctx, WatchInput{Member: f.member(3), Free: 1}); return err }},
+		{"cluster.Position", func() error { _, err := a.Position(ctx, f.member(3)); return err }},
+		{"WatchRunners", func() error {
+			_, err := a.WatchRunners(cctx, cluster.WatchInput{Member: f.member(3), Free: 1})
+			return err
+		}},
 		{"WaitStandby", func() error { _, err := a.WaitStandby(cctx, f.member(4)); return err }},
 		{"Activate", func() error {
 			_, err := a.Discover(ctx, in)
@@ -147,12 +154,12 @@ func TestCorruptedTask(t *testing.T) {
 
 	var err error
 	require.NotPanics(t, func() {
-		_, err = f.acts(&recordingFetcher{}).RunTask(ctx, RunTaskInput{Member: f.member(1)})
+		_, err = f.acts(&recordingFetcher{}).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	})
 	requireCorrupt(t, err, path, "Task.running_status")
 
 	// WaitTask reports it and waits; a valid Task wakes it.
-	done := goRun(func() (WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
+	done := goRun(func() (cluster.WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
 	f.spy.waitCount(t, f.spy.watch, path, 1, "WaitTask waits on the corrupted Task")
 	notReturned(t, done, "WaitTask on a corrupted Task")
 	good := roles.EmptyTask()
@@ -171,7 +178,7 @@ func TestCorruptedDeadTaskIsNotHandedOver(t *testing.T) {
 	f.corrupt(f.c().TaskPath(name(2)), `{"running_status":"processing","next_index":"x"}`)
 	a3 := f.acts(nil)
 	in := peer(f.member(3), 2, roles.RoleRunner)
-	var d DiscoverResult
+	var d cluster.DiscoverResult
 	var err error
 	require.NotPanics(t, func() { d, err = a3.Discover(ctx, in) })
 	require.NoError(t, err, "the fail-over goes on")
@@ -180,7 +187,7 @@ func TestCorruptedDeadTaskIsNotHandedOver(t *testing.T) {
 	require.NoError(t, err)
 	h, err := a3.HandOver(ctx, in, false)
 	require.NoError(t, err)
-	assert.Equal(t, HandOverResult{Owner: name(3)}, h)
+	assert.Equal(t, cluster.HandOverResult{Owner: name(3)}, h)
 	assert.False(t, f.task(3).Pending())
 	assert.Equal(t, gs(3, 2, 0, "", names(1, 3), names(1, 3), nil, names(2), names(2), nil), f.group())
 }
@@ -227,7 +234,7 @@ func TestCorruptedHeartbeatIsReported(t *testing.T) {
 	// The watch does not panic and counts it as a missed heartbeat.
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	w, err := f.acts(nil).WatchRunners(ctx, WatchInput{Member: f.member(3), Free: 1})
+	w, err := f.acts(nil).WatchRunners(ctx, cluster.WatchInput{Member: f.member(3), Free: 1})
 	require.NoError(t, err)
 	assert.Equal(t, name(2), w.Dead)
 	// Discover leaves a corrupted heartbeat alone rather than failing.

@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
-func peer(m Member, dead int, role roles.Role) PeerInput {
-	return PeerInput{Member: m, Dead: name(dead), DeadRole: role}
+func peer(m cluster.Member, dead int, role roles.Role) cluster.PeerInput {
+	return cluster.PeerInput{Member: m, Dead: name(dead), DeadRole: role}
 }
 
 // crashMidTask runs member i's Task with a fetcher that records the first
@@ -21,8 +22,8 @@ func (f *clusterFixture) crashMidTask(i, done int) roles.Task {
 	f.t.Helper()
 	gate := newGate()
 	ctx, cancel := context.WithCancel(context.Background())
-	run := goRun(func() (RunTaskResult, error) {
-		return f.acts(gate).RunTask(ctx, RunTaskInput{Member: f.member(i)})
+	run := goRun(func() (cluster.RunTaskResult, error) {
+		return f.acts(gate).RunTask(ctx, cluster.RunTaskInput{Member: f.member(i)})
 	})
 	for k := 0; k < done; k++ {
 		gate.next(f.t)
@@ -66,7 +67,7 @@ func TestFailOverProcessingTask(t *testing.T) {
 
 	pos, err := a3.Activate(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleRunner}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleRunner}, pos)
 	assert.Equal(t, roles.RoleRunner, f.node(3).Role)
 	// The reference's scenario: runner 2 dead, the backup took its place.
 	want := gs(3, 2, 0, "", names(1, 3), names(1, 3), nil, names(2), names(2), nil)
@@ -74,7 +75,7 @@ func TestFailOverProcessingTask(t *testing.T) {
 
 	h, err := a3.HandOver(ctx, in, false)
 	require.NoError(t, err)
-	assert.Equal(t, HandOverResult{Owner: name(3), Pending: true, Status: roles.TaskProcessing}, h)
+	assert.Equal(t, cluster.HandOverResult{Owner: name(3), Pending: true, Status: roles.TaskProcessing}, h)
 	own := f.task(3)
 	assert.Equal(t, dead.RunningContent, own.RunningContent)
 	assert.Equal(t, 2, own.NextIndex, "continues at next_index")
@@ -93,7 +94,7 @@ func TestFailOverProcessingTask(t *testing.T) {
 	assert.True(t, d2.Claimed)
 	pos, err = a3.Activate(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleRunner}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleRunner}, pos)
 	h2, err := a3.HandOver(ctx, in, false)
 	require.NoError(t, err)
 	assert.Equal(t, h, h2)
@@ -102,7 +103,7 @@ func TestFailOverProcessingTask(t *testing.T) {
 
 	// The new runner continues where the dead one stopped.
 	rf := &recordingFetcher{}
-	res, err := f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(3), Owner: h.Owner})
+	res, err := f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(3), Owner: h.Owner})
 	require.NoError(t, err)
 	assert.Equal(t, []int{2, 3}, rf.ids(), "finished requests are not fetched again")
 	assert.Equal(t, 2, res.Ran)
@@ -135,7 +136,7 @@ func TestFailOverErrorTaskRunsAgain(t *testing.T) {
 	require.NoError(t, err)
 	h, err := a3.HandOver(ctx, in, false)
 	require.NoError(t, err)
-	assert.Equal(t, HandOverResult{Owner: name(3), Pending: true, Status: roles.TaskNothing}, h)
+	assert.Equal(t, cluster.HandOverResult{Owner: name(3), Pending: true, Status: roles.TaskNothing}, h)
 	own := f.task(3)
 	assert.Equal(t, roles.TaskNothing, own.RunningStatus, "reset")
 	assert.Equal(t, 0, own.NextIndex)
@@ -145,7 +146,7 @@ func TestFailOverErrorTaskRunsAgain(t *testing.T) {
 	assert.Greater(t, own.Epoch, tk.Epoch)
 
 	rf := &recordingFetcher{}
-	res, err := f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(3)})
+	res, err := f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(3)})
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 1, 2}, rf.ids(), "an error Task runs again from the start")
 	assert.Equal(t, roles.RunningResult{SuccessCount: 3}, res.Result)
@@ -185,7 +186,7 @@ func TestFailOverNothingToHandOver(t *testing.T) {
 			require.NoError(t, err)
 			h, err := a3.HandOver(ctx, in, false)
 			require.NoError(t, err)
-			assert.Equal(t, HandOverResult{Owner: name(3), Pending: false, Status: tc.status}, h)
+			assert.Equal(t, cluster.HandOverResult{Owner: name(3), Pending: false, Status: tc.status}, h)
 			assert.Equal(t, ownBefore, f.task(3), "nothing handed over")
 			assert.Equal(t, deadBefore, f.task(2))
 			assert.Equal(t, gs(3, 2, 0, "", names(1, 3), names(1, 3), nil, names(2), names(2), nil), f.group())
@@ -207,7 +208,7 @@ func TestFailOverAssignedButNeverStarted(t *testing.T) {
 	require.NoError(t, err)
 	h, err := a3.HandOver(ctx, in, false)
 	require.NoError(t, err)
-	assert.Equal(t, HandOverResult{Owner: name(3), Pending: true, Status: roles.TaskNothing}, h)
+	assert.Equal(t, cluster.HandOverResult{Owner: name(3), Pending: true, Status: roles.TaskNothing}, h)
 	assert.Equal(t, tk.RunningContent, f.task(3).RunningContent)
 }
 
@@ -230,14 +231,14 @@ func TestOnlyOneBackupClaimsADeadRunner(t *testing.T) {
 
 	_, err = a3.Activate(ctx, in3)
 	require.Error(t, err)
-	assert.True(t, IsLost(err), "%v", err)
+	assert.True(t, cluster.IsLost(err), "%v", err)
 	_, err = a3.HandOver(ctx, in3, false)
 	require.Error(t, err)
-	assert.True(t, IsLost(err), "%v", err)
+	assert.True(t, cluster.IsLost(err), "%v", err)
 
 	pos, err := a2.Activate(ctx, in2)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleRunner}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleRunner}, pos)
 	assert.Equal(t, gs(3, 1, 1, "3", names(2, 3), names(2), names(3), names(1), names(1), nil), f.group(),
 		"the other backup becomes the standby")
 	h, err := a2.HandOver(ctx, in2, false)
@@ -246,7 +247,7 @@ func TestOnlyOneBackupClaimsADeadRunner(t *testing.T) {
 	assert.Empty(t, f.task(3).RunningContent, "the loser got nothing")
 	pos, err = a3.Position(ctx, f.member(3))
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup, Standby: true}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup, Standby: true}, pos)
 }
 
 func TestConcurrentClaimsHaveOneWinner(t *testing.T) {
@@ -255,10 +256,10 @@ func TestConcurrentClaimsHaveOneWinner(t *testing.T) {
 		f.start()
 		ctx := context.Background()
 		start := make(chan struct{})
-		var results []<-chan result[DiscoverResult]
+		var results []<-chan result[cluster.DiscoverResult]
 		for i := 2; i <= 4; i++ {
 			a, in := f.acts(nil), peer(f.member(i), 1, roles.RoleRunner)
-			results = append(results, goRun(func() (DiscoverResult, error) {
+			results = append(results, goRun(func() (cluster.DiscoverResult, error) {
 				<-start
 				return a.Discover(ctx, in)
 			}))
@@ -308,7 +309,7 @@ func TestFailOverOfTheStandbyMovesItToTheNextBackup(t *testing.T) {
 	assert.Equal(t, gs(4, 2, 1, "4", names(1, 3, 4), names(1, 3), names(4), names(2), names(2), nil), f.group())
 	pos, err := a3.Position(ctx, f.member(4))
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup, Standby: true}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup, Standby: true}, pos)
 }
 
 func TestFailOverOfABackup(t *testing.T) {
@@ -324,7 +325,7 @@ func TestFailOverOfABackup(t *testing.T) {
 	assert.Equal(t, roles.RoleDeadBackupRunner, f.node(2).Role)
 	pos, err := a3.Activate(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup, Standby: true}, pos, "the next backup becomes the standby")
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup, Standby: true}, pos, "the next backup becomes the standby")
 	assert.Equal(t, gs(4, 1, 2, "3", names(1, 3, 4), names(1), names(3, 4), names(2), nil, names(2)), f.group())
 	assert.Equal(t, roles.RoleBackup, f.node(3).Role)
 }
@@ -346,7 +347,7 @@ func TestRejoinAfterHandOver(t *testing.T) {
 	before := f.group()
 	_, err = f.acts(nil).Register(ctx, f.member(2))
 	require.Error(t, err)
-	assert.Equal(t, ErrTypeNotReady, errType(err), "%v", err)
+	assert.Equal(t, cluster.ErrTypeNotReady, errType(err), "%v", err)
 	assert.Equal(t, before, f.group())
 	assert.Equal(t, roles.RoleDeadRunner, f.node(2).Role)
 	assert.Equal(t, dead.RunningContent, f.task(2).RunningContent, "its Task was not reset")
@@ -356,7 +357,7 @@ func TestRejoinAfterHandOver(t *testing.T) {
 	moved := f.task(2)
 	res, err := f.acts(nil).Register(ctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleBackup, Rejoined: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleBackup, Rejoined: true}, res)
 	assert.Equal(t, gs(3, 2, 1, "2", names(1, 3, 2), names(1, 3), names(2), nil, nil, nil), f.group(),
 		"back as a backup: total_backup +1, off the fail lists")
 	assert.Equal(t, roles.NodeState{Group: group, Role: roles.RoleBackup}, f.node(2))
@@ -368,12 +369,12 @@ func TestRejoinAfterHandOver(t *testing.T) {
 	assert.Equal(t, roles.HeartNewborn, f.heartbeat(2).HealthyState)
 	pos, err := f.acts(nil).Position(ctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup, Standby: true}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup, Standby: true}, pos)
 
 	// Registering again is a resume, not another rejoin.
 	res, err = f.acts(nil).Register(ctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleBackup, Resumed: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleBackup, Resumed: true}, res)
 	assert.Equal(t, 1, f.group().TotalBackup)
 
 	// The new runner's Task is untouched by the rejoin.
@@ -412,12 +413,12 @@ func TestPrimaryRemovesADeadSecondaryAndItRejoins(t *testing.T) {
 	require.NoError(t, err)
 	pos, err := a2.Activate(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup, Standby: true}, pos, "the primary stays primary")
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup, Standby: true}, pos, "the primary stays primary")
 	assert.Equal(t, gs(3, 1, 1, "2", names(1, 2), names(1), names(2), names(3), nil, names(3)), f.group())
 	assert.Equal(t, roles.RoleDeadBackupRunner, f.node(3).Role)
 
 	res, err := f.acts(nil).Register(ctx, f.member(3))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleBackup, Rejoined: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleBackup, Rejoined: true}, res)
 	assert.Equal(t, gs(3, 1, 2, "2", names(1, 2, 3), names(1), names(2, 3), nil, nil, nil), f.group())
 }

@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -20,8 +21,8 @@ func TestFencingStaleRunner(t *testing.T) {
 	f.assign(2, requests(3))
 
 	gate := newGate()
-	old := goRun(func() (RunTaskResult, error) {
-		return f.acts(gate).RunTask(ctx, RunTaskInput{Member: f.member(2)})
+	old := goRun(func() (cluster.RunTaskResult, error) {
+		return f.acts(gate).RunTask(ctx, cluster.RunTaskInput{Member: f.member(2)})
 	})
 	assert.Equal(t, 0, gate.next(t).TaskID)
 	gate.ok(t)
@@ -47,25 +48,25 @@ func TestFencingStaleRunner(t *testing.T) {
 	gate.ok(t)
 	res, err := await(t, old, "old RunTask")
 	require.Error(t, err)
-	assert.True(t, IsFenced(err), "a stale holder's write is refused with a fencing error: %v", err)
+	assert.True(t, cluster.IsFenced(err), "a stale holder's write is refused with a fencing error: %v", err)
 	assert.Equal(t, 1, res.Ran, "only its first result was recorded")
 	deadTask := f.task(2)
 	assert.Equal(t, []int{0}, taskIDs(deadTask), "nothing written after the hand-over")
 	assert.Equal(t, name(3), deadTask.Holder)
 
 	// The old runner is fenced at once from now on.
-	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, RunTaskInput{Member: f.member(2)})
-	assert.True(t, IsFenced(err), "%v", err)
+	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, cluster.RunTaskInput{Member: f.member(2)})
+	assert.True(t, cluster.IsFenced(err), "%v", err)
 	w, err := f.acts(nil).WaitTask(ctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, w)
+	assert.Equal(t, cluster.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, w)
 	// Even running the Task it was handed over to is refused.
-	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, RunTaskInput{Member: f.member(2), Owner: name(3)})
-	assert.True(t, IsFenced(err), "%v", err)
+	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, cluster.RunTaskInput{Member: f.member(2), Owner: name(3)})
+	assert.True(t, cluster.IsFenced(err), "%v", err)
 
 	// The new holder runs from request 1.
 	rf := &recordingFetcher{}
-	res, err = f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(3)})
+	res, err = f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(3)})
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2}, rf.ids())
 	final := f.task(3)
@@ -85,8 +86,8 @@ func TestFencingByTaskHolder(t *testing.T) {
 	ctx := context.Background()
 	f.assign(1, requests(2))
 	gate := newGate()
-	old := goRun(func() (RunTaskResult, error) {
-		return f.acts(gate).RunTask(ctx, RunTaskInput{Member: f.member(1)})
+	old := goRun(func() (cluster.RunTaskResult, error) {
+		return f.acts(gate).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	})
 	gate.next(t)
 	tk := f.task(1)
@@ -95,10 +96,10 @@ func TestFencingByTaskHolder(t *testing.T) {
 	require.NoError(t, err)
 	gate.ok(t)
 	_, err = await(t, old, "RunTask")
-	assert.True(t, IsFenced(err), "%v", err)
+	assert.True(t, cluster.IsFenced(err), "%v", err)
 	assert.Empty(t, f.task(1).ResultDetail)
-	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, RunTaskInput{Member: f.member(1)})
-	assert.True(t, IsFenced(err), "a Task held by another instance is not run: %v", err)
+	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
+	assert.True(t, cluster.IsFenced(err), "a Task held by another instance is not run: %v", err)
 }
 
 // All-are-Runner mode: the survivor adopts the dead runner's Task in place.
@@ -108,8 +109,8 @@ func TestFencingAdoptedTask(t *testing.T) {
 	ctx := context.Background()
 	f.assign(2, requests(3))
 	gate := newGate()
-	old := goRun(func() (RunTaskResult, error) {
-		return f.acts(gate).RunTask(ctx, RunTaskInput{Member: f.member(2)})
+	old := goRun(func() (cluster.RunTaskResult, error) {
+		return f.acts(gate).RunTask(ctx, cluster.RunTaskInput{Member: f.member(2)})
 	})
 	gate.next(t)
 	gate.ok(t)
@@ -122,11 +123,11 @@ func TestFencingAdoptedTask(t *testing.T) {
 	require.True(t, d.Claimed)
 	pos, err := a1.Activate(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleRunner, AllRunner: true}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleRunner, AllRunner: true}, pos)
 	assert.Equal(t, gs(3, 3, 0, "", names(1, 3), names(1, 3), nil, names(2), names(2), nil), f.group())
 	h, err := a1.HandOver(ctx, in, true)
 	require.NoError(t, err)
-	assert.Equal(t, HandOverResult{Owner: name(2), Pending: true, Status: roles.TaskProcessing}, h)
+	assert.Equal(t, cluster.HandOverResult{Owner: name(2), Pending: true, Status: roles.TaskProcessing}, h)
 	adopted := f.task(2)
 	assert.Equal(t, name(1), adopted.Holder)
 	assert.Equal(t, name(2), adopted.HandedOverFrom)
@@ -137,10 +138,10 @@ func TestFencingAdoptedTask(t *testing.T) {
 
 	gate.ok(t)
 	_, err = await(t, old, "old RunTask")
-	assert.True(t, IsFenced(err), "%v", err)
+	assert.True(t, cluster.IsFenced(err), "%v", err)
 
 	rf := &recordingFetcher{}
-	res, err := f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(1), Owner: name(2)})
+	res, err := f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1), Owner: name(2)})
 	require.NoError(t, err)
 	assert.Equal(t, name(2), res.Owner)
 	assert.Equal(t, []int{1, 2}, rf.ids())
@@ -170,17 +171,17 @@ func TestRejoinWhileAdoptedTaskRuns(t *testing.T) {
 
 	_, err = f.acts(nil).Register(ctx, f.member(2))
 	require.Error(t, err, "rejoining now would wipe the adopted Task")
-	assert.Equal(t, ErrTypeNotReady, errType(err), "%v", err)
+	assert.Equal(t, cluster.ErrTypeNotReady, errType(err), "%v", err)
 	assert.Equal(t, adopted, f.task(2))
 
 	rf := &recordingFetcher{}
-	_, err = f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(1), Owner: name(2)})
+	_, err = f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1), Owner: name(2)})
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 1}, rf.ids(), "the adopted Task was not lost")
 
 	res, err := f.acts(nil).Register(ctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleRunner, Rejoined: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleRunner, Rejoined: true}, res)
 	assert.Equal(t, gs(3, 3, 0, "", names(1, 3, 2), names(1, 3, 2), nil, nil, nil, nil), f.group())
 }
 
@@ -192,8 +193,8 @@ func TestRunTaskAcrossSessionLoss(t *testing.T) {
 	ctx := context.Background()
 	f.assign(1, requests(2))
 	gate := newGate()
-	run := goRun(func() (RunTaskResult, error) {
-		return f.acts(gate).RunTask(ctx, RunTaskInput{Member: f.member(1)})
+	run := goRun(func() (cluster.RunTaskResult, error) {
+		return f.acts(gate).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	})
 	gate.next(t)
 	f.mem.ExpireSession()
@@ -230,7 +231,7 @@ func TestRejoinReclaimsTaskOfDeadAdopter(t *testing.T) {
 
 	res, err := f.acts(nil).Register(ctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleRunner, Rejoined: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleRunner, Rejoined: true}, res)
 	back := f.task(2)
 	assert.Equal(t, name(2), back.Holder)
 	assert.Greater(t, back.Epoch, adopted.Epoch, "the dead adopter is fenced")
@@ -239,12 +240,12 @@ func TestRejoinReclaimsTaskOfDeadAdopter(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, w.Pending)
 	rf := &recordingFetcher{}
-	_, err = f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(2)})
+	_, err = f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(2)})
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2}, rf.ids())
 	assert.Equal(t, []int{0, 1, 2}, taskIDs(f.task(2)))
-	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, RunTaskInput{Member: f.member(1), Owner: name(2)})
-	assert.True(t, IsFenced(err), "the dead adopter cannot write: %v", err)
+	_, err = f.acts(&recordingFetcher{}).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1), Owner: name(2)})
+	assert.True(t, cluster.IsFenced(err), "the dead adopter cannot write: %v", err)
 }
 
 // All-are-Runner mode: when the adopter dies, the survivor that claims it
@@ -274,9 +275,9 @@ func TestRejoinWaitsForTheNextAdopter(t *testing.T) {
 
 	_, err = f.acts(nil).Register(ctx, f.member(2))
 	require.Error(t, err)
-	assert.Equal(t, ErrTypeNotReady, errType(err), "%v", err)
+	assert.Equal(t, cluster.ErrTypeNotReady, errType(err), "%v", err)
 	rf := &recordingFetcher{}
-	_, err = f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(3), Owner: name(2)})
+	_, err = f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(3), Owner: name(2)})
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 1}, rf.ids())
 	_, err = f.acts(nil).Register(ctx, f.member(2))

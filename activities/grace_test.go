@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -40,10 +41,10 @@ func TestWatchRunnersGraceAfterOwnOutage(t *testing.T) {
 	f.beat(2, now.Add(-10*time.Second), roles.HeartHealthy) // stale, as after an outage
 	a := f.acts(nil)
 	a.Store = &outageStore{Store: f.mem}
-	watch := func(d time.Duration) (WatchResult, error) {
+	watch := func(d time.Duration) (cluster.WatchResult, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		return a.WatchRunners(ctx, WatchInput{Member: f.member(3), Free: 1})
+		return a.WatchRunners(ctx, cluster.WatchInput{Member: f.member(3), Free: 1})
 	}
 	w, err := watch(quietWindow)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "declared %+v during the grace period", w)

@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"

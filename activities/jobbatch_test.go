@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
@@ -72,7 +73,7 @@ func TestRunTaskRunsAJobBatchThroughTheStore(t *testing.T) {
 	_, before, err := f.mem.Get(context.Background(), f.c().TaskPath(name(1)))
 	require.NoError(t, err)
 
-	res, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	res, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, []jobs.BatchRun{{Job: "j", Batch: "j-b000003", Runner: name(1), Epoch: tk.Epoch}}, fb.runs)
 	assert.Equal(t, []bool{false}, fb.drained, "a runner the group wants is not drained")
@@ -94,9 +95,9 @@ func TestRunTaskFencedByTheStore(t *testing.T) {
 	a := f.acts(nil)
 	a.Batches = &fakeBatches{outcome: jobs.BatchOutcome{Fenced: true, Reason: "held by sc-crawler_2 at epoch 9"}}
 	f.assignBatch(1, "j", "j-b000000", 3)
-	_, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	_, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.Error(t, err)
-	assert.True(t, IsFenced(err), "%v", err)
+	assert.True(t, cluster.IsFenced(err), "%v", err)
 	assert.Contains(t, err.Error(), "held by sc-crawler_2 at epoch 9")
 	assert.Equal(t, roles.TaskProcessing, f.task(1).RunningStatus)
 }
@@ -110,7 +111,7 @@ func TestRunTaskEndsABatchThatCannotRun(t *testing.T) {
 	a := f.acts(nil)
 	a.Batches = &fakeBatches{outcome: jobs.BatchOutcome{Failed: "job j: its spec cannot be read"}}
 	f.assignBatch(1, "j", "j-b000000", 3)
-	_, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	_, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	got := f.task(1)
 	assert.Equal(t, roles.TaskTerminate, got.RunningStatus)

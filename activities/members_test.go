@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -25,10 +26,12 @@ func TestMembershipChangesWakeOnlyThoseConcerned(t *testing.T) {
 	for _, i := range []int{1, 2, 5} {
 		spies[i] = newSpy(f.mem)
 	}
-	actsOf := func(i int) *Activities { return &Activities{Store: spies[i], Now: f.clock.Now, Log: quiet()} }
+	actsOf := func(i int) *acts {
+		return newActs(&cluster.Deps{Store: spies[i], Clock: f.clock.Now, Log: quiet()}, nil)
+	}
 	go func() { _, _ = actsOf(1).WaitTask(ctx, f.member(1)) }()
-	go func() { _, _ = actsOf(2).WatchRunners(ctx, WatchInput{Member: f.member(2)}) }()
-	standby5 := goRun(func() (WatchResult, error) { return actsOf(5).WaitStandby(ctx, f.member(5)) })
+	go func() { _, _ = actsOf(2).WatchRunners(ctx, cluster.WatchInput{Member: f.member(2)}) }()
+	standby5 := goRun(func() (cluster.WatchResult, error) { return actsOf(5).WaitStandby(ctx, f.member(5)) })
 	c := f.c()
 	// Each has gone round its loop a few times (the test timers tick every
 	// millisecond; WaitTask waits on its watches).

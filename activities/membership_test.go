@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -18,7 +19,7 @@ func TestRegisterWritesEveryZnode(t *testing.T) {
 	a := f.acts(nil)
 	res, err := a.Register(ctx, f.member(1))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleInitial}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleInitial}, res)
 
 	assert.Equal(t, gs(3, 2, 1, "", names(1), nil, nil, nil, nil, nil), f.group())
 	assert.Equal(t, roles.NodeState{Group: group, Role: roles.RoleInitial}, f.node(1))
@@ -56,10 +57,10 @@ func TestRegisterElectThreeMembers(t *testing.T) {
 
 	pos, err := a.Position(ctx, f.member(3))
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup, Standby: true}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup, Standby: true}, pos)
 	pos, err = a.Position(ctx, f.member(1))
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleRunner}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleRunner}, pos)
 
 	// Electing again changes nothing.
 	for i := 1; i <= 3; i++ {
@@ -101,7 +102,7 @@ func TestElectAllAreRunners(t *testing.T) {
 	assert.True(t, g.AllAreRunners())
 	pos, err := f.acts(nil).Position(context.Background(), f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleRunner, AllRunner: true}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleRunner, AllRunner: true}, pos)
 }
 
 func TestRegisterIsIdempotent(t *testing.T) {
@@ -112,7 +113,7 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	res, err := a.Register(ctx, f.member(1))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleInitial, Resumed: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleInitial, Resumed: true}, res)
 	assert.Equal(t, names(1), f.group().CurrentCrawler, "no duplicate name")
 
 	for i := 2; i <= 3; i++ {
@@ -129,13 +130,13 @@ func TestRegisterIsIdempotent(t *testing.T) {
 	// A restarted runner resumes: same role, its Task kept.
 	res, err = a.Register(ctx, f.member(1))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleRunner, Resumed: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleRunner, Resumed: true}, res)
 	assert.Equal(t, before, f.group())
 	assert.Equal(t, assigned, f.task(1), "a resumed member keeps its Task")
 	assert.Equal(t, roles.RoleRunner, f.node(1).Role)
 	res, err = a.Register(ctx, f.member(3))
 	require.NoError(t, err)
-	assert.Equal(t, RegisterResult{Role: roles.RoleBackup, Resumed: true}, res)
+	assert.Equal(t, cluster.RegisterResult{Role: roles.RoleBackup, Resumed: true}, res)
 	assert.Equal(t, before, f.group())
 }
 
@@ -145,7 +146,7 @@ func TestRegisterRejectsBadName(t *testing.T) {
 	m.Name = "crawler"
 	_, err := f.acts(nil).Register(context.Background(), m)
 	require.Error(t, err)
-	assert.Equal(t, ErrTypeBadMember, errType(err))
+	assert.Equal(t, cluster.ErrTypeBadMember, errType(err))
 	assert.True(t, nonRetryable(err), "a bad name is the configuration's: retrying cannot fix it")
 	assert.Contains(t, err.Error(), `"crawler"`)
 	_, _, err = f.c().GetGroup(context.Background())
@@ -160,7 +161,7 @@ func TestRegisterRejectsANameOfAnotherGroup(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.acts(nil).Register(ctx, f.member(1))
 	require.Error(t, err)
-	assert.Equal(t, ErrTypeBadMember, errType(err))
+	assert.Equal(t, cluster.ErrTypeBadMember, errType(err))
 	assert.True(t, nonRetryable(err), "crawler names are unique under a ZooKeeper root: retrying cannot fix it")
 	assert.Contains(t, err.Error(), path)
 	assert.Contains(t, err.Error(), `"another-group"`)

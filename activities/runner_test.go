@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -86,7 +88,7 @@ func TestRunTaskHonoursEveryRequestField(t *testing.T) {
 	_, err := f.c().Put(ctx, f.c().TaskPath(name(1)), cur, -1)
 	require.NoError(t, err)
 
-	res, err := f.acts(NewHTTPFetcher()).RunTask(ctx, RunTaskInput{Member: f.member(1)})
+	res, err := f.acts(newHTTPFetcher()).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, 7, res.Ran)
 	assert.Equal(t, roles.TaskDone, res.Status)
@@ -160,26 +162,28 @@ func TestRunTaskAuthorizationSchemes(t *testing.T) {
 	} {
 		tk := roles.EmptyTask()
 		tk.Authorization = tc.auth
-		r := NewHTTPFetcher().Fetch(context.Background(), roles.Request{TaskID: 1, URL: srv.URL + "/a"}, tk)
-		require.NoError(t, r.Err)
+		r := newHTTPFetcher().Fetch(context.Background(), roles.Request{TaskID: 1, URL: srv.URL + "/a"}, crawl.AuthOf(tk), 0, crawl.Options{})
+		require.Empty(t, r.Error)
 		assert.Equal(t, 200, r.StatusCode)
 		got := srv.received()
 		assert.Equal(t, tc.want, got[len(got)-1].Header.Get(tc.header))
 	}
 }
 
+// httpFetcher (httpfetcher_test.go) bounds the body, the request time and
+// a failed connection, so that the tests fetching with it cannot hang.
 func TestHTTPFetcherBoundsBodyAndTime(t *testing.T) {
 	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
 	}))
 	defer big.Close()
-	f := NewHTTPFetcher()
+	f := newHTTPFetcher()
 	f.MaxBody, f.ExcerptBytes = 100, 10
-	r := f.Fetch(context.Background(), roles.Request{TaskID: 1, URL: big.URL}, roles.EmptyTask())
-	require.Error(t, r.Err)
-	assert.Contains(t, r.Err.Error(), "100 bytes")
+	r := f.Fetch(context.Background(), roles.Request{TaskID: 1, URL: big.URL}, crawl.Auth{}, 0, crawl.Options{})
+	require.NotEmpty(t, r.Error)
+	assert.Contains(t, r.Error, "100 bytes")
 	assert.Equal(t, 200, r.StatusCode)
-	assert.Len(t, r.Response, 10)
+	assert.Len(t, r.Title, 10)
 
 	block := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -190,14 +194,14 @@ func TestHTTPFetcherBoundsBodyAndTime(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(block)
-	f = NewHTTPFetcher()
+	f = newHTTPFetcher()
 	f.Timeout = 50 * time.Millisecond
-	r = f.Fetch(context.Background(), roles.Request{TaskID: 1, URL: slow.URL}, roles.EmptyTask())
-	require.Error(t, r.Err, "the request time is bounded")
+	r = f.Fetch(context.Background(), roles.Request{TaskID: 1, URL: slow.URL}, crawl.Auth{}, 0, crawl.Options{})
+	require.NotEmpty(t, r.Error, "the request time is bounded")
 	assert.Zero(t, r.StatusCode)
 
-	r = NewHTTPFetcher().Fetch(context.Background(), roles.Request{TaskID: 1, URL: "http://127.0.0.1:1/"}, roles.EmptyTask())
-	require.Error(t, r.Err, "a connection failure is reported, not panicked")
+	r = newHTTPFetcher().Fetch(context.Background(), roles.Request{TaskID: 1, URL: "http://127.0.0.1:1/"}, crawl.Auth{}, 0, crawl.Options{})
+	require.NotEmpty(t, r.Error, "a connection failure is reported, not panicked")
 }
 
 func TestRunTaskRecordsConnectionFailures(t *testing.T) {
@@ -208,7 +212,7 @@ func TestRunTaskRecordsConnectionFailures(t *testing.T) {
 		{TaskID: 1, URL: "http://127.0.0.1:1/refused"},
 		{TaskID: 2, URL: srv.URL + "/ok"},
 	})
-	res, err := f.acts(NewHTTPFetcher()).RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	res, err := f.acts(newHTTPFetcher()).RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, roles.RunningResult{SuccessCount: 1, FailCount: 1}, res.Result)
 	d := f.task(1).ResultDetail
@@ -223,7 +227,7 @@ func TestRunTaskCapsResultDetail(t *testing.T) {
 	f.assign(1, requests(5))
 	a := f.acts(&recordingFetcher{})
 	a.MaxResultDetail = 2
-	res, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	res, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, roles.RunningResult{SuccessCount: 5}, res.Result)
 	assert.Equal(t, []int{3, 4}, taskIDs(f.task(1)))
@@ -235,7 +239,7 @@ func TestRunTaskWithNothingToDo(t *testing.T) {
 	ctx := context.Background()
 	before := f.task(1)
 	rf := &recordingFetcher{}
-	res, err := f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(1)})
+	res, err := f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.Ran)
 	assert.Equal(t, roles.TaskNothing, res.Status)
@@ -244,9 +248,9 @@ func TestRunTaskWithNothingToDo(t *testing.T) {
 
 	// A finished Task is not run again.
 	f.assign(1, requests(2))
-	_, err = f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(1)})
+	_, err = f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
-	res, err = f.acts(rf).RunTask(ctx, RunTaskInput{Member: f.member(1)})
+	res, err = f.acts(rf).RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.Ran)
 	assert.Equal(t, roles.TaskDone, res.Status)
@@ -257,9 +261,9 @@ func TestRunTaskOnlyForRunners(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	f.assign(2, requests(1))
-	_, err := f.acts(&recordingFetcher{}).RunTask(context.Background(), RunTaskInput{Member: f.member(2)})
+	_, err := f.acts(&recordingFetcher{}).RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(2)})
 	require.Error(t, err)
-	assert.True(t, IsFenced(err), "a backup does not run tasks: %v", err)
+	assert.True(t, cluster.IsFenced(err), "a backup does not run tasks: %v", err)
 	assert.Equal(t, roles.TaskNothing, f.task(2).RunningStatus)
 }
 
@@ -268,7 +272,7 @@ func TestRunTaskWithoutFetcher(t *testing.T) {
 	f.start()
 	f.assign(1, requests(1))
 	assert.NotPanics(t, func() {
-		_, err := f.acts(nil).RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+		_, err := f.acts(nil).RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 		require.Error(t, err)
 	})
 }
@@ -278,14 +282,14 @@ func TestWaitTaskIsWokenByTheWatch(t *testing.T) {
 	f.start()
 	ctx := context.Background()
 	a := f.acts(nil)
-	done := goRun(func() (WaitTaskResult, error) { return a.WaitTask(ctx, f.member(1)) })
+	done := goRun(func() (cluster.WaitTaskResult, error) { return a.WaitTask(ctx, f.member(1)) })
 	f.spy.waitCount(t, f.spy.watch, f.c().TaskPath(name(1)), 1, "WaitTask watches its Task")
 	notReturned(t, done, "WaitTask without a task")
 	assigned := time.Now()
 	f.assign(1, requests(1))
 	w, err := await(t, done, "WaitTask")
 	require.NoError(t, err)
-	assert.Equal(t, WaitTaskResult{Pending: true, Role: roles.RoleRunner}, w)
+	assert.Equal(t, cluster.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, w)
 	assert.Less(t, time.Since(assigned), time.Second, "woken by the watch, not by the 2 s re-read")
 }
 
@@ -302,14 +306,14 @@ func TestWaitTaskStopsWhenMarkedDead(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	ctx := context.Background()
-	done := goRun(func() (WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
+	done := goRun(func() (cluster.WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
 	f.spy.waitCount(t, f.spy.watch, f.c().NodePath(name(1)), 1, "WaitTask watches its NodeState")
 	f.spy.waitCount(t, f.spy.watch, f.c().TaskPath(name(1)), 1, "WaitTask watches its Task")
 	_, err := f.acts(nil).Discover(ctx, peer(f.member(2), 1, roles.RoleRunner))
 	require.NoError(t, err)
 	w, err := await(t, done, "WaitTask")
 	require.NoError(t, err)
-	assert.Equal(t, WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, w)
+	assert.Equal(t, cluster.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, w)
 }
 
 func TestWaitTaskIgnoresATaskHeldByAnother(t *testing.T) {
@@ -320,7 +324,7 @@ func TestWaitTaskIgnoresATaskHeldByAnother(t *testing.T) {
 	tk.Holder = name(3)
 	_, err := f.c().Put(ctx, f.c().TaskPath(name(1)), tk, -1)
 	require.NoError(t, err)
-	done := goRun(func() (WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
+	done := goRun(func() (cluster.WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
 	f.spy.waitCount(t, f.spy.watch, f.c().TaskPath(name(1)), 1, "WaitTask waits")
 	notReturned(t, done, "WaitTask on a Task held by another")
 	f.assign(1, requests(2)) // the starter assigns a new Task
@@ -333,7 +337,7 @@ func TestWaitTaskHonoursContext(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := goRun(func() (WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
+	done := goRun(func() (cluster.WaitTaskResult, error) { return f.acts(nil).WaitTask(ctx, f.member(1)) })
 	f.spy.waitCount(t, f.spy.watch, f.c().TaskPath(name(1)), 1, "WaitTask waits")
 	cancel()
 	_, err := await(t, done, "WaitTask")

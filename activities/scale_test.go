@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -40,7 +42,7 @@ func TestRegisterLateMemberJoinsAFormedGroupAsABackup(t *testing.T) {
 	assert.Equal(t, gs(4, 2, 2, "3", names(1, 2, 3, 4), names(1, 2), names(3, 4), nil, nil, nil), f.group())
 	pos, err := f.acts(nil).Position(ctx, f.member(4))
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup}, pos, "a secondary backup")
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup}, pos, "a secondary backup")
 }
 
 // While the group has fewer runners than it wants, a joining member
@@ -137,7 +139,7 @@ func TestScaleDownStepsDownTheIdleSurplusRunner(t *testing.T) {
 	defer cancel()
 	res, err := f.acts(nil).WaitTask(ctx, f.member(3))
 	require.NoError(t, err)
-	assert.Equal(t, WaitTaskResult{Fenced: true, Role: roles.RoleBackup}, res)
+	assert.Equal(t, cluster.WaitTaskResult{Fenced: true, Role: roles.RoleBackup}, res)
 	assert.Equal(t, roles.RoleBackup, f.node(3).Role)
 	g := f.group()
 	assert.Equal(t, names(1, 2), g.CurrentRunner)
@@ -175,7 +177,7 @@ func TestScaleDownWaitsForThePendingTask(t *testing.T) {
 	require.NoError(t, err)
 	res, err = f.acts(nil).WaitTask(ctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, WaitTaskResult{Fenced: true, Role: roles.RoleBackup}, res)
+	assert.Equal(t, cluster.WaitTaskResult{Fenced: true, Role: roles.RoleBackup}, res)
 	_, v2, err := f.c().GetTask(context.Background(), name(2))
 	require.NoError(t, err)
 	assert.Greater(t, v2, v, "the Task was written in the step-down's transaction")
@@ -225,9 +227,9 @@ func TestLeaveRemovesTheMemberAndTheGroupConverges(t *testing.T) {
 	f := newClusterFixture(t, 2, 2)
 	f.start()
 	ctx := context.Background()
-	res, err := Leave(ctx, f.mem, "", f.member(2))
+	res, err := scale.Leave(ctx, f.mem, "", f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, LeaveResult{Left: true}, res)
+	assert.Equal(t, scale.LeaveResult{Left: true}, res)
 	assert.Equal(t, gs(3, 2, 2, "3", names(1, 3, 4), names(1), names(3, 4), nil, nil, nil), f.group())
 	for _, p := range []string{f.c().NodePath(name(2)), f.c().TaskPath(name(2)), f.c().HeartbeatPath(name(2))} {
 		_, _, err := f.mem.Get(ctx, p)
@@ -238,7 +240,7 @@ func TestLeaveRemovesTheMemberAndTheGroupConverges(t *testing.T) {
 	assert.Equal(t, roles.RoleRunner, pos.Role)
 
 	// The standby leaving hands the standby on.
-	res, err = Leave(ctx, f.mem, "", f.member(4))
+	res, err = scale.Leave(ctx, f.mem, "", f.member(4))
 	require.NoError(t, err)
 	assert.True(t, res.Left)
 	assert.Equal(t, gs(2, 2, 0, "", names(1, 3), names(1, 3), nil, nil, nil, nil), f.group())
@@ -253,20 +255,20 @@ func TestLeaveWithAPendingTaskStays(t *testing.T) {
 	f := newClusterFixture(t, 1, 1)
 	f.start()
 	f.assignBatch(1, "j", "j-b000001", 5)
-	res, err := Leave(context.Background(), f.mem, "", f.member(1))
+	res, err := scale.Leave(context.Background(), f.mem, "", f.member(1))
 	require.NoError(t, err)
 	assert.False(t, res.Left)
 	assert.Contains(t, res.Reason, "pending")
 	assert.Equal(t, names(1), f.group().CurrentRunner)
 	ctx, cancel := context.WithTimeout(context.Background(), quietWindow)
 	defer cancel()
-	assert.False(t, AwaitIdle(ctx, f.mem, "", f.member(1)), "a pending batch is not idle")
+	assert.False(t, scale.AwaitIdle(ctx, f.mem, "", f.member(1)), "a pending batch is not idle")
 	assert.Error(t, ctx.Err(), "it waited for the batch to drain")
 	tk := f.task(1)
 	tk.RunningStatus = roles.TaskDone
 	_, err = f.c().SetTask(context.Background(), name(1), tk, metadata.AnyVersion)
 	require.NoError(t, err)
-	assert.True(t, AwaitIdle(context.Background(), f.mem, "", f.member(1)))
+	assert.True(t, scale.AwaitIdle(context.Background(), f.mem, "", f.member(1)))
 }
 
 // In All-are-Runner mode a runner watches its two ring successors only:
@@ -311,7 +313,7 @@ func TestAwaitIdleDoesNotWaitForAPlainTask(t *testing.T) {
 	f.assign(1, requests(3))
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	assert.False(t, AwaitIdle(ctx, f.mem, "", f.member(1)))
+	assert.False(t, scale.AwaitIdle(ctx, f.mem, "", f.member(1)))
 	assert.NoError(t, ctx.Err(), "it returned at once")
 }
 

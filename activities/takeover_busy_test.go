@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -26,7 +27,7 @@ func TestHandOverInPlaceWhenOwnTaskBusy(t *testing.T) {
 	f.assign(3, requests(2)) // a user or a job got there first
 	h, err := a.HandOver(ctx, in, false)
 	require.NoError(t, err)
-	assert.Equal(t, HandOverResult{Owner: name(2), Pending: true, Status: roles.TaskNothing}, h)
+	assert.Equal(t, cluster.HandOverResult{Owner: name(2), Pending: true, Status: roles.TaskNothing}, h)
 	dead := f.task(2)
 	assert.Equal(t, name(3), dead.Holder)
 	assert.Len(t, f.task(3).RunningContent, 2, "the own Task is untouched")

@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -11,15 +11,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/runner"
 	"github.com/batoncrawl/baton/roles"
 )
 
 // A page with a 3 MiB <title> cannot poison the Task znode (ZooKeeper
 // refuses a znode over 1 MiB, and the write would be retried for ever):
 // the result is recorded, with the title cut, and the Task stays within
-// DefaultMaxTaskBytes.
+// runner.DefaultMaxTaskBytes.
 func TestRunTaskHugeTitleFitsTheZnode(t *testing.T) {
 	title := strings.Repeat("T", 3<<20)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,11 +34,13 @@ func TestRunTaskHugeTitleFitsTheZnode(t *testing.T) {
 	f.assign(1, []roles.Request{{TaskID: 1, URL: srv.URL + "/a"}, {TaskID: 2, URL: srv.URL + "/b"}})
 	o := crawl.DefaultOptions()
 	o.IgnoreRobots = true
-	res, err := f.acts(EngineFetcher{Engine: crawl.NewEngine(), Options: o}).RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	a := f.acts(crawl.NewEngine())
+	a.Options = o
+	res, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, roles.RunningResult{SuccessCount: 2}, res.Result)
 	tk := f.task(1)
-	assert.LessOrEqual(t, len(metadata.Encode(tk)), DefaultMaxTaskBytes)
+	assert.LessOrEqual(t, len(metadata.Encode(tk)), runner.DefaultMaxTaskBytes)
 	require.Len(t, tk.ResultDetail, 2)
 	for _, d := range tk.ResultDetail {
 		assert.Equal(t, roles.TaskDone, d.State)
@@ -45,11 +49,12 @@ func TestRunTaskHugeTitleFitsTheZnode(t *testing.T) {
 	}
 }
 
-// hugeFetcher answers every request with a 3 MiB excerpt and error.
-type hugeFetcher struct{}
+// hugeFetcher answers every request with a 3 MiB title (a Fetcher that
+// does not bound it as the engine does).
+type hugeFetcher struct{ noSitemaps }
 
-func (hugeFetcher) Fetch(_ context.Context, req roles.Request, _ roles.Task) FetchResult {
-	return FetchResult{StatusCode: 200, Response: strings.Repeat("r", 3<<20), Bytes: 3 << 20}
+func (hugeFetcher) Fetch(_ context.Context, req roles.Request, _ crawl.Auth, _ int, _ crawl.Options) crawl.Page {
+	return crawl.Page{StatusCode: 200, Title: strings.Repeat("r", 3<<20), Bytes: 3 << 20}
 }
 
 // Whatever a Fetcher returns, a Runner's Task stays within its cap: each
@@ -62,7 +67,7 @@ func TestRunTaskBoundsResultDetails(t *testing.T) {
 	a := f.acts(hugeFetcher{})
 	a.MaxResultDetail = 0
 	a.MaxTaskBytes = 16 << 10
-	res, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	res, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	assert.Equal(t, roles.RunningResult{SuccessCount: 40}, res.Result)
 	tk := f.task(1)
@@ -72,33 +77,6 @@ func TestRunTaskBoundsResultDetails(t *testing.T) {
 	assert.Less(t, len(ids), 40, "older details dropped")
 	assert.Equal(t, 39, ids[len(ids)-1], "the newest details are kept")
 	for _, d := range tk.ResultDetail {
-		assert.LessOrEqual(t, len(d.Response), maxDetailResponse)
+		assert.LessOrEqual(t, len(d.Response), runner.MaxDetailResponse)
 	}
-}
-
-// A result that does not fit in the Task even alone is recorded as a
-// failure that says so: the Task advances, nothing is retried.
-func TestRecordFittedResultTooLargeAlone(t *testing.T) {
-	tk := roles.EmptyTask()
-	tk.RunningContent = []roles.Request{{TaskID: 7, URL: "http://a.test/", Header: map[string]string{"X-Big": strings.Repeat("h", 8<<10)}}}
-	tk.RunningStatus = roles.TaskProcessing
-	base := len(metadata.Encode(tk))
-	limit := base + 300
-	d := roles.ResultDetail{TaskID: 7, State: roles.TaskDone, StatusCode: 200, URL: "http://a.test/", Response: strings.Repeat("r", 5000)}
-	next, ok, _ := recordFitted(tk, d, 0, limit)
-	require.True(t, ok)
-	assert.LessOrEqual(t, len(metadata.Encode(next)), limit)
-	assert.Equal(t, roles.TaskDone, next.RunningStatus, "the Task advanced to its end")
-	assert.Equal(t, roles.RunningResult{FailCount: 1}, next.RunningResult)
-	require.Len(t, next.ResultDetail, 1)
-	assert.Equal(t, roles.TaskError, next.ResultDetail[0].State)
-	assert.Contains(t, next.ResultDetail[0].ErrorMsg, "result not recorded: the Task znode would be")
-	assert.Empty(t, next.ResultDetail[0].Response)
-
-	// Within the limit, a result is recorded as it is.
-	next, ok, dropped := recordFitted(tk, roles.ResultDetail{TaskID: 7, State: roles.TaskDone, StatusCode: 200, Response: "ok"}, 0, limit)
-	require.True(t, ok)
-	assert.Zero(t, dropped)
-	assert.Equal(t, "ok", next.ResultDetail[0].Response)
-	assert.Equal(t, roles.RunningResult{SuccessCount: 1}, next.RunningResult)
 }

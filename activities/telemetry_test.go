@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
@@ -23,7 +25,7 @@ import (
 
 // metered gives the fixture's activities Baton's metrics on a registry of
 // their own.
-func metered(t *testing.T, a *Activities) *prometheus.Registry {
+func metered(t *testing.T, a *acts) *prometheus.Registry {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := telemetry.New(reg)
@@ -80,17 +82,17 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string
 
 // statusFetcher answers each request with the status its path ends in
 // ("/s/404"), 200 otherwise, and fails requests to "/down".
-type statusFetcher struct{}
+type statusFetcher struct{ noSitemaps }
 
-func (statusFetcher) Fetch(_ context.Context, req roles.Request, _ roles.Task) FetchResult {
+func (statusFetcher) Fetch(_ context.Context, req roles.Request, _ crawl.Auth, _ int, _ crawl.Options) crawl.Page {
 	switch {
 	case strings.HasSuffix(req.URL, "/down"):
-		return FetchResult{Err: context.DeadlineExceeded, Duration: time.Second}
+		return crawl.Page{Error: context.DeadlineExceeded.Error(), DurationMS: time.Second.Milliseconds()}
 	case strings.Contains(req.URL, "/s/"):
 		code, _ := strconv.Atoi(req.URL[strings.LastIndex(req.URL, "/")+1:])
-		return FetchResult{StatusCode: code, Bytes: 3, Duration: 10 * time.Millisecond}
+		return crawl.Page{StatusCode: code, Bytes: 3, DurationMS: 10}
 	}
-	return FetchResult{StatusCode: 200, Bytes: 100, Duration: 20 * time.Millisecond}
+	return crawl.Page{StatusCode: 200, Bytes: 100, DurationMS: 20}
 }
 
 func TestRunTaskCountsPages(t *testing.T) {
@@ -108,7 +110,7 @@ func TestRunTaskCountsPages(t *testing.T) {
 		{TaskID: 6, URL: "ftp://example.test/file", Method: "GET"}, // invalid: failed without a fetch
 	})
 
-	res, err := a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	res, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 	require.Equal(t, 7, res.Ran)
 
@@ -127,8 +129,8 @@ func TestRunTaskCountsTaskInFlight(t *testing.T) {
 	a := f.acts(gate)
 	reg := metered(t, a)
 	f.assign(1, requests(2))
-	done := goRun(func() (RunTaskResult, error) {
-		return a.RunTask(context.Background(), RunTaskInput{Member: f.member(1)})
+	done := goRun(func() (cluster.RunTaskResult, error) {
+		return a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
 	})
 	gate.next(t)
 	assert.Equal(t, float64(1), value(t, reg, "baton_tasks_in_flight"))
@@ -153,8 +155,8 @@ func TestFailoverMetrics(t *testing.T) {
 
 	// While watching, each runner's heartbeat age is exported.
 	ctx, cancel := context.WithCancel(context.Background())
-	watching := goRun(func() (WatchResult, error) {
-		return a.WatchRunners(ctx, WatchInput{Member: f.member(3), Free: 1})
+	watching := goRun(func() (cluster.WatchResult, error) {
+		return a.WatchRunners(ctx, cluster.WatchInput{Member: f.member(3), Free: 1})
 	})
 	deadline := time.Now().Add(waitLimit)
 	for {
@@ -174,7 +176,7 @@ func TestFailoverMetrics(t *testing.T) {
 
 	// Runner 2 dies: detected after its heartbeat age, claimed once.
 	f.beat(2, now.Add(-3*time.Second), roles.HeartHealthy)
-	w, err := a.WatchRunners(context.Background(), WatchInput{Member: f.member(3), Free: 1})
+	w, err := a.WatchRunners(context.Background(), cluster.WatchInput{Member: f.member(3), Free: 1})
 	require.NoError(t, err)
 	require.Equal(t, name(2), w.Dead)
 	assert.Equal(t, float64(1), value(t, reg, "baton_detection_seconds"))
@@ -185,7 +187,7 @@ func TestFailoverMetrics(t *testing.T) {
 			assert.InDelta(t, 3.0, mf.GetMetric()[0].GetHistogram().GetSampleSum(), 1e-9)
 		}
 	}
-	in := PeerInput{Member: f.member(3), Dead: w.Dead, DeadRole: w.DeadRole}
+	in := cluster.PeerInput{Member: f.member(3), Dead: w.Dead, DeadRole: w.DeadRole}
 	d, err := a.Discover(context.Background(), in)
 	require.NoError(t, err)
 	require.True(t, d.Claimed)
@@ -226,7 +228,7 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 
 // jsonLogs gives a the logger a worker of instance i has, in JSON, into a
 // buffer.
-func jsonLogs(a *Activities, i int) *syncBuffer {
+func jsonLogs(a *acts, i int) *syncBuffer {
 	buf := &syncBuffer{}
 	a.Log = slog.New(slog.NewJSONHandler(buf, nil)).With("instance", name(i), "group", group)
 	return buf
@@ -242,7 +244,7 @@ func TestRunTaskLogsCarryInstanceRoleJobAndTask(t *testing.T) {
 	ctx := context.Background()
 	tk := f.assignBatch(1, "job-1", "job-1-b000000", 2)
 
-	_, err := a.RunTask(ctx, RunTaskInput{Member: f.member(1)})
+	_, err := a.RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
 	require.NoError(t, err)
 
 	var run []map[string]any
@@ -282,9 +284,9 @@ func TestActivityLogsCarryTheirRole(t *testing.T) {
 	logs := jsonLogs(a, 3)
 	ctx := context.Background()
 
-	w, err := a.WatchRunners(ctx, WatchInput{Member: f.member(3), Free: 1})
+	w, err := a.WatchRunners(ctx, cluster.WatchInput{Member: f.member(3), Free: 1})
 	require.NoError(t, err)
-	in := PeerInput{Member: f.member(3), Dead: w.Dead, DeadRole: w.DeadRole}
+	in := cluster.PeerInput{Member: f.member(3), Dead: w.Dead, DeadRole: w.DeadRole}
 	_, err = a.Discover(ctx, in)
 	require.NoError(t, err)
 	_, err = a.Activate(ctx, in)
@@ -305,14 +307,14 @@ func TestActivityLogsCarryTheirRole(t *testing.T) {
 }
 
 func TestLogRoleFallsBackToTheLastOneSeen(t *testing.T) {
-	a := &Activities{}
+	a := newActs(&cluster.Deps{}, nil)
 	logs := jsonLogs(a, 1)
 	ctx := context.Background()
-	a.log(ctx).Info("before")
-	a.seen(roles.RoleBackup)
-	a.log(ctx).Info("after")
-	a.log(logWith(ctx, roles.RoleRunner, "job", "j")).Info("explicit")
-	a.log(logWith(logWith(ctx, roles.RoleRunner, "job", "j"), "", "task", "x")).Info("nested")
+	a.Logger(ctx).Info("before")
+	a.Seen(roles.RoleBackup)
+	a.Logger(ctx).Info("after")
+	a.Logger(cluster.LogWith(ctx, roles.RoleRunner, "job", "j")).Info("explicit")
+	a.Logger(cluster.LogWith(cluster.LogWith(ctx, roles.RoleRunner, "job", "j"), "", "task", "x")).Info("nested")
 	got := logs.lines(t)
 	require.Len(t, got, 4)
 	assert.Equal(t, "unknown", got[0]["role"])

@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -16,8 +17,8 @@ import (
 // many check_crawler_state rounds (1 ms) in it.
 const quietWindow = 150 * time.Millisecond
 
-func (f *clusterFixture) watch(ctx context.Context, i, free int) (WatchResult, error) {
-	return f.acts(nil).WatchRunners(ctx, WatchInput{Member: f.member(i), Free: free})
+func (f *clusterFixture) watch(ctx context.Context, i, free int) (cluster.WatchResult, error) {
+	return f.acts(nil).WatchRunners(ctx, cluster.WatchInput{Member: f.member(i), Free: free})
 }
 
 // watchQuietly runs WatchRunners for quietWindow and requires that it
@@ -30,7 +31,7 @@ func (f *clusterFixture) watchQuietly(i, free int) {
 	require.ErrorIs(f.t, err, context.DeadlineExceeded, "reported %+v", w)
 }
 
-func (f *clusterFixture) watchFor(i, free int) WatchResult {
+func (f *clusterFixture) watchFor(i, free int) cluster.WatchResult {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
@@ -48,8 +49,8 @@ func TestWatchRunnersDeclaresAnOldHeartbeatDead(t *testing.T) {
 	f.beat(3, now, roles.HeartHealthy)
 	f.beat(2, now.Add(-10*time.Second), roles.HeartHealthy)
 	w := f.watchFor(3, 1)
-	assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleRunner,
-		Position: Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: 10 * time.Second,
+	assert.Equal(t, cluster.WatchResult{Dead: name(2), DeadRole: roles.RoleRunner,
+		Position: cluster.Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: 10 * time.Second,
 		Beat: f.heartbeat(2).HeartRhythmTime}, w)
 	assert.Equal(t, roles.RoleRunner, f.node(2).Role, "watching only reports; Discover marks")
 }
@@ -82,7 +83,7 @@ func TestWatchRunnersTreatsDeadHeartStatesAsTimedOut(t *testing.T) {
 			f := newClusterFixture(t, 2, 1)
 			f.start() // every heartbeat at t0, and the clock stays at t0: all fresh
 			tc.setup(f)
-			var w WatchResult
+			var w cluster.WatchResult
 			require.NotPanics(t, func() { w = f.watchFor(3, 1) })
 			assert.Equal(t, name(2), w.Dead)
 			assert.Equal(t, roles.RoleRunner, w.DeadRole)
@@ -105,7 +106,7 @@ func TestWatchRunnersReturnsWhenNoLongerStandby(t *testing.T) {
 	// A runner and the standby watch; a secondary is not the standby.
 	f.watchQuietly(1, 0)
 	f.watchQuietly(2, 1)
-	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleBackup}}, f.watchFor(3, 1))
+	assert.Equal(t, cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleBackup}}, f.watchFor(3, 1))
 
 	// The standby's watch (As backup) ends once its instance is a runner,
 	// e.g. after an Activate whose HandOver then lost the claim: the
@@ -117,9 +118,9 @@ func TestWatchRunnersReturnsWhenNoLongerStandby(t *testing.T) {
 	require.NoError(t, err)
 	wctx, wcancel := context.WithTimeout(ctx, waitLimit)
 	defer wcancel()
-	w, err := f.acts(nil).WatchRunners(wctx, WatchInput{Member: f.member(2), Free: 1, As: roles.RoleBackup})
+	w, err := f.acts(nil).WatchRunners(wctx, cluster.WatchInput{Member: f.member(2), Free: 1, As: roles.RoleBackup})
 	require.NoError(t, err)
-	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleRunner}}, w)
+	assert.Equal(t, cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleRunner}}, w)
 	n2.Role = roles.RoleBackup
 	_, err = f.c().Put(ctx, f.c().NodePath(name(2)), n2, -1)
 	require.NoError(t, err)
@@ -162,7 +163,7 @@ func TestRunnerReportsADeadRunnerToTheStandby(t *testing.T) {
 	f.start()
 	ctx := context.Background()
 	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
-	standby := goRun(func() (WatchResult, error) {
+	standby := goRun(func() (cluster.WatchResult, error) {
 		wctx, cancel := context.WithTimeout(ctx, waitLimit)
 		defer cancel()
 		return f.watch(wctx, 5, 1)
@@ -174,8 +175,8 @@ func TestRunnerReportsADeadRunnerToTheStandby(t *testing.T) {
 	assert.Contains(t, string(data), `"reported_by":"`+name(1)+`"`)
 	w, err := await(t, standby, "the standby's watch")
 	require.NoError(t, err)
-	assert.Equal(t, WatchResult{Dead: name(3), DeadRole: roles.RoleRunner,
-		Position: Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: time.Minute,
+	assert.Equal(t, cluster.WatchResult{Dead: name(3), DeadRole: roles.RoleRunner,
+		Position: cluster.Position{Role: roles.RoleBackup, Standby: true}, DetectedAfter: time.Minute,
 		Beat: f.heartbeat(3).HeartRhythmTime}, w)
 
 	in := peer(f.member(5), 3, roles.RoleRunner)
@@ -214,8 +215,8 @@ func TestALoneBackupIsWatched(t *testing.T) {
 	f.start()
 	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
 	w := f.watchFor(1, 0)
-	assert.Equal(t, WatchResult{Dead: name(3), DeadRole: roles.RoleBackup,
-		Position: Position{Role: roles.RoleRunner}, DetectedAfter: time.Minute,
+	assert.Equal(t, cluster.WatchResult{Dead: name(3), DeadRole: roles.RoleBackup,
+		Position: cluster.Position{Role: roles.RoleRunner}, DetectedAfter: time.Minute,
 		Beat: f.heartbeat(3).HeartRhythmTime}, w)
 }
 
@@ -230,8 +231,8 @@ func TestWatchRunnersFreeCapacity(t *testing.T) {
 		require.NoError(t, err, "runner 1 reported runner 2")
 		assert.Equal(t, name(2), f.watchFor(4, 1).Dead, "runner 4, with room, takes the report")
 		w := f.watchFor(1, 1)
-		assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleRunner,
-			Position: Position{Role: roles.RoleRunner, AllRunner: true}, DetectedAfter: time.Minute,
+		assert.Equal(t, cluster.WatchResult{Dead: name(2), DeadRole: roles.RoleRunner,
+			Position: cluster.Position{Role: roles.RoleRunner, AllRunner: true}, DetectedAfter: time.Minute,
 			Beat: f.heartbeat(2).HeartRhythmTime}, w)
 	})
 	t.Run("with backups: Free is irrelevant", func(t *testing.T) {
@@ -296,7 +297,7 @@ func TestWaitStandbyWokenWhenItBecomesStandby(t *testing.T) {
 	f.timers.CheckStandbyID = time.Hour // only the watch can wake it
 	f.start()
 	ctx := context.Background()
-	done := goRun(func() (WatchResult, error) { return f.acts(nil).WaitStandby(ctx, f.member(4)) })
+	done := goRun(func() (cluster.WatchResult, error) { return f.acts(nil).WaitStandby(ctx, f.member(4)) })
 	f.spy.waitCount(t, f.spy.watch, f.c().GroupPath(), 1, "WaitStandby watches GroupState")
 	notReturned(t, done, "WaitStandby of the third backup")
 
@@ -317,7 +318,7 @@ func TestWaitStandbyWokenWhenItBecomesStandby(t *testing.T) {
 	require.NoError(t, err)
 	w, err := await(t, done, "WaitStandby")
 	require.NoError(t, err)
-	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleBackup, Standby: true}}, w)
+	assert.Equal(t, cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleBackup, Standby: true}}, w)
 }
 
 func TestWaitStandbyWatchesItsRingSuccessors(t *testing.T) {
@@ -336,8 +337,8 @@ func TestWaitStandbyWatchesItsRingSuccessors(t *testing.T) {
 	defer wcancel()
 	w, err := f.acts(nil).WaitStandby(wctx, f.member(4))
 	require.NoError(t, err)
-	assert.Equal(t, WatchResult{Dead: name(2), DeadRole: roles.RoleBackup,
-		Position: Position{Role: roles.RoleBackup}, DetectedAfter: time.Minute,
+	assert.Equal(t, cluster.WatchResult{Dead: name(2), DeadRole: roles.RoleBackup,
+		Position: cluster.Position{Role: roles.RoleBackup}, DetectedAfter: time.Minute,
 		Beat: f.heartbeat(2).HeartRhythmTime}, w)
 
 	in := peer(f.member(4), 2, roles.RoleBackup)
@@ -345,7 +346,7 @@ func TestWaitStandbyWatchesItsRingSuccessors(t *testing.T) {
 	require.NoError(t, err)
 	pos, err := f.acts(nil).Activate(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, Position{Role: roles.RoleBackup}, pos)
+	assert.Equal(t, cluster.Position{Role: roles.RoleBackup}, pos)
 	assert.Equal(t, gs(4, 1, 2, "3", names(1, 3, 4), names(1), names(3, 4), names(2), nil, names(2)), f.group())
 	w, err = f.acts(nil).WaitStandby(wctx, f.member(3))
 	require.NoError(t, err)
@@ -378,7 +379,7 @@ func TestWaitStandbyRepairsAMissingStandby(t *testing.T) {
 	defer cancel()
 	w, err := f.acts(nil).WaitStandby(wctx, f.member(2))
 	require.NoError(t, err)
-	assert.Equal(t, WatchResult{Changed: true, Position: Position{Role: roles.RoleBackup, Standby: true}}, w)
+	assert.Equal(t, cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleBackup, Standby: true}}, w)
 	assert.Equal(t, "2", f.group().StandbyID)
 }
 

@@ -1,4 +1,4 @@
-package activities
+package activities_test
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
 
 // When ZooKeeper's data is wiped while Temporal keeps the workflows, the
-// waits end and Position says Missing, so the life cycle registers again.
+// waits end and cluster.Position says Missing, so the life cycle registers again.
 func TestWipedMetadataMakesInstancesRegisterAgain(t *testing.T) {
 	f := newClusterFixture(t, 2, 1)
 	f.start()
@@ -30,11 +31,11 @@ func TestWipedMetadataMakesInstancesRegisterAgain(t *testing.T) {
 	w, err := a.WaitTask(ctx, f.member(1))
 	require.NoError(t, err)
 	assert.True(t, w.Fenced, "a runner without NodeState stops waiting")
-	ws, err := a.WatchRunners(ctx, WatchInput{Member: f.member(3), Free: 1})
+	ws, err := a.WatchRunners(ctx, cluster.WatchInput{Member: f.member(3), Free: 1})
 	require.NoError(t, err)
 	assert.True(t, ws.Changed && ws.Position.Missing)
-	_, err = a.RunTask(ctx, RunTaskInput{Member: f.member(1)})
-	assert.True(t, IsFenced(err), "%v", err)
+	_, err = a.RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
+	assert.True(t, cluster.IsFenced(err), "%v", err)
 
 	reg, err := a.Register(ctx, f.member(1))
 	require.NoError(t, err)

@@ -4,20 +4,12 @@ import (
 	"slices"
 )
 
-// Election decides which members of a group become Runners. Implementations
-// must be deterministic: every member computes the same outcome from the
-// same inputs.
-type Election interface {
-	// Elect returns the result for each member, in the order of members.
-	Elect(members []string, runners int) []ElectionResult
-}
-
-// IndexElection is the reference's election: members sorted by index, the
-// `runners` smallest win. Names without an index sort last, by name.
-type IndexElection struct{}
-
-// Elect implements Election.
-func (IndexElection) Elect(members []string, runners int) []ElectionResult {
+// Elect is the election of the reference: members sorted by index, the
+// `runners` smallest win; names without an index sort last, by name. It
+// returns the result of each member, in the order of members (which it
+// does not reorder). It is deterministic: every member computes the same
+// outcome from the same members, in any order.
+func Elect(members []string, runners int) []ElectionResult {
 	sorted := slices.Clone(members)
 	slices.SortStableFunc(sorted, compareNames)
 	winners := map[string]bool{}
@@ -56,10 +48,10 @@ func compareNames(a, b string) int {
 func SortNames(names []string) { slices.SortStableFunc(names, compareNames) }
 
 // ResultOf returns the election result of one member.
-func ResultOf(e Election, members []string, runners int, name string) ElectionResult {
+func ResultOf(members []string, runners int, name string) ElectionResult {
 	i := slices.Index(members, name)
 	if i < 0 {
 		return Loser
 	}
-	return e.Elect(members, runners)[i]
+	return Elect(members, runners)[i]
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestIndexElection(t *testing.T) {
+func TestElect(t *testing.T) {
 	W, L := Winner, Loser
 	tests := []struct {
 		name    string
@@ -31,7 +31,7 @@ func TestIndexElection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := append([]string(nil), tt.members...)
-			got := IndexElection{}.Elect(tt.members, tt.runners)
+			got := Elect(tt.members, tt.runners)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, in, tt.members, "Elect must not reorder its input")
 			// Every member computes the same result from a shuffled view.
@@ -41,7 +41,7 @@ func TestIndexElection(t *testing.T) {
 					rev[len(rev)-1-i] = m
 				}
 				for i, m := range tt.members {
-					assert.Equal(t, got[i], ResultOf(IndexElection{}, rev, tt.runners, m), "member %s", m)
+					assert.Equal(t, got[i], ResultOf(rev, tt.runners, m), "member %s", m)
 				}
 			}
 		})
@@ -50,9 +50,9 @@ func TestIndexElection(t *testing.T) {
 
 func TestResultOf(t *testing.T) {
 	members := []string{"sc-crawler_2", "sc-crawler_1", "sc-crawler_3"}
-	assert.Equal(t, Winner, ResultOf(IndexElection{}, members, 1, "sc-crawler_1"))
-	assert.Equal(t, Loser, ResultOf(IndexElection{}, members, 1, "sc-crawler_2"))
-	assert.Equal(t, Loser, ResultOf(IndexElection{}, members, 3, "sc-crawler_9"), "a non-member loses")
+	assert.Equal(t, Winner, ResultOf(members, 1, "sc-crawler_1"))
+	assert.Equal(t, Loser, ResultOf(members, 1, "sc-crawler_2"))
+	assert.Equal(t, Loser, ResultOf(members, 3, "sc-crawler_9"), "a non-member loses")
 }
 
 func TestSortNames(t *testing.T) {

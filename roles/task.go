@@ -186,6 +186,18 @@ func (t Task) Pending() bool {
 	return false
 }
 
+// Replacing returns t made to replace cur in the same Task znode: its
+// epoch is one above cur's (1 when there was no Task: cur is the zero
+// Task), the rest as t has it. This is the fencing rule of every writer
+// that replaces a Task outright (an assignment by `baton task assign`, a
+// Task reset when its instance registers again): from the write on, cur's
+// holder is fenced, since the writes it makes at cur's epoch are refused.
+// A hand-over raises the epoch the same way (HandOver).
+func (t Task) Replacing(cur Task) Task {
+	t.Epoch = cur.Epoch + 1
+	return t
+}
+
 // HandOver returns what a new holder takes from a dead holder's Task, and
 // whether there is anything to take, following the reference: a processing
 // Task is copied whole and continues where it stopped; an error Task is

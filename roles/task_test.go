@@ -132,6 +132,26 @@ func TestTaskPending(t *testing.T) {
 	}
 }
 
+// Replacing raises the epoch one above the replaced Task's, whatever the
+// new Task carried, and changes nothing else of either Task.
+func TestTaskReplacing(t *testing.T) {
+	cur := taskWith(TaskProcessing, 1, 1, 2)
+	cur.Epoch, cur.Holder = 7, "sc-crawler_2"
+	next := taskWith(TaskNothing, 0, 3)
+	next.Epoch, next.Holder, next.HandedOverFrom = 99, "sc-crawler_1", "sc-crawler_2"
+
+	got := next.Replacing(cur)
+	assert.Equal(t, int64(8), got.Epoch, "one above the replaced Task's, not the new Task's own")
+	want := next
+	want.Epoch = 8
+	assert.Equal(t, want, got, "only the epoch changes")
+	assert.Equal(t, int64(99), next.Epoch, "t is taken by value")
+	assert.Equal(t, int64(7), cur.Epoch)
+
+	assert.Equal(t, int64(1), EmptyTask().Replacing(Task{}).Epoch, "no Task before: epoch 1")
+	assert.Equal(t, int64(9), EmptyTask().Replacing(got).Epoch, "each replacement fences the one before")
+}
+
 func TestHandOver(t *testing.T) {
 	withResults := func(status TaskState, next int) Task {
 		tk := taskWith(status, next, 10, 11, 12)

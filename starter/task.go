@@ -152,7 +152,7 @@ func assignTask(ctx context.Context, c *metadata.Cluster, node string, t roles.T
 	case cur.Pending() && !force:
 		return fmt.Errorf("node %s: %w", node, errBusy)
 	}
-	t.Epoch = cur.Epoch + 1
+	t = t.Replacing(cur)
 	if _, err := c.Store.Set(ctx, c.TaskPath(node), metadata.Encode(t), v); err != nil {
 		return fmt.Errorf("assign task to %s: %w", node, err)
 	}

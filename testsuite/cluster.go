@@ -322,7 +322,7 @@ func (c *Cluster) Assign(i int, urls []string) {
 	for k, u := range urls {
 		t.RunningContent = append(t.RunningContent, roles.Request{TaskID: k, URL: u, Method: "GET"})
 	}
-	t.Epoch = cur.Epoch + 1
+	t = t.Replacing(cur)
 	if _, err := c.Meta.Store.Set(ctx, c.Meta.TaskPath(Name(i)), metadata.Encode(t), v); err != nil {
 		c.T.Fatalf("assign task to %s: %v", Name(i), err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/activities/connect/security"
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -231,8 +231,8 @@ func (c Config) StoreConfig(password string) sqlstore.Config {
 }
 
 // Member is the activities' view of this instance.
-func (c Config) Member() activities.Member {
-	return activities.Member{Group: c.Group, Name: c.Name, Runner: c.Runner, Backup: c.Backup, Timers: c.Timers, Capacity: c.Capacity}
+func (c Config) Member() cluster.Member {
+	return cluster.Member{Group: c.Group, Name: c.Name, Runner: c.Runner, Backup: c.Backup, Timers: c.Timers, Capacity: c.Capacity}
 }
 
 // ZooKeeper returns the store config, with the credentials and log for

@@ -26,14 +26,19 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/connect/flagenv"
 	"github.com/batoncrawl/baton/activities/connect/version"
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/failover"
+	"github.com/batoncrawl/baton/activities/heartbeat"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
+	"github.com/batoncrawl/baton/activities/membership"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/runner"
+	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -201,11 +206,10 @@ func run(ctx context.Context, cfg Config) error {
 	}
 	leaving := &atomic.Bool{}
 	closer := instanceCloser{tc: tc}
-	acts := &activities.Activities{Store: store, Root: cfg.ZK.Root,
-		Fetcher:         activities.EngineFetcher{Engine: engine, Options: crawl.DefaultOptions()},
-		Batches:         &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer},
-		MaxResultDetail: cfg.MaxResultDetail, Log: log, Metrics: metrics.Baton,
-		Leaving: leaving, Closer: closer}
+	deps := &cluster.Deps{Store: store, Root: cfg.ZK.Root,
+		Batches: &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer},
+		Log:     log, Metrics: metrics.Baton}
+	acts := activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer)
 	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	var workers []worker.Worker
@@ -225,7 +229,9 @@ func run(ctx context.Context, cfg Config) error {
 		}
 		w := worker.New(tc, q, opts)
 		workflows.Register(w)
-		w.RegisterActivity(acts)
+		for _, a := range acts {
+			w.RegisterActivity(a)
+		}
 		w.RegisterActivity(jobActs)
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker on %s: %w", q, err)
@@ -273,12 +279,29 @@ func run(ctx context.Context, cfg Config) error {
 	}
 }
 
+// activitySet returns the activities of every capability over deps, as
+// the worker registers them (with the crawl jobs', jobs.Activities) on
+// each of its task queues: Temporal knows an activity by the name of its
+// method. The Runner fetches the requests of plain Tasks with fetcher
+// (the crawl engine) and the default crawl options.
+func activitySet(deps *cluster.Deps, fetcher crawl.Fetcher, maxResultDetail int, leaving *atomic.Bool, closer failover.InstanceCloser) []any {
+	fo := &failover.Activities{Deps: deps, Closer: closer}
+	return []any{
+		&membership.Activities{Deps: deps, Failover: fo},
+		&heartbeat.Activities{Deps: deps},
+		fo,
+		&runner.Activities{Deps: deps, Fetcher: fetcher, Options: crawl.DefaultOptions(),
+			MaxResultDetail: maxResultDetail, Leaving: leaving},
+		&scale.Activities{Deps: deps},
+	}
+}
+
 // leave takes the instance out of its group on SIGTERM (see
-// activities.Leave): its running batch drains within --leave-timeout,
+// scale.Leave): its running batch drains within --leave-timeout,
 // its workflows are closed and its workers stopped, then it is removed
 // from GroupState. If its Task is still pending it stops as a crash
 // would: a backup takes the Task over.
-func leave(log *slog.Logger, cfg Config, store metadata.Store, m activities.Member, leaving *atomic.Bool, closer instanceCloser, stopWorkers func()) {
+func leave(log *slog.Logger, cfg Config, store metadata.Store, m cluster.Member, leaving *atomic.Bool, closer instanceCloser, stopWorkers func()) {
 	if cfg.LeaveTimeout <= 0 {
 		log.Info("shutting down without leaving the group (--leave-timeout 0): heartbeats end with Apparent Death")
 		return
@@ -287,7 +310,7 @@ func leave(log *slog.Logger, cfg Config, store metadata.Store, m activities.Memb
 	leaving.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.LeaveTimeout)
 	defer cancel()
-	if !activities.AwaitIdle(ctx, store, cfg.ZK.Root, m) {
+	if !scale.AwaitIdle(ctx, store, cfg.ZK.Root, m) {
 		log.Warn("a plain Task is pending, or the batch did not drain within --leave-timeout: stopping as a crash would (heartbeats end with Apparent Death); a backup takes the Task over")
 		return
 	}
@@ -295,7 +318,7 @@ func leave(log *slog.Logger, cfg Config, store metadata.Store, m activities.Memb
 		log.Warn("could not close this instance's workflows", "err", err)
 	}
 	stopWorkers()
-	res, err := activities.Leave(ctx, store, cfg.ZK.Root, m)
+	res, err := scale.Leave(ctx, store, cfg.ZK.Root, m)
 	switch {
 	case err != nil:
 		log.Warn("could not leave the group: a backup takes over when it finds the heartbeat stopped", "err", err)
@@ -310,7 +333,7 @@ func leave(log *slog.Logger, cfg Config, store metadata.Store, m activities.Memb
 // its children, terminated with it) and its Heartbeat workflow.
 type instanceCloser struct{ tc client.Client }
 
-// CloseInstance implements activities.InstanceCloser.
+// CloseInstance implements failover.InstanceCloser.
 func (c instanceCloser) CloseInstance(ctx context.Context, group, name, reason string) error {
 	var errs []error
 	for _, id := range workflows.InstanceWorkflowIDs(group, name) {

@@ -3,7 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -16,12 +16,12 @@ import (
 // scale-up) it promotes itself (Promote) and ends with ReasonPromoted.
 // When a backup it watches dies it removes it from the group and keeps
 // watching. It ends with ReasonChanged if it stops being the standby.
-func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error) {
+func PrimaryBackup(ctx workflow.Context, m cluster.Member) (RoleResult, error) {
 	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
 	var took []string
 	for i := 0; i < maxLoops; i++ {
-		var w activities.WatchResult
-		if err := workflow.ExecuteActivity(lctx, a.WatchRunners, activities.WatchInput{Member: m, Free: 1, As: roles.RoleBackup}).Get(ctx, &w); err != nil {
+		var w cluster.WatchResult
+		if err := workflow.ExecuteActivity(lctx, fa.WatchRunners, cluster.WatchInput{Member: m, Free: 1, As: roles.RoleBackup}).Get(ctx, &w); err != nil {
 			return RoleResult{}, err
 		}
 		if w.Changed {
@@ -29,8 +29,8 @@ func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error
 		}
 		if w.Promote {
 			if workflow.GetVersion(ctx, "scale-promote", workflow.DefaultVersion, 1) == 1 {
-				var pos activities.Position
-				if err := workflow.ExecuteActivity(sctx, a.Promote, m).Get(ctx, &pos); err != nil {
+				var pos cluster.Position
+				if err := workflow.ExecuteActivity(sctx, sa.Promote, m).Get(ctx, &pos); err != nil {
 					return RoleResult{}, err
 				}
 				if pos.Role == roles.RoleRunner {
@@ -68,11 +68,11 @@ func PrimaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error
 // successors: a dead runner is reported to the standby, a dead backup (the
 // primary included) it marks dead and removes from the group, which moves
 // standby_id on, so backups are never left unwatched.
-func SecondaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, error) {
+func SecondaryBackup(ctx workflow.Context, m cluster.Member) (RoleResult, error) {
 	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
 	for i := 0; i < maxLoops; i++ {
-		var w activities.WatchResult
-		if err := workflow.ExecuteActivity(lctx, a.WaitStandby, m).Get(ctx, &w); err != nil {
+		var w cluster.WatchResult
+		if err := workflow.ExecuteActivity(lctx, fa.WaitStandby, m).Get(ctx, &w); err != nil {
 			return RoleResult{}, err
 		}
 		if w.Changed {
@@ -94,13 +94,13 @@ func SecondaryBackup(ctx workflow.Context, m activities.Member) (RoleResult, err
 
 // runInPlace runs a Task taken over in the dead owner's znode. The version
 // check keeps histories recorded before this step replayable.
-func runInPlace(ctx workflow.Context, m activities.Member, owner string) error {
+func runInPlace(ctx workflow.Context, m cluster.Member, owner string) error {
 	if workflow.GetVersion(ctx, "run-in-place", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
 	lctx := withLong(ctx, m)
-	err := workflow.ExecuteActivity(lctx, a.RunTask, activities.RunTaskInput{Member: m, Owner: owner}).Get(ctx, nil)
-	if activities.IsFenced(err) {
+	err := workflow.ExecuteActivity(lctx, ra.RunTask, cluster.RunTaskInput{Member: m, Owner: owner}).Get(ctx, nil)
+	if cluster.IsFenced(err) {
 		return nil // another holder took it; our own role is re-read by the life cycle
 	}
 	return err

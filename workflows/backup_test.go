@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -26,7 +26,7 @@ var failOverSteps = []string{"WatchRunners", "Discover", "Activate", "HandOver"}
 // assertRunnerFailedOver checks the metadata after backup took over the
 // dead runner: the reference's fail-over of GroupState, NodeState and
 // Heartbeat.
-func assertRunnerFailedOver(t *testing.T, cl *cluster, dead, backup int) {
+func assertRunnerFailedOver(t *testing.T, cl *testCluster, dead, backup int) {
 	t.Helper()
 	n := cl.node(dead)
 	assert.Equal(t, roles.RoleDeadRunner, n.Role, "dead runner's NodeState role")
@@ -89,7 +89,7 @@ func TestPrimaryBackupTakesOverDeadRunner(t *testing.T) {
 			ownBefore := cl.task(2)
 
 			env, rec := newEnv(t)
-			env.RegisterActivity(cl.acts(newClock(t0.Add(time.Hour)).Now))
+			cl.acts(newClock(t0.Add(time.Hour)).Now).register(env)
 			env.ExecuteWorkflow(PrimaryBackup, cl.member(2))
 
 			res := roleResult(t, env)
@@ -200,7 +200,7 @@ func TestPrimaryBackupDetectionFlapping(t *testing.T) {
 				}
 			}
 			env, rec := newEnv(t)
-			env.RegisterActivity(cl.acts(clk.Now))
+			cl.acts(clk.Now).register(env)
 			env.ExecuteWorkflow(PrimaryBackup, cl.member(2))
 			res := roleResult(t, env)
 			assert.Zero(t, clk.extra.Load(), "checks after the script")
@@ -222,18 +222,18 @@ func TestPrimaryBackupDetectionFlapping(t *testing.T) {
 }
 
 // TestPrimaryBackupReactsToWatchResults checks PrimaryBackup's handling
-// of each WatchRunners result with mocked activities.
+// of each WatchRunners result with mocked cluster.
 func TestPrimaryBackupReactsToWatchResults(t *testing.T) {
-	m := activities.Member{Group: testGroup, Name: crawler(3), Runner: 2, Backup: 2, Timers: testTimers()}
-	peer := func(name string, role roles.Role) activities.PeerInput {
-		return activities.PeerInput{Member: m, Dead: name, DeadRole: role}
+	m := cluster.Member{Group: testGroup, Name: crawler(3), Runner: 2, Backup: 2, Timers: testTimers()}
+	peer := func(name string, role roles.Role) cluster.PeerInput {
+		return cluster.PeerInput{Member: m, Dead: name, DeadRole: role}
 	}
 
 	t.Run("changed", func(t *testing.T) {
 		env, rec := newEnv(t)
-		pos := activities.Position{Role: roles.RoleBackup}
-		env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1, As: roles.RoleBackup}).
-			Return(activities.WatchResult{Changed: true, Position: pos}, nil).Once()
+		pos := cluster.Position{Role: roles.RoleBackup}
+		env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m, Free: 1, As: roles.RoleBackup}).
+			Return(cluster.WatchResult{Changed: true, Position: pos}, nil).Once()
 		env.ExecuteWorkflow(PrimaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))
 		assert.Equal(t, []string{"WatchRunners"}, rec.started())
@@ -242,26 +242,26 @@ func TestPrimaryBackupReactsToWatchResults(t *testing.T) {
 
 	t.Run("dead backup, then dead runner claimed by another, then dead runner", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{Dead: crawler(4), DeadRole: roles.RoleBackup}, nil).Once()
-		env.OnActivity(a.Discover, mock.Anything, peer(crawler(4), roles.RoleBackup)).
-			Return(activities.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
-		env.OnActivity(a.Activate, mock.Anything, peer(crawler(4), roles.RoleBackup)).
-			Return(activities.Position{Role: roles.RoleBackup, Standby: true}, nil).Once()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{Dead: crawler(4), DeadRole: roles.RoleBackup}, nil).Once()
+		env.OnActivity(fa.Discover, mock.Anything, peer(crawler(4), roles.RoleBackup)).
+			Return(cluster.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
+		env.OnActivity(fa.Activate, mock.Anything, peer(crawler(4), roles.RoleBackup)).
+			Return(cluster.Position{Role: roles.RoleBackup, Standby: true}, nil).Once()
 
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{Dead: crawler(1), DeadRole: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.Discover, mock.Anything, peer(crawler(1), roles.RoleRunner)).
-			Return(activities.DiscoverResult{Claimed: false, By: crawler(9)}, nil).Once()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{Dead: crawler(1), DeadRole: roles.RoleRunner}, nil).Once()
+		env.OnActivity(fa.Discover, mock.Anything, peer(crawler(1), roles.RoleRunner)).
+			Return(cluster.DiscoverResult{Claimed: false, By: crawler(9)}, nil).Once()
 
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.Discover, mock.Anything, peer(crawler(2), roles.RoleRunner)).
-			Return(activities.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
-		env.OnActivity(a.Activate, mock.Anything, peer(crawler(2), roles.RoleRunner)).
-			Return(activities.Position{Role: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.HandOver, mock.Anything, peer(crawler(2), roles.RoleRunner), false).
-			Return(activities.HandOverResult{Owner: m.Name, Pending: true, Status: roles.TaskProcessing}, nil).Once()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner}, nil).Once()
+		env.OnActivity(fa.Discover, mock.Anything, peer(crawler(2), roles.RoleRunner)).
+			Return(cluster.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
+		env.OnActivity(fa.Activate, mock.Anything, peer(crawler(2), roles.RoleRunner)).
+			Return(cluster.Position{Role: roles.RoleRunner}, nil).Once()
+		env.OnActivity(fa.HandOver, mock.Anything, peer(crawler(2), roles.RoleRunner), false).
+			Return(cluster.HandOverResult{Owner: m.Name, Pending: true, Status: roles.TaskProcessing}, nil).Once()
 
 		env.ExecuteWorkflow(PrimaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonActivated, Role: roles.RoleRunner, TookOver: []string{crawler(4), crawler(2)}}, roleResult(t, env))
@@ -275,14 +275,14 @@ func TestPrimaryBackupReactsToWatchResults(t *testing.T) {
 
 	t.Run("claim lost during activate", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{Dead: crawler(1), DeadRole: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.Discover, mock.Anything, mock.Anything).
-			Return(activities.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
-		env.OnActivity(a.Activate, mock.Anything, mock.Anything).
-			Return(activities.Position{}, lostErr()).Once()
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleBackup}}, nil).Once()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{Dead: crawler(1), DeadRole: roles.RoleRunner}, nil).Once()
+		env.OnActivity(fa.Discover, mock.Anything, mock.Anything).
+			Return(cluster.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
+		env.OnActivity(fa.Activate, mock.Anything, mock.Anything).
+			Return(cluster.Position{}, lostErr()).Once()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleBackup}}, nil).Once()
 		env.ExecuteWorkflow(PrimaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))
 		assert.Equal(t, []string{"WatchRunners", "Discover", "Activate", "WatchRunners"}, rec.started())
@@ -290,8 +290,8 @@ func TestPrimaryBackupReactsToWatchResults(t *testing.T) {
 
 	t.Run("a non-retryable failure fails the workflow", func(t *testing.T) {
 		env, _ := newEnv(t)
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{}, fatalErr()).Once()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{}, fatalErr()).Once()
 		env.ExecuteWorkflow(PrimaryBackup, m)
 		require.True(t, env.IsWorkflowCompleted())
 		err := env.GetWorkflowError()
@@ -301,10 +301,10 @@ func TestPrimaryBackupReactsToWatchResults(t *testing.T) {
 
 	t.Run("a corrupted znode is retried until repaired", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{}, corruptErr("/baton/group")).Twice()
-		env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-			Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleBackup}}, nil).Once()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{}, corruptErr("/baton/group")).Twice()
+		env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+			Return(cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleBackup}}, nil).Once()
 		env.ExecuteWorkflow(PrimaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))
 		var attempts []int32
@@ -330,7 +330,7 @@ func TestFailOverResumesAfterCrash(t *testing.T) {
 				cl.putTask(1, dead)
 				real := cl.acts(newClock(t0.Add(time.Hour)).Now)
 				env, rec := newEnv(t)
-				env.RegisterActivity(real)
+				real.register(env)
 
 				var crashed atomic.Bool
 				crash := func(err error) error {
@@ -341,33 +341,33 @@ func TestFailOverResumesAfterCrash(t *testing.T) {
 				}
 				switch step {
 				case "Discover":
-					env.OnActivity(a.Discover, mock.Anything, mock.Anything).Return(
-						func(ctx context.Context, in activities.PeerInput) (activities.DiscoverResult, error) {
+					env.OnActivity(fa.Discover, mock.Anything, mock.Anything).Return(
+						func(ctx context.Context, in cluster.PeerInput) (cluster.DiscoverResult, error) {
 							if !afterWrite {
 								if err := crash(nil); err != nil {
-									return activities.DiscoverResult{}, err
+									return cluster.DiscoverResult{}, err
 								}
 							}
 							r, err := real.Discover(ctx, in)
 							return r, crash(err)
 						})
 				case "Activate":
-					env.OnActivity(a.Activate, mock.Anything, mock.Anything).Return(
-						func(ctx context.Context, in activities.PeerInput) (activities.Position, error) {
+					env.OnActivity(fa.Activate, mock.Anything, mock.Anything).Return(
+						func(ctx context.Context, in cluster.PeerInput) (cluster.Position, error) {
 							if !afterWrite {
 								if err := crash(nil); err != nil {
-									return activities.Position{}, err
+									return cluster.Position{}, err
 								}
 							}
 							r, err := real.Activate(ctx, in)
 							return r, crash(err)
 						})
 				case "HandOver":
-					env.OnActivity(a.HandOver, mock.Anything, mock.Anything, mock.Anything).Return(
-						func(ctx context.Context, in activities.PeerInput, adopt bool) (activities.HandOverResult, error) {
+					env.OnActivity(fa.HandOver, mock.Anything, mock.Anything, mock.Anything).Return(
+						func(ctx context.Context, in cluster.PeerInput, adopt bool) (cluster.HandOverResult, error) {
 							if !afterWrite {
 								if err := crash(nil); err != nil {
-									return activities.HandOverResult{}, err
+									return cluster.HandOverResult{}, err
 								}
 							}
 							r, err := real.HandOver(ctx, in, adopt)
@@ -430,7 +430,7 @@ func TestSecondaryBackupBecomesPrimary(t *testing.T) {
 		return t0
 	}
 	env, rec := newEnv(t)
-	env.RegisterActivity(cl.acts(clk))
+	cl.acts(clk).register(env)
 	env.ExecuteWorkflow(SecondaryBackup, cl.member(3))
 	assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))
 	assert.Equal(t, []string{"WaitStandby"}, rec.started())
@@ -444,7 +444,7 @@ func TestSecondaryBackupTakesOverDeadPrimary(t *testing.T) {
 	cl := newCluster(t, 1, 2)
 	cl.beatAt(1, t0.Add(time.Hour)) // the runner is alive
 	env, rec := newEnv(t)
-	env.RegisterActivity(cl.acts(newClock(t0.Add(time.Hour)).Now))
+	cl.acts(newClock(t0.Add(time.Hour)).Now).register(env)
 	env.ExecuteWorkflow(SecondaryBackup, cl.member(3))
 
 	res := roleResult(t, env)
@@ -468,14 +468,14 @@ func TestSecondaryBackupTakesOverDeadPrimary(t *testing.T) {
 }
 
 // TestSecondaryBackupReactsToWaitResults checks SecondaryBackup with
-// mocked activities.
+// mocked cluster.
 func TestSecondaryBackupReactsToWaitResults(t *testing.T) {
-	m := activities.Member{Group: testGroup, Name: crawler(3), Runner: 1, Backup: 2, Timers: testTimers()}
+	m := cluster.Member{Group: testGroup, Name: crawler(3), Runner: 1, Backup: 2, Timers: testTimers()}
 
 	t.Run("standby", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WaitStandby, mock.Anything, m).
-			Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleBackup, Standby: true}}, nil).Once()
+		env.OnActivity(fa.WaitStandby, mock.Anything, m).
+			Return(cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleBackup, Standby: true}}, nil).Once()
 		env.ExecuteWorkflow(SecondaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))
 		assert.Equal(t, []string{"WaitStandby"}, rec.started())
@@ -483,12 +483,12 @@ func TestSecondaryBackupReactsToWaitResults(t *testing.T) {
 
 	t.Run("dead primary claimed by another, then promoted", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WaitStandby, mock.Anything, m).
-			Return(activities.WatchResult{Dead: crawler(2), DeadRole: roles.RoleBackup}, nil).Once()
-		env.OnActivity(a.Discover, mock.Anything, mock.Anything).
-			Return(activities.DiscoverResult{Claimed: false, By: crawler(4)}, nil).Once()
-		env.OnActivity(a.WaitStandby, mock.Anything, m).
-			Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleBackup, Standby: true}}, nil).Once()
+		env.OnActivity(fa.WaitStandby, mock.Anything, m).
+			Return(cluster.WatchResult{Dead: crawler(2), DeadRole: roles.RoleBackup}, nil).Once()
+		env.OnActivity(fa.Discover, mock.Anything, mock.Anything).
+			Return(cluster.DiscoverResult{Claimed: false, By: crawler(4)}, nil).Once()
+		env.OnActivity(fa.WaitStandby, mock.Anything, m).
+			Return(cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleBackup, Standby: true}}, nil).Once()
 		env.ExecuteWorkflow(SecondaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup}, roleResult(t, env))
 		assert.Equal(t, []string{"WaitStandby", "Discover", "WaitStandby"}, rec.started())
@@ -496,11 +496,11 @@ func TestSecondaryBackupReactsToWaitResults(t *testing.T) {
 
 	t.Run("dead primary", func(t *testing.T) {
 		env, rec := newEnv(t)
-		in := activities.PeerInput{Member: m, Dead: crawler(2), DeadRole: roles.RoleBackup}
-		env.OnActivity(a.WaitStandby, mock.Anything, m).
-			Return(activities.WatchResult{Dead: crawler(2), DeadRole: roles.RoleBackup}, nil).Once()
-		env.OnActivity(a.Discover, mock.Anything, in).Return(activities.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
-		env.OnActivity(a.Activate, mock.Anything, in).Return(activities.Position{Role: roles.RoleBackup, Standby: true}, nil).Once()
+		in := cluster.PeerInput{Member: m, Dead: crawler(2), DeadRole: roles.RoleBackup}
+		env.OnActivity(fa.WaitStandby, mock.Anything, m).
+			Return(cluster.WatchResult{Dead: crawler(2), DeadRole: roles.RoleBackup}, nil).Once()
+		env.OnActivity(fa.Discover, mock.Anything, in).Return(cluster.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
+		env.OnActivity(fa.Activate, mock.Anything, in).Return(cluster.Position{Role: roles.RoleBackup, Standby: true}, nil).Once()
 		env.ExecuteWorkflow(SecondaryBackup, m)
 		assert.Equal(t, RoleResult{Reason: ReasonChanged, Role: roles.RoleBackup, TookOver: []string{crawler(2)}}, roleResult(t, env))
 		assert.Equal(t, []string{"WaitStandby", "Discover", "Activate"}, rec.started())
@@ -511,9 +511,9 @@ func TestSecondaryBackupReactsToWaitResults(t *testing.T) {
 // TestBackupsContinueAsNew: the backup loops end with a ContinueAsNewError
 // after maxLoops iterations, or as soon as the server suggests it.
 func TestBackupsContinueAsNew(t *testing.T) {
-	m := activities.Member{Group: testGroup, Name: crawler(3), Runner: 1, Backup: 2, Timers: testTimers()}
-	deadRunner := activities.WatchResult{Dead: crawler(1), DeadRole: roles.RoleRunner}
-	notClaimed := activities.DiscoverResult{Claimed: false, By: crawler(2)}
+	m := cluster.Member{Group: testGroup, Name: crawler(3), Runner: 1, Backup: 2, Timers: testTimers()}
+	deadRunner := cluster.WatchResult{Dead: crawler(1), DeadRole: roles.RoleRunner}
+	notClaimed := cluster.DiscoverResult{Claimed: false, By: crawler(2)}
 
 	for _, tc := range []struct {
 		name      string
@@ -522,16 +522,16 @@ func TestBackupsContinueAsNew(t *testing.T) {
 		suggested bool
 		loops     int
 	}{
-		{"PrimaryBackup/maxLoops", PrimaryBackup, a.WatchRunners, false, maxLoops},
-		{"PrimaryBackup/suggested", PrimaryBackup, a.WatchRunners, true, 1},
-		{"SecondaryBackup/maxLoops", SecondaryBackup, a.WaitStandby, false, maxLoops},
-		{"SecondaryBackup/suggested", SecondaryBackup, a.WaitStandby, true, 1},
+		{"PrimaryBackup/maxLoops", PrimaryBackup, fa.WatchRunners, false, maxLoops},
+		{"PrimaryBackup/suggested", PrimaryBackup, fa.WatchRunners, true, 1},
+		{"SecondaryBackup/maxLoops", SecondaryBackup, fa.WaitStandby, false, maxLoops},
+		{"SecondaryBackup/suggested", SecondaryBackup, fa.WaitStandby, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, rec := newEnv(t)
 			env.SetContinueAsNewSuggested(tc.suggested)
 			env.OnActivity(tc.wait, mock.Anything, mock.Anything).Return(deadRunner, nil)
-			env.OnActivity(a.Discover, mock.Anything, mock.Anything).Return(notClaimed, nil)
+			env.OnActivity(fa.Discover, mock.Anything, mock.Anything).Return(notClaimed, nil)
 			env.ExecuteWorkflow(tc.wf, m)
 			require.True(t, env.IsWorkflowCompleted())
 			err := env.GetWorkflowError()

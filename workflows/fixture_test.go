@@ -22,14 +22,20 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdktest "go.temporal.io/sdk/testsuite"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/failover"
+	"github.com/batoncrawl/baton/activities/heartbeat"
+	"github.com/batoncrawl/baton/activities/membership"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/runner"
+	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/roles"
 )
 
 // Test fixtures shared by the workflow tests: a group of crawlers
 // registered and elected by the REAL activities on an in-memory store, a
-// controllable clock for the activities (Activities.Now), a fake Fetcher,
+// controllable clock for the activities (Deps.Clock), a fake Fetcher,
 // and a Temporal test environment that records the activities it starts.
 
 const testGroup = "sc-crawler-cluster"
@@ -52,8 +58,8 @@ func crawler(i int) string { return fmt.Sprintf("sc-crawler_%d", i) }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// cluster is a group on a Memory store.
-type cluster struct {
+// testCluster is a group on a Memory store.
+type testCluster struct {
 	t              *testing.T
 	store          *metadata.Memory
 	c              *metadata.Cluster
@@ -64,10 +70,10 @@ type cluster struct {
 
 // newCluster registers crawler 1..runner+backup and elects them with the
 // real Register and Elect activities; every heartbeat is written at t0.
-func newCluster(t *testing.T, runner, backup int) *cluster {
+func newCluster(t *testing.T, runner, backup int) *testCluster {
 	t.Helper()
 	s := metadata.NewMemory()
-	cl := &cluster{t: t, store: s, c: metadata.NewCluster(s, "", testGroup), runner: runner, backup: backup, timers: testTimers()}
+	cl := &testCluster{t: t, store: s, c: metadata.NewCluster(s, "", testGroup), runner: runner, backup: backup, timers: testTimers()}
 	setup := cl.acts(func() time.Time { return t0 })
 	ctx := context.Background()
 	for i := 1; i <= runner+backup; i++ {
@@ -82,10 +88,10 @@ func newCluster(t *testing.T, runner, backup int) *cluster {
 }
 
 // registerOnly registers the given crawlers without electing anyone.
-func registerOnly(t *testing.T, runner, backup int, names ...int) *cluster {
+func registerOnly(t *testing.T, runner, backup int, names ...int) *testCluster {
 	t.Helper()
 	s := metadata.NewMemory()
-	cl := &cluster{t: t, store: s, c: metadata.NewCluster(s, "", testGroup), runner: runner, backup: backup, timers: testTimers()}
+	cl := &testCluster{t: t, store: s, c: metadata.NewCluster(s, "", testGroup), runner: runner, backup: backup, timers: testTimers()}
 	setup := cl.acts(func() time.Time { return t0 })
 	for _, i := range names {
 		_, err := setup.Register(context.Background(), cl.member(i))
@@ -94,52 +100,92 @@ func registerOnly(t *testing.T, runner, backup int, names ...int) *cluster {
 	return cl
 }
 
-func (cl *cluster) member(i int) activities.Member {
-	return activities.Member{Group: testGroup, Name: crawler(i), Runner: cl.runner, Backup: cl.backup,
+func (cl *testCluster) member(i int) cluster.Member {
+	return cluster.Member{Group: testGroup, Name: crawler(i), Runner: cl.runner, Backup: cl.backup,
 		Timers: cl.timers, Capacity: cl.capacity}
 }
 
 // acts returns real activities on the cluster's store with clock now.
-func (cl *cluster) acts(now func() time.Time) *activities.Activities {
-	return &activities.Activities{Store: cl.store, Fetcher: &fakeFetcher{}, Now: now, Log: quietLogger()}
+func (cl *testCluster) acts(now func() time.Time) *activitySet {
+	return newActivitySet(&cluster.Deps{Store: cl.store, Clock: now, Log: quietLogger()}, &fakeFetcher{})
 }
 
-func (cl *cluster) group() roles.GroupState {
+// The Activities of each capability, under names that can be embedded
+// side by side.
+type (
+	membershipActs = membership.Activities
+	heartbeatActs  = heartbeat.Activities
+	failoverActs   = failover.Activities
+	runnerActs     = runner.Activities
+	scaleActs      = scale.Activities
+)
+
+// activitySet is the activities of one worker process: every
+// capability's, over one Deps, as the worker wires them.
+type activitySet struct {
+	*cluster.Deps
+	*membershipActs
+	*heartbeatActs
+	*failoverActs
+	*runnerActs
+	*scaleActs
+}
+
+func newActivitySet(d *cluster.Deps, f crawl.Fetcher) *activitySet {
+	fo := &failover.Activities{Deps: d}
+	return &activitySet{Deps: d,
+		membershipActs: &membership.Activities{Deps: d, Failover: fo},
+		heartbeatActs:  &heartbeat.Activities{Deps: d},
+		failoverActs:   fo,
+		runnerActs:     &runner.Activities{Deps: d, Fetcher: f},
+		scaleActs:      &scale.Activities{Deps: d},
+	}
+}
+
+// register registers every capability's activities with r (a test
+// environment or a worker), as the worker does.
+func (s *activitySet) register(r interface{ RegisterActivity(any) }) {
+	for _, a := range []any{s.membershipActs, s.heartbeatActs, s.failoverActs, s.runnerActs, s.scaleActs} {
+		r.RegisterActivity(a)
+	}
+}
+
+func (cl *testCluster) group() roles.GroupState {
 	cl.t.Helper()
 	g, _, err := cl.c.GetGroup(context.Background())
 	require.NoError(cl.t, err)
 	return g
 }
 
-func (cl *cluster) node(i int) roles.NodeState {
+func (cl *testCluster) node(i int) roles.NodeState {
 	cl.t.Helper()
 	n, _, err := cl.c.GetNode(context.Background(), crawler(i))
 	require.NoError(cl.t, err)
 	return n
 }
 
-func (cl *cluster) task(i int) roles.Task {
+func (cl *testCluster) task(i int) roles.Task {
 	cl.t.Helper()
 	tk, _, err := cl.c.GetTask(context.Background(), crawler(i))
 	require.NoError(cl.t, err)
 	return tk
 }
 
-func (cl *cluster) heartbeat(i int) roles.Heartbeat {
+func (cl *testCluster) heartbeat(i int) roles.Heartbeat {
 	cl.t.Helper()
 	hb, _, err := cl.c.GetHeartbeat(context.Background(), crawler(i))
 	require.NoError(cl.t, err)
 	return hb
 }
 
-func (cl *cluster) putTask(i int, tk roles.Task) {
+func (cl *testCluster) putTask(i int, tk roles.Task) {
 	cl.t.Helper()
 	_, err := cl.c.Put(context.Background(), cl.c.TaskPath(crawler(i)), tk, metadata.AnyVersion)
 	require.NoError(cl.t, err)
 }
 
 // beatAt writes crawler i's heartbeat as of at (Healthy).
-func (cl *cluster) beatAt(i int, at time.Time) {
+func (cl *testCluster) beatAt(i int, at time.Time) {
 	cl.t.Helper()
 	hb := roles.NewHeartbeat(at, cl.timers)
 	hb.HealthyState = roles.HeartHealthy
@@ -153,11 +199,15 @@ type fakeFetcher struct {
 	urls []string
 }
 
-func (f *fakeFetcher) Fetch(_ context.Context, req roles.Request, _ roles.Task) activities.FetchResult {
+func (f *fakeFetcher) Fetch(_ context.Context, req roles.Request, _ crawl.Auth, depth int, _ crawl.Options) crawl.Page {
 	f.mu.Lock()
 	f.urls = append(f.urls, req.URL)
 	f.mu.Unlock()
-	return activities.FetchResult{StatusCode: 200, FinalURL: req.URL, Bytes: 2, Response: "ok"}
+	return crawl.Page{URL: req.URL, StatusCode: 200, FinalURL: req.URL, Bytes: 2, Title: "ok", Depth: depth}
+}
+
+func (f *fakeFetcher) FetchSitemap(ctx context.Context, req roles.Request, auth crawl.Auth, opts crawl.Options) crawl.Page {
+	return f.Fetch(ctx, req, auth, 0, opts)
 }
 
 // requests returns n GET requests with task_id 1..n.
@@ -187,7 +237,7 @@ func processingTask(n, done int, holder string, epoch int64) roles.Task {
 	return tk
 }
 
-// clock is a settable clock for Activities.Now.
+// clock is a settable clock for Deps.Clock.
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -252,7 +302,7 @@ func (r *recorder) callsOf(name string) []recordedCall {
 }
 
 // newEnv returns a workflow test environment with every Baton workflow
-// registered and a recorder of started activities.
+// registered and a recorder of started cluster.
 func newEnv(t *testing.T) (*sdktest.TestWorkflowEnvironment, *recorder) {
 	var s sdktest.WorkflowTestSuite
 	if !testing.Verbose() {
@@ -283,7 +333,7 @@ func roleResult(t *testing.T, env *sdktest.TestWorkflowEnvironment) RoleResult {
 
 // fencedErr is what RunTask fails with when its holder was fenced.
 func fencedErr() error {
-	return temporal.NewNonRetryableApplicationError("fenced: test", activities.ErrTypeFenced, nil)
+	return temporal.NewNonRetryableApplicationError("fenced: test", cluster.ErrTypeFenced, nil)
 }
 
 // crashErr is a retryable failure: the worker died in the middle of a step.
@@ -294,7 +344,7 @@ func crashErr() error {
 // lostErr is what Activate and HandOver fail with when another instance
 // holds the claim.
 func lostErr() error {
-	return temporal.NewNonRetryableApplicationError("claim lost: test", activities.ErrTypeLost, nil)
+	return temporal.NewNonRetryableApplicationError("claim lost: test", cluster.ErrTypeLost, nil)
 }
 
 // fatalErr is a non-retryable failure.

@@ -3,7 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 )
 
 // Heartbeat is the Heartbeat role: it runs the BeatHeart activity, which
@@ -11,7 +11,7 @@ import (
 // the worker lives. If the worker dies the activity's own Temporal
 // heartbeat times out and it is retried when the worker is back; the
 // history holds a handful of events however long it runs.
-func Heartbeat(ctx workflow.Context, m activities.Member) error {
+func Heartbeat(ctx workflow.Context, m cluster.Member) error {
 	ctx = withLong(ctx, m)
-	return workflow.ExecuteActivity(ctx, a.BeatHeart, m).Get(ctx, nil)
+	return workflow.ExecuteActivity(ctx, ha.BeatHeart, m).Get(ctx, nil)
 }

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -35,7 +35,7 @@ const (
 var AttrJob = temporal.NewSearchAttributeKeyKeyword("BatonJob")
 
 // JobQueue is the task queue shared by a group's workers for job workflows
-// and their activities.
+// and their cluster.
 func JobQueue(group string) string { return fmt.Sprintf("baton.%s.jobs", group) }
 
 // JobWorkflowID is the readable workflow ID of a crawl job.
@@ -116,7 +116,7 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 		return crawlJobV1(ctx, in)
 	}
 	spec, st := in.Spec, in.State
-	m := activities.Member{Group: spec.Group, Timers: spec.Timers}
+	m := cluster.Member{Group: spec.Group, Timers: spec.Timers}
 	sctx := withShort(ctx, m)
 	lctx := withJobWait(ctx, spec)
 	progress := func() JobProgress { return JobProgress{ID: spec.ID, JobState: st} }
@@ -349,7 +349,7 @@ const ControlVersionAttr = controlVersion + "-1"
 // and cancel only stop handing out batches, a cancelled job completes.
 func crawlJobV1(ctx workflow.Context, in JobInput) (JobProgress, error) {
 	spec, st := in.Spec, in.State
-	m := activities.Member{Group: spec.Group, Timers: spec.Timers}
+	m := cluster.Member{Group: spec.Group, Timers: spec.Timers}
 	sctx := withShort(ctx, m)
 	lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// JobAwait heartbeats at least every 2 × check_crawler_state; when

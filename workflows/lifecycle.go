@@ -8,13 +8,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
 // LifecycleInput is the input of an instance's Lifecycle.
 type LifecycleInput struct {
-	Member activities.Member `json:"member"`
+	Member cluster.Member `json:"member"`
 	// Registered is set when the Lifecycle continues as new: registration
 	// and election are done.
 	Registered bool `json:"registered"`
@@ -38,13 +38,13 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	m := in.Member
 	sctx := withShort(ctx, m)
 	log := workflow.GetLogger(ctx)
-	pos := activities.Position{Role: roles.RoleInitial}
-	if err := workflow.SetQueryHandler(ctx, QueryPosition, func() (activities.Position, error) { return pos, nil }); err != nil {
+	pos := cluster.Position{Role: roles.RoleInitial}
+	if err := workflow.SetQueryHandler(ctx, QueryPosition, func() (cluster.Position, error) { return pos, nil }); err != nil {
 		return err
 	}
 	if !in.Registered {
-		var reg activities.RegisterResult
-		if err := workflow.ExecuteActivity(sctx, a.Register, m).Get(ctx, &reg); err != nil {
+		var reg cluster.RegisterResult
+		if err := workflow.ExecuteActivity(sctx, ma.Register, m).Get(ctx, &reg); err != nil {
 			return err
 		}
 		pos.Role = reg.Role
@@ -54,8 +54,8 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	}
 	failures := 0
 	for i := 0; i < maxLoops/4; i++ {
-		pos = activities.Position{} // decode afresh: omitted fields must not keep old values
-		if err := workflow.ExecuteActivity(sctx, a.Position, m).Get(ctx, &pos); err != nil {
+		pos = cluster.Position{} // decode afresh: omitted fields must not keep old values
+		if err := workflow.ExecuteActivity(sctx, ma.Position, m).Get(ctx, &pos); err != nil {
 			return err
 		}
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrRole.ValueSet(string(pos.Role)))
@@ -63,12 +63,12 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 		var err error
 		switch {
 		case pos.Missing:
-			var reg activities.RegisterResult
-			err = workflow.ExecuteActivity(sctx, a.Register, m).Get(ctx, &reg)
+			var reg cluster.RegisterResult
+			err = workflow.ExecuteActivity(sctx, ma.Register, m).Get(ctx, &reg)
 		case pos.Role == roles.RoleInitial:
 			lctx := withLong(ctx, m)
-			if err = workflow.ExecuteActivity(lctx, a.WaitMembers, m).Get(ctx, nil); err == nil {
-				err = workflow.ExecuteActivity(sctx, a.Elect, m).Get(ctx, nil)
+			if err = workflow.ExecuteActivity(lctx, ma.WaitMembers, m).Get(ctx, nil); err == nil {
+				err = workflow.ExecuteActivity(sctx, ma.Elect, m).Get(ctx, nil)
 			}
 		case pos.Role == roles.RoleRunner:
 			res, err = runChild(ctx, m, "runner", Runner)
@@ -78,8 +78,8 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 			res, err = runChild(ctx, m, "secondary-backup", SecondaryBackup)
 		case pos.Role.Dead():
 			log.Warn("this instance was declared dead; rejoining", "role", pos.Role)
-			var reg activities.RegisterResult
-			err = workflow.ExecuteActivity(sctx, a.Register, m).Get(ctx, &reg)
+			var reg cluster.RegisterResult
+			err = workflow.ExecuteActivity(sctx, ma.Register, m).Get(ctx, &reg)
 		}
 		if err != nil {
 			// A failed role is not the end of the instance: report it and
@@ -108,7 +108,7 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 
 // runChild runs a role workflow as a child with a readable ID and the
 // instance's search attributes.
-func runChild(ctx workflow.Context, m activities.Member, role string, wf any) (RoleResult, error) {
+func runChild(ctx workflow.Context, m cluster.Member, role string, wf any) (RoleResult, error) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            childID(m.Group, m.Name, role),
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -124,7 +124,7 @@ func runChild(ctx workflow.Context, m activities.Member, role string, wf any) (R
 
 // startHeartbeat starts the Heartbeat workflow unless it already runs; it
 // outlives Lifecycle runs (continue-as-new) on purpose.
-func startHeartbeat(ctx workflow.Context, m activities.Member) error {
+func startHeartbeat(ctx workflow.Context, m cluster.Member) error {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            childID(m.Group, m.Name, "heartbeat"),
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -21,28 +21,28 @@ func TestLifecycleRegistersAgainWhenMetadataMissing(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	Register(env)
-	env.RegisterActivity(&activities.Activities{})
-	m := activities.Member{Group: testGroup, Name: crawler(1), Runner: 1, Backup: 0, Timers: testTimers()}
+	newActivitySet(&cluster.Deps{}, nil).register(env)
+	m := cluster.Member{Group: testGroup, Name: crawler(1), Runner: 1, Backup: 0, Timers: testTimers()}
 	env.OnWorkflow(Heartbeat, mock.Anything, mock.Anything).Return(nil)
 	registers, positions := 0, 0
-	env.OnActivity(a.Register, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.Member) (activities.RegisterResult, error) {
+	env.OnActivity(ma.Register, mock.Anything, mock.Anything).Return(
+		func(context.Context, cluster.Member) (cluster.RegisterResult, error) {
 			registers++
-			return activities.RegisterResult{Role: roles.RoleInitial}, nil
+			return cluster.RegisterResult{Role: roles.RoleInitial}, nil
 		})
-	env.OnActivity(a.Position, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.Member) (activities.Position, error) {
+	env.OnActivity(ma.Position, mock.Anything, mock.Anything).Return(
+		func(context.Context, cluster.Member) (cluster.Position, error) {
 			positions++
 			switch positions {
 			case 1:
-				return activities.Position{Missing: true}, nil
+				return cluster.Position{Missing: true}, nil
 			case 2:
-				return activities.Position{Role: roles.RoleInitial}, nil
+				return cluster.Position{Role: roles.RoleInitial}, nil
 			}
-			return activities.Position{}, temporal.NewNonRetryableApplicationError("stop here", "test", nil)
+			return cluster.Position{}, temporal.NewNonRetryableApplicationError("stop here", "test", nil)
 		})
-	env.OnActivity(a.WaitMembers, mock.Anything, mock.Anything).Return(roles.GroupState{}, nil)
-	env.OnActivity(a.Elect, mock.Anything, mock.Anything).Return(roles.RoleRunner, nil)
+	env.OnActivity(ma.WaitMembers, mock.Anything, mock.Anything).Return(roles.GroupState{}, nil)
+	env.OnActivity(ma.Elect, mock.Anything, mock.Anything).Return(roles.RoleRunner, nil)
 	env.ExecuteWorkflow(Lifecycle, LifecycleInput{Member: m})
 	require.Error(t, env.GetWorkflowError())
 	assert.Equal(t, 3, positions)

@@ -14,7 +14,7 @@ import (
 	sdktest "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -81,24 +81,24 @@ func TestLifecycleDispatchesElectionOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		elect roles.Role
-		pos   activities.Position
+		pos   cluster.Position
 		child string
 	}{
-		{"winner", roles.RoleRunner, activities.Position{Role: roles.RoleRunner}, "Runner"},
-		{"loser standby", roles.RoleBackup, activities.Position{Role: roles.RoleBackup, Standby: true}, "PrimaryBackup"},
-		{"loser", roles.RoleBackup, activities.Position{Role: roles.RoleBackup}, "SecondaryBackup"},
+		{"winner", roles.RoleRunner, cluster.Position{Role: roles.RoleRunner}, "Runner"},
+		{"loser standby", roles.RoleBackup, cluster.Position{Role: roles.RoleBackup, Standby: true}, "PrimaryBackup"},
+		{"loser", roles.RoleBackup, cluster.Position{Role: roles.RoleBackup}, "SecondaryBackup"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := activities.Member{Group: testGroup, Name: crawler(2), Runner: 1, Backup: 2, Timers: testTimers()}
+			m := cluster.Member{Group: testGroup, Name: crawler(2), Runner: 1, Backup: 2, Timers: testTimers()}
 			env, rec := newEnv(t)
 			var kids children
 			kids.listen(env)
 			mockRoles(env)
-			env.OnActivity(a.Register, mock.Anything, m).Return(activities.RegisterResult{Role: roles.RoleInitial}, nil).Once()
-			env.OnActivity(a.Position, mock.Anything, m).Return(activities.Position{Role: roles.RoleInitial}, nil).Once()
-			env.OnActivity(a.WaitMembers, mock.Anything, m).Return(roles.GroupState{}, nil).Once()
-			env.OnActivity(a.Elect, mock.Anything, m).Return(tc.elect, nil).Once()
-			env.OnActivity(a.Position, mock.Anything, m).Return(tc.pos, nil)
+			env.OnActivity(ma.Register, mock.Anything, m).Return(cluster.RegisterResult{Role: roles.RoleInitial}, nil).Once()
+			env.OnActivity(ma.Position, mock.Anything, m).Return(cluster.Position{Role: roles.RoleInitial}, nil).Once()
+			env.OnActivity(ma.WaitMembers, mock.Anything, m).Return(roles.GroupState{}, nil).Once()
+			env.OnActivity(ma.Elect, mock.Anything, m).Return(tc.elect, nil).Once()
+			env.OnActivity(ma.Position, mock.Anything, m).Return(tc.pos, nil)
 
 			env.ExecuteWorkflow(Lifecycle, LifecycleInput{Member: m})
 			next := lifecycleContinued(t, env)
@@ -112,7 +112,7 @@ func TestLifecycleDispatchesElectionOutcome(t *testing.T) {
 
 			v, err := env.QueryWorkflow(QueryPosition)
 			require.NoError(t, err)
-			var pos activities.Position
+			var pos cluster.Position
 			require.NoError(t, v.Get(&pos))
 			assert.Equal(t, tc.pos, pos)
 		})
@@ -146,7 +146,7 @@ func TestLifecycleRealElection(t *testing.T) {
 			var kids children
 			kids.listen(env)
 			mockRoles(env)
-			env.RegisterActivity(cl.acts(newClock(t0).Now))
+			cl.acts(newClock(t0).Now).register(env)
 			env.ExecuteWorkflow(Lifecycle, LifecycleInput{Member: cl.member(tc.index)})
 			next := lifecycleContinued(t, env)
 			assert.True(t, next.Registered)
@@ -170,14 +170,14 @@ func TestLifecycleRealElection(t *testing.T) {
 // TestLifecycleRejoinsWhenDead: a Lifecycle that finds its instance
 // declared dead registers again (as a backup) and dispatches the new role.
 func TestLifecycleRejoinsWhenDead(t *testing.T) {
-	m := activities.Member{Group: testGroup, Name: crawler(1), Runner: 1, Backup: 1, Timers: testTimers()}
+	m := cluster.Member{Group: testGroup, Name: crawler(1), Runner: 1, Backup: 1, Timers: testTimers()}
 	env, rec := newEnv(t)
 	var kids children
 	kids.listen(env)
 	mockRoles(env)
-	env.OnActivity(a.Position, mock.Anything, m).Return(activities.Position{Role: roles.RoleDeadRunner}, nil).Once()
-	env.OnActivity(a.Register, mock.Anything, m).Return(activities.RegisterResult{Role: roles.RoleBackup, Rejoined: true}, nil).Once()
-	env.OnActivity(a.Position, mock.Anything, m).Return(activities.Position{Role: roles.RoleBackup}, nil)
+	env.OnActivity(ma.Position, mock.Anything, m).Return(cluster.Position{Role: roles.RoleDeadRunner}, nil).Once()
+	env.OnActivity(ma.Register, mock.Anything, m).Return(cluster.RegisterResult{Role: roles.RoleBackup, Rejoined: true}, nil).Once()
+	env.OnActivity(ma.Position, mock.Anything, m).Return(cluster.Position{Role: roles.RoleBackup}, nil)
 	env.ExecuteWorkflow(Lifecycle, LifecycleInput{Member: m, Registered: true, Dispatches: 7})
 	next := lifecycleContinued(t, env)
 	assert.Equal(t, 7+maxLoops/4, next.Dispatches)
@@ -198,7 +198,7 @@ func TestLifecycleStandbyTakesOver(t *testing.T) {
 	kids.listen(env)
 	env.OnWorkflow(Heartbeat, mock.Anything, mock.Anything).Return(nil)
 	env.OnWorkflow(Runner, mock.Anything, mock.Anything).Return(RoleResult{Reason: ReasonChanged}, nil)
-	env.RegisterActivity(cl.acts(newClock(t0.Add(time.Hour)).Now))
+	cl.acts(newClock(t0.Add(time.Hour)).Now).register(env)
 	env.ExecuteWorkflow(Lifecycle, LifecycleInput{Member: cl.member(2)})
 	lifecycleContinued(t, env)
 

@@ -2,8 +2,9 @@
 // per-instance Lifecycle (register, wait for members, elect, role loop) and
 // the role workflows Runner, PrimaryBackup, SecondaryBackup and Heartbeat.
 // Workflow code is deterministic: every wait, clock read and I/O happens in
-// activities (package activities); long waits are heartbeating activities
-// driven by ZooKeeper watches, not workflow timer loops.
+// activities (the subpackages of package activities, one per capability);
+// long waits are heartbeating activities driven by ZooKeeper watches, not
+// workflow timer loops.
 package workflows
 
 import (
@@ -13,8 +14,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
+	"github.com/batoncrawl/baton/activities/failover"
+	"github.com/batoncrawl/baton/activities/heartbeat"
 	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/membership"
+	"github.com/batoncrawl/baton/activities/runner"
+	"github.com/batoncrawl/baton/activities/scale"
 )
 
 // Search attributes set on every Baton workflow, so the Web UI can filter
@@ -56,19 +62,27 @@ func childID(group, name, role string) string {
 // maxLoops bounds the iterations of a role loop before it continues as new.
 const maxLoops = 200
 
-var a *activities.Activities // nil: used only for method expressions
-
-var ja *jobs.Activities // nil: used only for method expressions
+// The activities of each capability (the subpackages of package
+// activities), nil: used only for method expressions, whose method names
+// are the activity types that Temporal runs and records.
+var (
+	ma *membership.Activities // Register, WaitMembers, Elect, Position
+	ha *heartbeat.Activities  // BeatHeart
+	fa *failover.Activities   // WatchRunners, WaitStandby, Discover, Activate, HandOver
+	ra *runner.Activities     // WaitTask, RunTask
+	sa *scale.Activities      // Promote
+	ja *jobs.Activities       // the crawl jobs'
+)
 
 // shortOptions are for quick metadata steps. Failures of other types than
 // NonRetryableErrorTypes are retried without limit, a corrupted znode
 // included: an operator can repair it while the workflow waits.
-func shortOptions(m activities.Member) workflow.ActivityOptions {
+func shortOptions(m cluster.Member) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: 50 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeFenced, activities.ErrTypeLost, activities.ErrTypeBadMember},
+			NonRetryableErrorTypes: []string{cluster.ErrTypeFenced, cluster.ErrTypeLost, cluster.ErrTypeBadMember},
 		},
 	}
 }
@@ -79,7 +93,7 @@ func shortOptions(m activities.Member) workflow.ActivityOptions {
 // the waits heartbeat at (WaitTask: check_task; WatchRunners:
 // check_crawler_state; WaitStandby: check_standby_id), so a configured
 // interval never makes a healthy wait time out.
-func longOptions(m activities.Member) workflow.ActivityOptions {
+func longOptions(m cluster.Member) workflow.ActivityOptions {
 	o := shortOptions(m)
 	o.StartToCloseTimeout = 7 * 24 * time.Hour
 	t := m.Timers
@@ -88,11 +102,11 @@ func longOptions(m activities.Member) workflow.ActivityOptions {
 }
 
 // withLong returns ctx with long-running activity options.
-func withLong(ctx workflow.Context, m activities.Member) workflow.Context {
+func withLong(ctx workflow.Context, m cluster.Member) workflow.Context {
 	return workflow.WithActivityOptions(ctx, longOptions(m))
 }
 
 // withShort returns ctx with short activity options.
-func withShort(ctx workflow.Context, m activities.Member) workflow.Context {
+func withShort(ctx workflow.Context, m cluster.Member) workflow.Context {
 	return workflow.WithActivityOptions(ctx, shortOptions(m))
 }

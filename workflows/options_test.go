@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -15,7 +15,7 @@ import (
 // --check-standby-id of 10s does not make every WaitStandby time out.
 func TestLongOptionsHeartbeatTimeout(t *testing.T) {
 	def := roles.DefaultTimers()
-	assert.Equal(t, 4*time.Second, longOptions(activities.Member{Timers: def}).HeartbeatTimeout)
+	assert.Equal(t, 4*time.Second, longOptions(cluster.Member{Timers: def}).HeartbeatTimeout)
 
 	for _, tc := range []struct {
 		name string
@@ -30,7 +30,7 @@ func TestLongOptionsHeartbeatTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := def
 			tc.set(&tm)
-			o := longOptions(activities.Member{Timers: tm})
+			o := longOptions(cluster.Member{Timers: tm})
 			assert.Equal(t, tc.want, o.HeartbeatTimeout)
 			assert.Greater(t, o.StartToCloseTimeout, o.HeartbeatTimeout)
 		})

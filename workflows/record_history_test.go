@@ -44,7 +44,7 @@ func TestRecordPrimaryBackupHistory(t *testing.T) {
 	queue := TaskQueue(m.Group, m.Name)
 	w := worker.New(c, queue, worker.Options{})
 	Register(w)
-	w.RegisterActivity(cl.acts(newClock(t0.Add(time.Hour)).Now))
+	cl.acts(newClock(t0.Add(time.Hour)).Now).register(w)
 	require.NoError(t, w.Start())
 	defer w.Stop()
 

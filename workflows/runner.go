@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -38,7 +38,7 @@ const (
 // capacity it only reports dead peers, so a dead peer's Task waits for a
 // survivor with room (the avalanche guard). It ends when the runner is fenced (marked
 // dead), and continues as new to keep its history bounded.
-func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
+func Runner(ctx workflow.Context, m cluster.Member) (RoleResult, error) {
 	lctx, sctx := withLong(ctx, m), withShort(ctx, m)
 	capacity := 1
 	if m.AllAreRunners() {
@@ -74,18 +74,18 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 		if owner == m.Name {
 			ownActive = true
 		}
-		f := workflow.ExecuteActivity(lctx, a.RunTask, activities.RunTaskInput{Member: m, Owner: owner})
+		f := workflow.ExecuteActivity(lctx, ra.RunTask, cluster.RunTaskInput{Member: m, Owner: owner})
 		sel.AddFuture(f, func(f workflow.Future) {
 			active--
 			if owner == m.Name {
 				ownActive = false
 			}
-			var r activities.RunTaskResult
+			var r cluster.RunTaskResult
 			err := f.Get(ctx, &r)
 			switch {
-			case activities.IsFenced(err) && owner == m.Name:
+			case cluster.IsFenced(err) && owner == m.Name:
 				done(RoleResult{Reason: ReasonFenced})
-			case activities.IsFenced(err):
+			case cluster.IsFenced(err):
 				workflow.GetLogger(ctx).Warn("adopted task fenced", "owner", owner, "error", err)
 			case err != nil:
 				fatal = err
@@ -95,10 +95,10 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 	startWait := func() {
 		wctx, cancel := workflow.WithCancel(lctx)
 		cancelWait, waiting = cancel, true
-		f := workflow.ExecuteActivity(wctx, a.WaitTask, m)
+		f := workflow.ExecuteActivity(wctx, ra.WaitTask, m)
 		sel.AddFuture(f, func(f workflow.Future) {
 			waiting = false
-			var w activities.WaitTaskResult
+			var w cluster.WaitTaskResult
 			err := f.Get(ctx, &w)
 			var ce *temporal.CanceledError
 			switch {
@@ -119,10 +119,10 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 		if m.AllAreRunners() {
 			watchFree = max(0, capacity-active)
 		}
-		f := workflow.ExecuteActivity(wctx, a.WatchRunners, activities.WatchInput{Member: m, Free: watchFree})
+		f := workflow.ExecuteActivity(wctx, fa.WatchRunners, cluster.WatchInput{Member: m, Free: watchFree})
 		sel.AddFuture(f, func(f workflow.Future) {
 			watching = false
-			var w activities.WatchResult
+			var w cluster.WatchResult
 			err := f.Get(ctx, &w)
 			var ce *temporal.CanceledError
 			switch {
@@ -205,29 +205,29 @@ func Runner(ctx workflow.Context, m activities.Member) (RoleResult, error) {
 // failOver runs the three fail-over steps for a dead peer, each its own
 // activity so that a crash between them resumes at the next: Discover
 // (claim), Activate (group membership) and, for a dead runner, HandOver.
-func failOver(ctx workflow.Context, m activities.Member, w activities.WatchResult, adopt bool) (activities.HandOverResult, bool, error) {
-	in := activities.PeerInput{Member: m, Dead: w.Dead, DeadRole: w.DeadRole, Beat: w.Beat}
-	var d activities.DiscoverResult
-	if err := workflow.ExecuteActivity(ctx, a.Discover, in).Get(ctx, &d); err != nil {
-		return activities.HandOverResult{}, false, err
+func failOver(ctx workflow.Context, m cluster.Member, w cluster.WatchResult, adopt bool) (cluster.HandOverResult, bool, error) {
+	in := cluster.PeerInput{Member: m, Dead: w.Dead, DeadRole: w.DeadRole, Beat: w.Beat}
+	var d cluster.DiscoverResult
+	if err := workflow.ExecuteActivity(ctx, fa.Discover, in).Get(ctx, &d); err != nil {
+		return cluster.HandOverResult{}, false, err
 	}
 	if !d.Claimed {
 		workflow.GetLogger(ctx).Info("dead peer claimed by another instance", "dead", w.Dead, "by", d.By)
-		return activities.HandOverResult{}, false, nil
+		return cluster.HandOverResult{}, false, nil
 	}
-	var pos activities.Position
-	if err := workflow.ExecuteActivity(ctx, a.Activate, in).Get(ctx, &pos); err != nil {
-		if activities.IsLost(err) {
-			return activities.HandOverResult{}, false, nil
+	var pos cluster.Position
+	if err := workflow.ExecuteActivity(ctx, fa.Activate, in).Get(ctx, &pos); err != nil {
+		if cluster.IsLost(err) {
+			return cluster.HandOverResult{}, false, nil
 		}
-		return activities.HandOverResult{}, false, err
+		return cluster.HandOverResult{}, false, err
 	}
 	if w.DeadRole != roles.RoleRunner {
-		return activities.HandOverResult{Owner: m.Name}, true, nil
+		return cluster.HandOverResult{Owner: m.Name}, true, nil
 	}
-	var h activities.HandOverResult
-	if err := workflow.ExecuteActivity(ctx, a.HandOver, in, adopt).Get(ctx, &h); err != nil {
-		if activities.IsLost(err) {
+	var h cluster.HandOverResult
+	if err := workflow.ExecuteActivity(ctx, fa.HandOver, in, adopt).Get(ctx, &h); err != nil {
+		if cluster.IsLost(err) {
 			return h, false, nil
 		}
 		return h, false, err

@@ -14,7 +14,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities"
+	"github.com/batoncrawl/baton/activities/cluster"
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -23,12 +24,12 @@ import (
 // than any test, so the wait ends only when the workflow cancels it.
 const forever = 7 * 24 * time.Hour
 
-func runnerMember(backup, capacity int) activities.Member {
-	return activities.Member{Group: testGroup, Name: crawler(1), Runner: 3, Backup: backup, Timers: testTimers(), Capacity: capacity}
+func runnerMember(backup, capacity int) cluster.Member {
+	return cluster.Member{Group: testGroup, Name: crawler(1), Runner: 3, Backup: backup, Timers: testTimers(), Capacity: capacity}
 }
 
-func runInput(m activities.Member, owner string) activities.RunTaskInput {
-	return activities.RunTaskInput{Member: m, Owner: owner}
+func runInput(m cluster.Member, owner string) cluster.RunTaskInput {
+	return cluster.RunTaskInput{Member: m, Owner: owner}
 }
 
 // TestRunnerFenced: a Runner whose RunTask is refused by the fence, or
@@ -38,8 +39,8 @@ func TestRunnerFenced(t *testing.T) {
 
 	t.Run("RunTask fenced", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).Return(activities.RunTaskResult{}, fencedErr()).Once()
+		env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
+		env.OnActivity(ra.RunTask, mock.Anything, runInput(m, m.Name)).Return(cluster.RunTaskResult{}, fencedErr()).Once()
 		env.ExecuteWorkflow(Runner, m)
 		assert.Equal(t, RoleResult{Reason: ReasonFenced}, roleResult(t, env))
 		assert.Equal(t, []string{"WaitTask", "RunTask"}, rec.started())
@@ -48,7 +49,7 @@ func TestRunnerFenced(t *testing.T) {
 
 	t.Run("WaitTask finds it dead", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, nil).Once()
+		env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, nil).Once()
 		env.ExecuteWorkflow(Runner, m)
 		assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner}, roleResult(t, env))
 		assert.Equal(t, []string{"WaitTask"}, rec.started())
@@ -56,8 +57,8 @@ func TestRunnerFenced(t *testing.T) {
 
 	t.Run("a non-retryable RunTask failure fails the workflow", func(t *testing.T) {
 		env, _ := newEnv(t)
-		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.RunTask, mock.Anything, mock.Anything).Return(activities.RunTaskResult{}, fatalErr()).Once()
+		env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
+		env.OnActivity(ra.RunTask, mock.Anything, mock.Anything).Return(cluster.RunTaskResult{}, fatalErr()).Once()
 		env.ExecuteWorkflow(Runner, m)
 		require.True(t, env.IsWorkflowCompleted())
 		assert.True(t, hasErrType(env.GetWorkflowError(), "TestFatal"), "%v", env.GetWorkflowError())
@@ -65,12 +66,12 @@ func TestRunnerFenced(t *testing.T) {
 
 	t.Run("a corrupted Task is retried until repaired", func(t *testing.T) {
 		env, rec := newEnv(t)
-		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
-		env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
-			Return(activities.RunTaskResult{}, corruptErr("/baton/node/"+m.Name+"/task")).Twice()
-		env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
-			Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).Once()
-		env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, nil).Once()
+		env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
+		env.OnActivity(ra.RunTask, mock.Anything, runInput(m, m.Name)).
+			Return(cluster.RunTaskResult{}, corruptErr("/baton/node/"+m.Name+"/task")).Twice()
+		env.OnActivity(ra.RunTask, mock.Anything, runInput(m, m.Name)).
+			Return(cluster.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).Once()
+		env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, nil).Once()
 		env.ExecuteWorkflow(Runner, m)
 		assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner}, roleResult(t, env))
 		assert.Equal(t, []string{"WaitTask", "RunTask", "RunTask", "RunTask", "WaitTask"}, rec.started())
@@ -94,7 +95,7 @@ func TestRunnerRealFenced(t *testing.T) {
 
 	env, rec := newEnv(t)
 	acts := cl.acts(newClock(t0).Now)
-	env.RegisterActivity(acts)
+	acts.register(env)
 	// When the Task has run, backup 2 declares runner 1 dead (it is
 	// partitioned away); WaitTask or the ring watch sees it through its
 	// NodeState watch.
@@ -141,10 +142,10 @@ func TestRunnerContinueAsNew(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, rec := newEnv(t)
 			env.SetContinueAsNewSuggested(tc.suggested)
-			env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil)
-			env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m}).Return(activities.WatchResult{}, nil).After(forever)
-			env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
-				Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(time.Minute)
+			env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil)
+			env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m}).Return(cluster.WatchResult{}, nil).After(forever)
+			env.OnActivity(ra.RunTask, mock.Anything, runInput(m, m.Name)).
+				Return(cluster.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(time.Minute)
 			env.ExecuteWorkflow(Runner, m)
 			require.True(t, env.IsWorkflowCompleted())
 			err := env.GetWorkflowError()
@@ -164,21 +165,21 @@ func TestRunnerContinueAsNew(t *testing.T) {
 // peer's Task (RunTask with Owner = the dead peer) beside its own.
 func TestAllAreRunnerTakesOverDeadPeer(t *testing.T) {
 	m := runnerMember(0, 2)
-	in := activities.PeerInput{Member: m, Dead: crawler(2), DeadRole: roles.RoleRunner}
+	in := cluster.PeerInput{Member: m, Dead: crawler(2), DeadRole: roles.RoleRunner}
 	env, rec := newEnv(t)
-	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{}, nil).After(forever)
-	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 2}).
-		Return(activities.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner, Position: activities.Position{Role: roles.RoleRunner, AllRunner: true}}, nil).Once()
-	env.OnActivity(a.Discover, mock.Anything, in).Return(activities.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
-	env.OnActivity(a.Activate, mock.Anything, in).Return(activities.Position{Role: roles.RoleRunner, AllRunner: true}, nil).Once()
-	env.OnActivity(a.HandOver, mock.Anything, in, true).
-		Return(activities.HandOverResult{Owner: crawler(2), Pending: true, Status: roles.TaskProcessing}, nil).Once()
-	env.OnActivity(a.RunTask, mock.Anything, runInput(m, crawler(2))).
-		Return(activities.RunTaskResult{Owner: crawler(2), Status: roles.TaskDone}, nil).After(time.Minute).Once()
+	env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{}, nil).After(forever)
+	env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m, Free: 2}).
+		Return(cluster.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner, Position: cluster.Position{Role: roles.RoleRunner, AllRunner: true}}, nil).Once()
+	env.OnActivity(fa.Discover, mock.Anything, in).Return(cluster.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
+	env.OnActivity(fa.Activate, mock.Anything, in).Return(cluster.Position{Role: roles.RoleRunner, AllRunner: true}, nil).Once()
+	env.OnActivity(fa.HandOver, mock.Anything, in, true).
+		Return(cluster.HandOverResult{Owner: crawler(2), Pending: true, Status: roles.TaskProcessing}, nil).Once()
+	env.OnActivity(ra.RunTask, mock.Anything, runInput(m, crawler(2))).
+		Return(cluster.RunTaskResult{Owner: crawler(2), Status: roles.TaskDone}, nil).After(time.Minute).Once()
 	// While the adopted Task runs there is room for one more (Free 1);
 	// the watch then reports that this runner was itself marked dead.
-	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1}).
-		Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleDeadRunner}}, nil).After(time.Hour).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m, Free: 1}).
+		Return(cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleDeadRunner}}, nil).After(time.Hour).Once()
 	var canceled []string
 	env.SetOnActivityCanceledListener(func(info *activity.Info) { canceled = append(canceled, info.ActivityType.Name) })
 
@@ -196,18 +197,18 @@ func TestAllAreRunnerTakesOverDeadPeer(t *testing.T) {
 // runner over).
 func TestRunnerRemovesADeadBackup(t *testing.T) {
 	m := runnerMember(1, 0)
-	in := activities.PeerInput{Member: m, Dead: crawler(4), DeadRole: roles.RoleBackup}
+	in := cluster.PeerInput{Member: m, Dead: crawler(4), DeadRole: roles.RoleBackup}
 	env, rec := newEnv(t)
-	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
-	env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
-		Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(time.Hour).Once()
-	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m}).
-		Return(activities.WatchResult{Dead: crawler(4), DeadRole: roles.RoleBackup, Position: activities.Position{Role: roles.RoleRunner}}, nil).After(time.Minute).Once()
-	env.OnActivity(a.Discover, mock.Anything, in).Return(activities.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
-	env.OnActivity(a.Activate, mock.Anything, in).Return(activities.Position{Role: roles.RoleRunner}, nil).Once()
-	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m}).
-		Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleDeadRunner}}, nil).After(2 * time.Hour).Once()
-	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{}, nil).After(forever).Once()
+	env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).Once()
+	env.OnActivity(ra.RunTask, mock.Anything, runInput(m, m.Name)).
+		Return(cluster.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(time.Hour).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m}).
+		Return(cluster.WatchResult{Dead: crawler(4), DeadRole: roles.RoleBackup, Position: cluster.Position{Role: roles.RoleRunner}}, nil).After(time.Minute).Once()
+	env.OnActivity(fa.Discover, mock.Anything, in).Return(cluster.DiscoverResult{Claimed: true, By: m.Name}, nil).Once()
+	env.OnActivity(fa.Activate, mock.Anything, in).Return(cluster.Position{Role: roles.RoleRunner}, nil).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m}).
+		Return(cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleDeadRunner}}, nil).After(2 * time.Hour).Once()
+	env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{}, nil).After(forever).Once()
 
 	env.ExecuteWorkflow(Runner, m)
 	assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner, TookOver: []string{crawler(4)}}, roleResult(t, env))
@@ -226,16 +227,16 @@ func TestAllAreRunnerAtCapacity(t *testing.T) {
 	m := runnerMember(0, 1)
 	env, rec := newEnv(t)
 	const runTime = time.Hour
-	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).After(time.Minute).Once()
-	env.OnActivity(a.RunTask, mock.Anything, runInput(m, m.Name)).
-		Return(activities.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(runTime).Once()
-	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1}).
-		Return(activities.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner}, nil).After(forever).Once()
-	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 0}).
-		Return(activities.WatchResult{}, nil).After(forever).Once()
-	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{}, nil).After(forever).Once()
-	env.OnActivity(a.WatchRunners, mock.Anything, activities.WatchInput{Member: m, Free: 1}).
-		Return(activities.WatchResult{Changed: true, Position: activities.Position{Role: roles.RoleDeadRunner}}, nil).After(time.Minute).Once()
+	env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Pending: true, Role: roles.RoleRunner}, nil).After(time.Minute).Once()
+	env.OnActivity(ra.RunTask, mock.Anything, runInput(m, m.Name)).
+		Return(cluster.RunTaskResult{Owner: m.Name, Status: roles.TaskDone}, nil).After(runTime).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m, Free: 1}).
+		Return(cluster.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner}, nil).After(forever).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m, Free: 0}).
+		Return(cluster.WatchResult{}, nil).After(forever).Once()
+	env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{}, nil).After(forever).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, cluster.WatchInput{Member: m, Free: 1}).
+		Return(cluster.WatchResult{Changed: true, Position: cluster.Position{Role: roles.RoleDeadRunner}}, nil).After(time.Minute).Once()
 	var canceled []string
 	env.SetOnActivityCanceledListener(func(info *activity.Info) { canceled = append(canceled, info.ActivityType.Name) })
 
@@ -256,11 +257,11 @@ func TestAllAreRunnerAtCapacity(t *testing.T) {
 func TestAllAreRunnerPeerClaimedByAnother(t *testing.T) {
 	m := runnerMember(0, 2)
 	env, rec := newEnv(t)
-	env.OnActivity(a.WaitTask, mock.Anything, m).Return(activities.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, nil).After(time.Hour).Once()
-	env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).
-		Return(activities.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner}, nil).Once()
-	env.OnActivity(a.Discover, mock.Anything, mock.Anything).Return(activities.DiscoverResult{Claimed: false, By: crawler(3)}, nil).Once()
-	env.OnActivity(a.WatchRunners, mock.Anything, mock.Anything).Return(activities.WatchResult{}, nil).After(forever).Once()
+	env.OnActivity(ra.WaitTask, mock.Anything, m).Return(cluster.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, nil).After(time.Hour).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).
+		Return(cluster.WatchResult{Dead: crawler(2), DeadRole: roles.RoleRunner}, nil).Once()
+	env.OnActivity(fa.Discover, mock.Anything, mock.Anything).Return(cluster.DiscoverResult{Claimed: false, By: crawler(3)}, nil).Once()
+	env.OnActivity(fa.WatchRunners, mock.Anything, mock.Anything).Return(cluster.WatchResult{}, nil).After(forever).Once()
 	env.ExecuteWorkflow(Runner, m)
 	assert.Equal(t, RoleResult{Reason: ReasonFenced, Role: roles.RoleDeadRunner}, roleResult(t, env))
 	assert.Equal(t, []string{"Discover", "WatchRunners"}, rec.without("WaitTask")[1:])
@@ -293,7 +294,7 @@ func TestAllAreRunnerRealAdoption(t *testing.T) {
 	// order is the same on every run.)
 	ownInFlight, adoptedDone := make(chan struct{}), make(chan struct{})
 	var ownOnce sync.Once
-	acts.Fetcher = fetchFunc(func(ctx context.Context, req roles.Request, _ roles.Task) activities.FetchResult {
+	acts.Fetcher = fetchFunc(func(ctx context.Context, req roles.Request) crawl.Page {
 		wait := ownInFlight
 		if req.URL == own.RunningContent[0].URL {
 			ownOnce.Do(func() { close(ownInFlight) })
@@ -303,15 +304,15 @@ func TestAllAreRunnerRealAdoption(t *testing.T) {
 		case <-wait:
 		case <-ctx.Done():
 		}
-		return activities.FetchResult{StatusCode: 200, FinalURL: req.URL, Response: "ok"}
+		return crawl.Page{URL: req.URL, StatusCode: 200, FinalURL: req.URL, Title: "ok"}
 	})
 	env, rec := newEnv(t)
-	env.RegisterActivity(acts)
+	acts.register(env)
 	env.SetOnActivityCompletedListener(func(info *activity.Info, v converter.EncodedValue, err error) {
 		if info.ActivityType.Name != "RunTask" || err != nil {
 			return
 		}
-		var r activities.RunTaskResult
+		var r cluster.RunTaskResult
 		assert.NoError(t, v.Get(&r))
 		if r.Owner == crawler(2) {
 			tk := cl.task(1)
@@ -332,7 +333,7 @@ func TestAllAreRunnerRealAdoption(t *testing.T) {
 	assert.Equal(t, 1, c["WaitTask"])
 	var owners []string
 	for _, call := range rec.callsOf("RunTask") {
-		var in activities.RunTaskInput
+		var in cluster.RunTaskInput
 		require.NoError(t, call.Args.Get(&in))
 		owners = append(owners, in.Owner)
 	}
@@ -357,8 +358,13 @@ func TestAllAreRunnerRealAdoption(t *testing.T) {
 	assert.Empty(t, cl.task(1).ResultDetail, "the fenced runner recorded nothing")
 }
 
-type fetchFunc func(ctx context.Context, req roles.Request, t roles.Task) activities.FetchResult
+// fetchFunc is a crawl.Fetcher that answers every fetch with its func.
+type fetchFunc func(ctx context.Context, req roles.Request) crawl.Page
 
-func (f fetchFunc) Fetch(ctx context.Context, req roles.Request, t roles.Task) activities.FetchResult {
-	return f(ctx, req, t)
+func (f fetchFunc) Fetch(ctx context.Context, req roles.Request, _ crawl.Auth, _ int, _ crawl.Options) crawl.Page {
+	return f(ctx, req)
+}
+
+func (f fetchFunc) FetchSitemap(ctx context.Context, req roles.Request, _ crawl.Auth, _ crawl.Options) crawl.Page {
+	return f(ctx, req)
 }

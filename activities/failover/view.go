@@ -1,9 +1,10 @@
-package activities
+package failover
 
 import (
 	"context"
 	"errors"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -19,27 +20,27 @@ import (
 type groupView struct {
 	a *Activities
 	c *metadata.Cluster
-	m Member
+	m cluster.Member
 
-	nodeZ, selfZ, groupZ watchedZnode
-	listZ                watchedChildren
+	nodeZ, selfZ, groupZ cluster.WatchedZnode
+	listZ                cluster.WatchedChildren
 	allRunner            *bool // the group's mode, read once
 }
 
-func (a *Activities) newView(c *metadata.Cluster, m Member) *groupView {
+func (a *Activities) newView(c *metadata.Cluster, m cluster.Member) *groupView {
 	return &groupView{a: a, c: c, m: m}
 }
 
 // node returns the instance's NodeState.
 func (v *groupView) node(ctx context.Context) (roles.NodeState, error) {
-	nd, err := v.nodeZ.get(ctx, v.a.Store, v.c.NodePath(v.m.Name))
-	return decodeWith(nd, err, v.c.NodePath(v.m.Name), roles.DecodeNodeState)
+	nd, err := v.nodeZ.Get(ctx, v.a.Deps.Store, v.c.NodePath(v.m.Name))
+	return cluster.DecodeWith(nd, err, v.c.NodePath(v.m.Name), roles.DecodeNodeState)
 }
 
 // group returns GroupState, read again only after it changed.
 func (v *groupView) group(ctx context.Context) (roles.GroupState, error) {
-	gd, err := v.groupZ.get(ctx, v.a.Store, v.c.GroupPath())
-	return decodeWith(gd, err, v.c.GroupPath(), roles.DecodeGroupState)
+	gd, err := v.groupZ.Get(ctx, v.a.Deps.Store, v.c.GroupPath())
+	return cluster.DecodeWith(gd, err, v.c.GroupPath(), roles.DecodeGroupState)
 }
 
 // allRunners reports the group's mode (recorded at formation, so read once).
@@ -60,7 +61,7 @@ func (v *groupView) allRunners(ctx context.Context) (bool, error) {
 // directory existed (no entry yet) is read from GroupState.
 func (v *groupView) self(ctx context.Context) (me roles.MemberState, ok bool, err error) {
 	p := v.c.MemberPath(v.m.Name)
-	data, err := v.selfZ.get(ctx, v.a.Store, p)
+	data, err := v.selfZ.Get(ctx, v.a.Deps.Store, p)
 	if errors.Is(err, metadata.ErrNotFound) {
 		g, gerr := v.group(ctx)
 		if gerr != nil {
@@ -70,7 +71,7 @@ func (v *groupView) self(ctx context.Context) (me roles.MemberState, ok bool, er
 		me, ok = states[v.m.Name]
 		return me, ok, nil
 	}
-	me, err = decodeWith(data, err, p, roles.DecodeMemberState)
+	me, err = cluster.DecodeWith(data, err, p, roles.DecodeMemberState)
 	return me, err == nil, err
 }
 
@@ -78,7 +79,7 @@ func (v *groupView) self(ctx context.Context) (me roles.MemberState, ok bool, er
 // from the membership directory, or from GroupState for a group formed
 // before the directory existed.
 func (v *groupView) members(ctx context.Context) ([]string, error) {
-	names, err := v.listZ.get(ctx, v.a.Store, v.c.MembersPath())
+	names, err := v.listZ.Get(ctx, v.a.Deps.Store, v.c.MembersPath())
 	if errors.Is(err, metadata.ErrNotFound) || (err == nil && len(names) == 0) {
 		g, gerr := v.group(ctx)
 		if gerr != nil {
@@ -98,8 +99,8 @@ func (v *groupView) roleOf(ctx context.Context, name string) roles.Role {
 	if err == nil {
 		return me.Role
 	}
-	if isCorrupt(err) || !errors.Is(err, metadata.ErrNotFound) {
-		v.a.corrupt(ctx, err)
+	if cluster.IsCorrupt(err) || !errors.Is(err, metadata.ErrNotFound) {
+		v.a.Deps.Corrupt(ctx, err)
 	}
 	// No entry: an older group without the directory, or not a member.
 	g, _, gerr := v.c.GetGroup(ctx)

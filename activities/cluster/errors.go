@@ -1,10 +1,14 @@
-package activities
+package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/roles"
 )
 
 // Error types of the activities' failures (temporal.ApplicationError).
@@ -12,7 +16,7 @@ import (
 // A corrupted znode has none of them: it is a *metadata.CorruptError,
 // logged with the znode and the field at fault, and retried like any
 // other error, so the activity goes on once an operator has repaired the
-// znode (see Activities.corrupt).
+// znode (see Deps.Corrupt).
 const (
 	// ErrTypeFenced: this instance no longer holds the Task (not retried).
 	ErrTypeFenced = "BatonFenced"
@@ -30,15 +34,19 @@ const (
 
 var errFenced = errors.New("fenced: this instance no longer holds the task")
 
-func fenced(format string, args ...any) error {
+// Fenced returns a fencing error (ErrTypeFenced, not retried).
+func Fenced(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeFenced, errFenced)
 }
 
-func lost(format string, args ...any) error {
+// Lost returns a lost claim (ErrTypeLost, not retried).
+func Lost(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeLost, nil)
 }
 
-func badMember(err error) error {
+// BadMember returns err as a member that cannot join its group
+// (ErrTypeBadMember, not retried).
+func BadMember(err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadMember, err)
 }
 
@@ -51,4 +59,34 @@ func IsLost(err error) bool { return hasType(err, ErrTypeLost) }
 func hasType(err error, t string) bool {
 	var ae *temporal.ApplicationError
 	return errors.As(err, &ae) && ae.Type() == t
+}
+
+// Corrupt logs a corrupted-znode error (a *metadata.CorruptError in err's
+// chain) with the znode and the field at fault, so that an operator can
+// repair it, and returns err unchanged; other errors are not logged.
+//
+// The error stays retryable on purpose: an operator can repair the znode
+// while the workflow waits, and the activity's next attempt then goes on
+// (logging the znode again at each attempt until it is repaired). Callers
+// that can do without the znode (a NodeState or Task replaced on Register,
+// a heartbeat counted as missed) log it and go on instead. Only errors that
+// no repair of a znode fixes are non-retryable (ErrTypeBadMember).
+func (d *Deps) Corrupt(ctx context.Context, err error) error {
+	var ce *metadata.CorruptError
+	if errors.As(err, &ce) {
+		field := "(unknown)"
+		var fe *roles.FieldError
+		if errors.As(ce.Err, &fe) {
+			field = fe.Object + "." + fe.Field
+		}
+		d.Logger(ctx).Error("corrupted metadata", "znode", ce.Path, "field", field, "err", ce.Err)
+	}
+	return err
+}
+
+// IsCorrupt reports whether err is a corrupted znode (a
+// *metadata.CorruptError in its chain).
+func IsCorrupt(err error) bool {
+	var ce *metadata.CorruptError
+	return errors.As(err, &ce)
 }

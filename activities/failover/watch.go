@@ -1,4 +1,4 @@
-package activities
+package failover
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -29,8 +30,8 @@ type watchState struct {
 func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer string, def time.Duration) (age, timeout time.Duration, beat string, ok bool) {
 	hb, _, err := c.GetHeartbeat(ctx, peer)
 	if err != nil {
-		if isCorrupt(err) {
-			a.corrupt(ctx, err)
+		if cluster.IsCorrupt(err) {
+			a.Deps.Corrupt(ctx, err)
 			return def, def, "", true
 		}
 		return def, def, "", errors.Is(err, metadata.ErrNotFound)
@@ -39,7 +40,7 @@ func (a *Activities) peerAge(ctx context.Context, c *metadata.Cluster, peer stri
 	if hb.HealthyState == roles.HeartApparentDeath || hb.HealthyState == roles.HeartAsystole {
 		return timeout, timeout, hb.HeartRhythmTime, true
 	}
-	age, _ = hb.Age(a.now())
+	age, _ = hb.Age(a.Deps.Now())
 	return age, timeout, hb.HeartRhythmTime, true
 }
 
@@ -57,7 +58,7 @@ type grace struct {
 func newGrace(ctx context.Context, a *Activities, d time.Duration) *grace {
 	g := &grace{d: d}
 	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
-		g.until = a.now().Add(d)
+		g.until = a.Deps.Now().Add(d)
 	}
 	return g
 }
@@ -84,7 +85,7 @@ func (g *grace) blind(now func() time.Time) bool {
 type ring struct {
 	a       *Activities
 	c       *metadata.Cluster
-	m       Member
+	m       cluster.Member
 	det     *roles.Detector
 	gr      *grace
 	watched map[string]bool
@@ -93,7 +94,7 @@ type ring struct {
 	reported map[string]bool
 }
 
-func (a *Activities) newRing(ctx context.Context, c *metadata.Cluster, m Member) *ring {
+func (a *Activities) newRing(ctx context.Context, c *metadata.Cluster, m cluster.Member) *ring {
 	det, gr := a.resumeDetector(ctx, m.Timers)
 	return &ring{a: a, c: c, m: m, det: det, gr: gr, watched: map[string]bool{}, reported: map[string]bool{}}
 }
@@ -101,7 +102,7 @@ func (a *Activities) newRing(ctx context.Context, c *metadata.Cluster, m Member)
 // close stops exporting the watched peers' ages.
 func (r *ring) close() {
 	for p := range r.watched {
-		r.a.Metrics.ForgetPeer(p)
+		r.a.Deps.Metrics.ForgetPeer(p)
 	}
 }
 
@@ -123,12 +124,12 @@ func (r *ring) check(ctx context.Context, members []string, roleOf func(context.
 	for _, p := range peers {
 		age, timeout, beat, ok := r.a.peerAge(ctx, r.c, p, r.m.Timers.UpdateTimeout)
 		if !ok {
-			r.gr.trouble(r.a.now())
+			r.gr.trouble(r.a.Deps.Now())
 			continue
 		}
-		r.a.Metrics.PeerAge(p, age)
+		r.a.Deps.Metrics.PeerAge(p, age)
 		r.watched[p] = true
-		if age >= timeout && r.gr.blind(r.a.now) {
+		if age >= timeout && r.gr.blind(r.a.Deps.Now) {
 			continue
 		}
 		if r.det.Observe(p, age, timeout) != roles.Dead {
@@ -146,7 +147,7 @@ func (r *ring) check(ctx context.Context, members []string, roleOf func(context.
 	}
 	for name := range r.watched {
 		if !slices.Contains(peers, name) {
-			r.a.Metrics.ForgetPeer(name)
+			r.a.Deps.Metrics.ForgetPeer(name)
 			delete(r.watched, name)
 		}
 	}
@@ -162,7 +163,7 @@ func (r *ring) check(ctx context.Context, members []string, roleOf func(context.
 // already claimed the dead peer.
 func (r *ring) claimedElsewhere(ctx context.Context, name string) bool {
 	pn, _, err := r.c.GetNode(ctx, name)
-	return err == nil && pn.TakenOverBy != "" && pn.TakenOverBy != r.m.Name && !r.a.claimerDead(ctx, r.c, pn.TakenOverBy)
+	return err == nil && pn.TakenOverBy != "" && pn.TakenOverBy != r.m.Name && !cluster.ClaimerDead(ctx, r.c, pn.TakenOverBy)
 }
 
 // report writes a death report for a runner the watcher cannot take over
@@ -174,14 +175,14 @@ func (r *ring) report(ctx context.Context, d deadPeer) {
 	if r.reported[d.name] {
 		return
 	}
-	body := metadata.Encode(roles.DeathReport{ReportedBy: r.m.Name, Role: d.role, HeartbeatAge: d.age.String(), Time: r.a.now().UTC().Format(roles.TimeFormat)})
+	body := metadata.Encode(roles.DeathReport{ReportedBy: r.m.Name, Role: d.role, HeartbeatAge: d.age.String(), Time: r.a.Deps.Now().UTC().Format(roles.TimeFormat)})
 	_, err := r.c.Store.Create(ctx, r.c.ReportPath(d.name), body, metadata.Persistent)
 	if err != nil && !errors.Is(err, metadata.ErrExists) {
-		r.a.log(ctx).Warn("could not report a dead peer", "watcher", r.m.Name, "dead", d.name, "err", err)
+		r.a.Deps.Logger(ctx).Warn("could not report a dead peer", "watcher", r.m.Name, "dead", d.name, "err", err)
 		return
 	}
 	r.reported[d.name] = true
-	r.a.log(ctx).Warn("peer reported dead", "watcher", r.m.Name, "dead", d.name, "dead_role", d.role, "heartbeat_age", d.age)
+	r.a.Deps.Logger(ctx).Warn("peer reported dead", "watcher", r.m.Name, "dead", d.name, "dead_role", d.role, "heartbeat_age", d.age)
 }
 
 // reports returns the runners reported dead that the watcher may take
@@ -195,7 +196,7 @@ func (r *ring) reports(ctx context.Context, names []string, roleOf func(context.
 	var out []deadPeer
 	for _, n := range names {
 		if _, err := roles.ParseName(n); err != nil {
-			r.a.log(ctx).Warn("ignoring a death report with a bad name", "znode", r.c.ReportPath(n), "err", err)
+			r.a.Deps.Logger(ctx).Warn("ignoring a death report with a bad name", "znode", r.c.ReportPath(n), "err", err)
 			continue
 		}
 		if n == r.m.Name || roleOf(ctx, n) != roles.RoleRunner {
@@ -234,7 +235,7 @@ func (a *Activities) electing(ctx context.Context, c *metadata.Cluster, g roles.
 
 func (r *ring) dropReport(ctx context.Context, name, why string) {
 	if err := r.c.Store.Delete(ctx, r.c.ReportPath(name), metadata.AnyVersion); err == nil {
-		r.a.log(ctx).Info("death report dropped", "dead", name, "why", why)
+		r.a.Deps.Logger(ctx).Info("death report dropped", "dead", name, "why", why)
 	}
 }
 
@@ -258,33 +259,33 @@ func (r *ring) dropReport(ctx context.Context, name, why string) {
 // marked dead), and Promote when the watcher is the standby and the group
 // wants more runners than it has (a scale-up). Peers already claimed by
 // another live instance are skipped.
-func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResult, error) {
+func (a *Activities) WatchRunners(ctx context.Context, in cluster.WatchInput) (cluster.WatchResult, error) {
 	m := in.Member
-	ctx = logWith(ctx, watcherRole(m))
-	c := a.cluster(m.Group)
+	ctx = cluster.LogWith(ctx, watcherRole(m))
+	c := a.Deps.Cluster(m.Group)
 	r := a.newRing(ctx, c, m)
 	defer r.close()
 	v := a.newView(c, m)
-	var reports watchedChildren
+	var reports cluster.WatchedChildren
 	tick := time.NewTicker(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
 		node, err := v.node(ctx)
 		if errors.Is(err, metadata.ErrNotFound) {
-			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
+			return cluster.WatchResult{Changed: true, Position: cluster.Position{Missing: true}}, nil
 		}
 		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, err)
+			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
 		all, err := v.allRunners(ctx)
 		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, err)
+			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
 		me, _, err := v.self(ctx)
 		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, err)
+			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
-		pos := Position{Role: node.Role, AllRunner: all, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
+		pos := cluster.Position{Role: node.Role, AllRunner: all, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
 		acting := false // takes over dead runners itself
 		switch {
 		case node.Role == roles.RoleRunner && in.As != roles.RoleBackup:
@@ -294,26 +295,26 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 			// changed): it promotes itself when the group wants runners.
 			g, err := v.group(ctx)
 			if err != nil {
-				return WatchResult{}, a.corrupt(ctx, err)
+				return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 			}
 			if g.WantsRunner(true) && !a.electing(ctx, c, g, m.Timers.UpdateTimeout) {
-				return WatchResult{Promote: true, Position: pos}, nil
+				return cluster.WatchResult{Promote: true, Position: pos}, nil
 			}
 			acting = true
 		default:
-			return WatchResult{Changed: true, Position: pos}, nil
+			return cluster.WatchResult{Changed: true, Position: pos}, nil
 		}
-		found := func(d deadPeer) (WatchResult, bool) {
+		found := func(d deadPeer) (cluster.WatchResult, bool) {
 			if r.claimedElsewhere(ctx, d.name) {
-				return WatchResult{}, false
+				return cluster.WatchResult{}, false
 			}
-			a.log(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", d.name, "dead_role", d.role, "heartbeat_age", d.age)
-			a.Metrics.Detected(d.age)
-			return WatchResult{Dead: d.name, DeadRole: d.role, Position: pos, DetectedAfter: d.age, Beat: d.beat}, true
+			a.Deps.Logger(ctx).Warn("peer declared dead", "watcher", m.Name, "dead", d.name, "dead_role", d.role, "heartbeat_age", d.age)
+			a.Deps.Metrics.Detected(d.age)
+			return cluster.WatchResult{Dead: d.name, DeadRole: d.role, Position: pos, DetectedAfter: d.age, Beat: d.beat}, true
 		}
 		names, err := v.members(ctx)
 		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, err)
+			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
 		for _, d := range r.check(ctx, names, v.roleOf) {
 			if d.role == roles.RoleRunner && !acting {
@@ -327,9 +328,9 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 		if acting {
 			// Reports are listed again only after one came or went; a
 			// pending one is looked at every check.
-			names, err := reports.get(ctx, a.Store, c.ReportsPath())
+			names, err := reports.Get(ctx, a.Deps.Store, c.ReportsPath())
 			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-				return WatchResult{}, fmt.Errorf("read death reports %s: %w", c.ReportsPath(), err)
+				return cluster.WatchResult{}, fmt.Errorf("read death reports %s: %w", c.ReportsPath(), err)
 			}
 			for _, d := range r.reports(ctx, names, v.roleOf) {
 				if res, ok := found(d); ok {
@@ -337,25 +338,25 @@ func (a *Activities) WatchRunners(ctx context.Context, in WatchInput) (WatchResu
 				}
 			}
 		}
-		heartbeat(ctx, watchState{Counts: r.det.Counts})
+		cluster.Heartbeat(ctx, watchState{Counts: r.det.Counts})
 		select {
 		case <-ctx.Done():
-			return WatchResult{}, ctx.Err()
+			return cluster.WatchResult{}, ctx.Err()
 		case <-tick.C:
-		case <-reports.changed: // nil (never) unless acting
+		case <-reports.Changed(): // nil (never) unless acting
 		}
 	}
 }
 
 // WaitStandby is a Secondary Backup's wait: it returns when standby_id
-// becomes its index (Position.Standby) or when it was marked dead
+// becomes its index (cluster.Position.Standby) or when it was marked dead
 // (Changed). Meanwhile it watches its ring successors like every member:
 // a dead backup is returned (the secondary removes it from the group), a
 // dead runner is reported to the standby. It is woken by a watch on
 // GroupState, and checks its successors every check_crawler_state.
-func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, error) {
-	ctx = logWith(ctx, roles.RoleBackup)
-	c := a.cluster(m.Group)
+func (a *Activities) WaitStandby(ctx context.Context, m cluster.Member) (cluster.WatchResult, error) {
+	ctx = cluster.LogWith(ctx, roles.RoleBackup)
+	c := a.Deps.Cluster(m.Group)
 	r := a.newRing(ctx, c, m)
 	defer r.close()
 	v := a.newView(c, m)
@@ -363,22 +364,22 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 	for {
 		node, err := v.node(ctx)
 		if errors.Is(err, metadata.ErrNotFound) {
-			return WatchResult{Changed: true, Position: Position{Missing: true}}, nil
+			return cluster.WatchResult{Changed: true, Position: cluster.Position{Missing: true}}, nil
 		}
 		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, err)
+			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
 		me, _, err := v.self(ctx)
 		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, err)
+			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
-		pos := Position{Role: node.Role, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
+		pos := cluster.Position{Role: node.Role, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
 		if node.Role != roles.RoleBackup || pos.Standby {
-			return WatchResult{Changed: true, Position: pos}, nil
+			return cluster.WatchResult{Changed: true, Position: pos}, nil
 		}
 		names, err := v.members(ctx)
 		if err != nil {
-			return WatchResult{}, a.corrupt(ctx, err)
+			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
 		if !slices.Equal(names, seen) {
 			// Members came or went: if the standby went with nobody named
@@ -386,7 +387,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			seen = slices.Clone(names)
 			g, _, err := c.GetGroup(ctx)
 			if err != nil {
-				return WatchResult{}, a.corrupt(ctx, err)
+				return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 			}
 			if g.Standby() == "" && len(g.CurrentBackup) > 0 {
 				if _, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
@@ -396,7 +397,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 					g.StandbyID = g.NextStandby()
 					return nil
 				}); err != nil {
-					return WatchResult{}, err
+					return cluster.WatchResult{}, err
 				}
 				continue
 			}
@@ -409,25 +410,23 @@ func (a *Activities) WaitStandby(ctx context.Context, m Member) (WatchResult, er
 			if r.claimedElsewhere(ctx, d.name) {
 				continue
 			}
-			a.log(ctx).Warn("backup declared dead", "watcher", m.Name, "dead", d.name, "heartbeat_age", d.age)
-			a.Metrics.Detected(d.age)
-			return WatchResult{Dead: d.name, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: d.age, Beat: d.beat}, nil
+			a.Deps.Logger(ctx).Warn("backup declared dead", "watcher", m.Name, "dead", d.name, "heartbeat_age", d.age)
+			a.Deps.Metrics.Detected(d.age)
+			return cluster.WatchResult{Dead: d.name, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: d.age, Beat: d.beat}, nil
 		}
-		heartbeat(ctx, watchState{Counts: r.det.Counts})
-		if _, err := metadata.WaitAny(ctx, m.Timers.CheckCrawlerState, v.selfZ.changed, v.nodeZ.changed); err != nil {
-			return WatchResult{}, err
+		cluster.Heartbeat(ctx, watchState{Counts: r.det.Counts})
+		if _, err := metadata.WaitAny(ctx, m.Timers.CheckCrawlerState, v.selfZ.Changed(), v.nodeZ.Changed()); err != nil {
+			return cluster.WatchResult{}, err
 		}
 	}
 }
 
-// watcherRole is the role of an instance watching its peers, or claiming a
-// dead one before it is activated: a runner in All-are-Runner mode, else
-// a backup runner.
-func watcherRole(m Member) roles.Role {
-	if m.AllAreRunners() {
-		return roles.RoleRunner
+// lastDetails loads the heartbeat details of the previous attempt.
+func lastDetails(ctx context.Context, v any) bool {
+	if !activity.IsActivity(ctx) || !activity.HasHeartbeatDetails(ctx) {
+		return false
 	}
-	return roles.RoleBackup
+	return activity.GetHeartbeatDetails(ctx, v) == nil
 }
 
 // resumeDetector returns a dead-peer detector with the counts the previous

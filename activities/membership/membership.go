@@ -1,4 +1,10 @@
-package activities
+// Package membership holds the activities of an instance's life cycle:
+// Register (it joins its group, or rejoins it after it was declared dead),
+// WaitMembers and Elect (the group forms), and Position (where it stands
+// now). It imports the bottom layer (cluster) of activities/ and, one
+// layer up, failover: a member that registers again finishes the
+// fail-overs it claimed and did not finish (settleClaims).
+package membership
 
 import (
 	"context"
@@ -9,9 +15,28 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/batoncrawl/baton/activities/cluster"
+	"github.com/batoncrawl/baton/activities/failover"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
+
+// Activities are the life cycle's: Register, WaitMembers, Elect and
+// Position. Temporal registers them by method name.
+type Activities struct {
+	Deps *cluster.Deps
+	// Failover runs the fail-over steps of claims this member left
+	// unfinished (settleClaims); nil: a failover.Activities over Deps,
+	// without a Closer.
+	Failover *failover.Activities
+}
+
+func (a *Activities) failOver() *failover.Activities {
+	if a.Failover == nil {
+		return &failover.Activities{Deps: a.Deps}
+	}
+	return a.Failover
+}
 
 // Register adds the member to its group (step 1 of the life cycle) under
 // the group lock: its name goes into current_crawler, the totals are set
@@ -23,26 +48,26 @@ import (
 // once without an election: as a runner in All-are-Runner mode or while
 // the group has fewer runners than total_runner (and keeps min_backup
 // backups), else as a backup; the totals count it.
-func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, error) {
-	c := a.cluster(m.Group)
+func (a *Activities) Register(ctx context.Context, m cluster.Member) (cluster.RegisterResult, error) {
+	c := a.Deps.Cluster(m.Group)
 	if _, err := roles.ParseName(m.Name); err != nil {
-		return RegisterResult{}, badMember(err)
+		return cluster.RegisterResult{}, cluster.BadMember(err)
 	}
 	node, _, err := c.GetNode(ctx, m.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-		if !isCorrupt(err) {
-			return RegisterResult{}, err
+		if !cluster.IsCorrupt(err) {
+			return cluster.RegisterResult{}, err
 		}
 		// A corrupted NodeState is reported and replaced by a fresh one: the
 		// group membership in GroupState is the source of truth.
-		a.corrupt(ctx, err)
+		a.Deps.Corrupt(ctx, err)
 		node, exists = roles.NodeState{Group: m.Group, Role: roles.RoleInitial}, false
 	}
 	if exists && node.Group != "" && node.Group != m.Group {
 		err := fmt.Errorf("register %s: %s already belongs to group %q, not %q: crawler names are unique under a ZooKeeper root (choose other names or another --zk-root)",
 			m.Name, c.NodePath(m.Name), node.Group, m.Group)
-		return RegisterResult{}, badMember(err)
+		return cluster.RegisterResult{}, cluster.BadMember(err)
 	}
 	rejoin := exists && node.Role.Dead()
 	reclaim := false
@@ -51,16 +76,16 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		// it (Holder set to the new holder) during hand-over.
 		t, _, err := c.GetTask(ctx, m.Name)
 		if err == nil && t.Pending() && (t.Holder == "" || t.Holder == m.Name) {
-			return RegisterResult{}, temporal.NewApplicationError(
-				fmt.Sprintf("rejoin %s: its Task is waiting to be handed over by %s", m.Name, node.TakenOverBy), ErrTypeNotReady)
+			return cluster.RegisterResult{}, temporal.NewApplicationError(
+				fmt.Sprintf("rejoin %s: its Task is waiting to be handed over by %s", m.Name, node.TakenOverBy), cluster.ErrTypeNotReady)
 		}
 		// In All-are-Runner mode the survivor runs the adopted Task in place,
 		// in our Task znode: resetting it now would lose the rest of it. If
 		// that survivor died too, nobody runs it any more: we take it back.
 		if err == nil && t.Pending() && m.AllAreRunners() {
-			if !a.claimerDead(ctx, c, t.Holder) {
-				return RegisterResult{}, temporal.NewApplicationError(
-					fmt.Sprintf("rejoin %s: its Task is still being run in place by %s", m.Name, t.Holder), ErrTypeNotReady)
+			if !cluster.ClaimerDead(ctx, c, t.Holder) {
+				return cluster.RegisterResult{}, temporal.NewApplicationError(
+					fmt.Sprintf("rejoin %s: its Task is still being run in place by %s", m.Name, t.Holder), cluster.ErrTypeNotReady)
 			}
 			reclaim = true
 		}
@@ -122,9 +147,9 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 		return nil
 	})
 	if err != nil {
-		return RegisterResult{}, a.corrupt(ctx, fmt.Errorf("register %s: %w", m.Name, err))
+		return cluster.RegisterResult{}, a.Deps.Corrupt(ctx, fmt.Errorf("register %s: %w", m.Name, err))
 	}
-	res := RegisterResult{Role: node.Role, Rejoined: rejoin, Resumed: exists && !rejoin}
+	res := cluster.RegisterResult{Role: node.Role, Rejoined: rejoin, Resumed: exists && !rejoin}
 	switch {
 	case joined != "":
 		res.Role = joined
@@ -138,56 +163,56 @@ func (a *Activities) Register(ctx context.Context, m Member) (RegisterResult, er
 	}
 	// An empty Task, unless one is there that we still hold.
 	t, _, err := c.GetTask(ctx, m.Name)
-	if rejoin || errors.Is(err, metadata.ErrNotFound) || isCorrupt(err) {
-		if isCorrupt(err) {
-			a.corrupt(ctx, err)
+	if rejoin || errors.Is(err, metadata.ErrNotFound) || cluster.IsCorrupt(err) {
+		if cluster.IsCorrupt(err) {
+			a.Deps.Corrupt(ctx, err)
 		}
 		nt := roles.EmptyTask()
 		if reclaim && err == nil && t.Pending() {
 			nt = t.Clone() // the new epoch fences the dead adopter
 			nt.Holder, nt.HandedOverFrom = m.Name, t.Holder
 		}
-		nt.Epoch = t.Epoch + 1
+		nt = nt.Replacing(t)
 		if _, err := c.SetTask(ctx, m.Name, nt, metadata.AnyVersion); err != nil {
 			return res, fmt.Errorf("register %s: write Task: %w", m.Name, err)
 		}
 	} else if err != nil {
 		return res, fmt.Errorf("register %s: read Task: %w", m.Name, err)
 	}
-	hb := roles.NewHeartbeat(a.now(), m.Timers)
+	hb := roles.NewHeartbeat(a.Deps.Now(), m.Timers)
 	if _, err := c.SetHeartbeat(ctx, m.Name, hb, metadata.AnyVersion); err != nil {
 		return res, fmt.Errorf("register %s: write Heartbeat: %w", m.Name, err)
 	}
-	if _, err := a.Store.Create(ctx, c.AlivePath(m.Name), []byte(m.Name), metadata.Ephemeral); err != nil && !errors.Is(err, metadata.ErrExists) {
+	if _, err := a.Deps.Store.Create(ctx, c.AlivePath(m.Name), []byte(m.Name), metadata.Ephemeral); err != nil && !errors.Is(err, metadata.ErrExists) {
 		return res, fmt.Errorf("register %s: alive znode: %w", m.Name, err)
 	}
-	a.seen(res.Role)
-	a.log(logWith(ctx, res.Role)).Info("registered", "crawler", m.Name, "rejoined", res.Rejoined, "resumed", res.Resumed)
+	a.Deps.Seen(res.Role)
+	a.Deps.Logger(cluster.LogWith(ctx, res.Role)).Info("registered", "crawler", m.Name, "rejoined", res.Rejoined, "resumed", res.Resumed)
 	if exists {
 		// Only a member that was here before can hold a claim.
-		a.settleClaims(logWith(ctx, res.Role), c, m, res.Role, group)
+		a.settleClaims(cluster.LogWith(ctx, res.Role), c, m, res.Role, group)
 	}
 	return res, nil
 }
 
 // WaitMembers blocks until every configured member has registered (step 2),
 // woken by a watch on GroupState.
-func (a *Activities) WaitMembers(ctx context.Context, m Member) (roles.GroupState, error) {
-	c := a.cluster(m.Group)
+func (a *Activities) WaitMembers(ctx context.Context, m cluster.Member) (roles.GroupState, error) {
+	c := a.Deps.Cluster(m.Group)
 	for {
-		data, _, ch, err := a.Store.GetW(ctx, c.GroupPath())
+		data, _, ch, err := a.Deps.Store.GetW(ctx, c.GroupPath())
 		if err != nil {
 			return roles.GroupState{}, err
 		}
 		g, err := roles.DecodeGroupState(data)
 		if err != nil {
-			return g, a.corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
+			return g, a.Deps.Corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
 		}
 		if len(g.CurrentCrawler)+len(g.FailCrawler) >= g.TotalCrawler || len(g.CurrentRunner) > 0 {
 			return g, nil
 		}
-		heartbeat(ctx, len(g.CurrentCrawler))
-		if err := wait(ctx, ch, m.Timers.CheckTask); err != nil {
+		cluster.Heartbeat(ctx, len(g.CurrentCrawler))
+		if err := cluster.Wait(ctx, ch, m.Timers.CheckTask); err != nil {
 			return g, err
 		}
 	}
@@ -197,14 +222,14 @@ func (a *Activities) WaitMembers(ctx context.Context, m Member) (roles.GroupStat
 // the losers current_backup, standby_id becomes the smallest backup index,
 // and the member's role is written to its NodeState. A member that already
 // has a role keeps it.
-func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
-	c := a.cluster(m.Group)
+func (a *Activities) Elect(ctx context.Context, m cluster.Member) (roles.Role, error) {
+	c := a.Deps.Cluster(m.Group)
 	node, v, err := c.GetNode(ctx, m.Name)
 	if err != nil {
-		return "", a.corrupt(ctx, err)
+		return "", a.Deps.Corrupt(ctx, err)
 	}
-	a.seen(node.Role)
-	ctx = logWith(ctx, node.Role)
+	a.Deps.Seen(node.Role)
+	ctx = cluster.LogWith(ctx, node.Role)
 	if node.Role != roles.RoleInitial {
 		return node.Role, nil
 	}
@@ -215,7 +240,7 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 		if len(members) > g.TotalCrawler && g.TotalCrawler > 0 {
 			members = members[:g.TotalCrawler]
 		}
-		results := a.election().Elect(members, g.TotalRunner)
+		results := roles.Elect(members, g.TotalRunner)
 		role = roles.RoleBackup
 		i := slices.Index(members, m.Name)
 		if i >= 0 && results[i] == roles.Winner {
@@ -244,43 +269,35 @@ func (a *Activities) Elect(ctx context.Context, m Member) (roles.Role, error) {
 		return nil
 	})
 	if err != nil {
-		return "", a.corrupt(ctx, fmt.Errorf("elect %s: %w", m.Name, err))
+		return "", a.Deps.Corrupt(ctx, fmt.Errorf("elect %s: %w", m.Name, err))
 	}
 	if _, err := c.SetNode(ctx, m.Name, roles.NodeState{Group: m.Group, Role: role}, v); err != nil {
 		return "", fmt.Errorf("elect %s: write role: %w", m.Name, err)
 	}
-	a.seen(role)
-	a.log(logWith(ctx, role)).Info("elected", "crawler", m.Name)
+	a.Deps.Seen(role)
+	a.Deps.Logger(cluster.LogWith(ctx, role)).Info("elected", "crawler", m.Name)
 	return role, nil
 }
 
 // Position reads the member's role and whether it is the standby (the
 // dispatch step of the life cycle).
-func (a *Activities) Position(ctx context.Context, m Member) (Position, error) {
-	c := a.cluster(m.Group)
+func (a *Activities) Position(ctx context.Context, m cluster.Member) (cluster.Position, error) {
+	c := a.Deps.Cluster(m.Group)
 	node, _, err := c.GetNode(ctx, m.Name)
 	if errors.Is(err, metadata.ErrNotFound) {
 		// The metadata is gone (ZooKeeper's data was wiped, or the root
 		// changed) while Temporal kept the workflow: register again.
-		a.log(ctx).Warn("this instance's NodeState is missing; it registers again", "znode", c.NodePath(m.Name))
-		return Position{Missing: true}, nil
+		a.Deps.Logger(ctx).Warn("this instance's NodeState is missing; it registers again", "znode", c.NodePath(m.Name))
+		return cluster.Position{Missing: true}, nil
 	}
 	if err != nil {
-		return Position{}, a.corrupt(ctx, err)
+		return cluster.Position{}, a.Deps.Corrupt(ctx, err)
 	}
-	a.seen(node.Role)
-	ctx = logWith(ctx, node.Role)
+	a.Deps.Seen(node.Role)
+	ctx = cluster.LogWith(ctx, node.Role)
 	g, _, err := c.GetGroup(ctx)
 	if err != nil {
-		return Position{}, a.corrupt(ctx, err)
+		return cluster.Position{}, a.Deps.Corrupt(ctx, err)
 	}
-	return position(node, g, m), nil
-}
-
-func position(node roles.NodeState, g roles.GroupState, m Member) Position {
-	return Position{
-		Role:      node.Role,
-		Standby:   node.Role == roles.RoleBackup && g.IsStandby(m.Name),
-		AllRunner: g.AllAreRunners(),
-	}
+	return cluster.PositionOf(node, g, m), nil
 }

@@ -1,4 +1,4 @@
-package activities
+package scale
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -13,10 +14,11 @@ import (
 // A worker stopped with SIGTERM leaves its group in three steps, run by
 // the worker itself (not as activities: its workflows are closed by then):
 //
-//  1. Activities.Leaving is set, so a running crawl-job batch stops
-//     pulling URLs and ends with what it holds; AwaitIdle waits for the
-//     member's Task to be no longer pending (a plain Task is not waited
-//     for: it goes to a backup, as after a crash).
+//  1. The Runner's Leaving (runner.Activities.Leaving) is set, so a
+//     running crawl-job batch stops pulling URLs and ends with what it
+//     holds; AwaitIdle waits for the member's Task to be no longer pending
+//     (a plain Task is not waited for: it goes to a backup, as after a
+//     crash).
 //  2. The worker closes its own workflows and stops polling Temporal.
 //  3. Leave removes the member from GroupState and deletes its znodes.
 //
@@ -34,11 +36,11 @@ type LeaveResult struct {
 
 // AwaitIdle waits until member m's own Task is not pending (or m has no
 // Task, or was replaced), woken by a watch, while that Task is a crawl-job
-// batch (it drains once Activities.Leaving is set). It returns false when
+// batch (it drains once the Runner's Leaving is set). It returns false when
 // ctx ends first, and at once for a pending plain Task: its requests run in
 // order and may take long, so it is handed over to a backup (the member
 // stops as a crash would) rather than waited for.
-func AwaitIdle(ctx context.Context, s metadata.Store, root string, m Member) bool {
+func AwaitIdle(ctx context.Context, s metadata.Store, root string, m cluster.Member) bool {
 	c := metadata.NewCluster(s, root, m.Group)
 	for {
 		data, _, ch, err := s.GetW(ctx, c.TaskPath(m.Name))
@@ -68,7 +70,7 @@ func AwaitIdle(ctx context.Context, s metadata.Store, root string, m Member) boo
 // The transaction checks that the Task is not pending and unchanged, so a
 // job batch assigned at the last moment is not lost: then m does not leave
 // and a backup takes that Task over. Call it after m's workflows stopped.
-func Leave(ctx context.Context, s metadata.Store, root string, m Member) (LeaveResult, error) {
+func Leave(ctx context.Context, s metadata.Store, root string, m cluster.Member) (LeaveResult, error) {
 	c := metadata.NewCluster(s, root, m.Group)
 	node, nv, err := c.GetNode(ctx, m.Name)
 	if errors.Is(err, metadata.ErrNotFound) {

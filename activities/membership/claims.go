@@ -1,9 +1,10 @@
-package activities
+package membership
 
 import (
 	"context"
 	"slices"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -25,7 +26,7 @@ import (
 // crawl job re-queues its batch if not (JobAwait: a dead holder nobody
 // claimed). Errors are logged: registration goes on, and the next
 // registration looks again.
-func (a *Activities) settleClaims(ctx context.Context, c *metadata.Cluster, m Member, role roles.Role, g roles.GroupState) {
+func (a *Activities) settleClaims(ctx context.Context, c *metadata.Cluster, m cluster.Member, role roles.Role, g roles.GroupState) {
 	ownIdle := false
 	if t, _, err := c.GetTask(ctx, m.Name); err == nil && !t.Pending() {
 		ownIdle = true
@@ -44,24 +45,24 @@ func (a *Activities) settleClaims(ctx context.Context, c *metadata.Cluster, m Me
 		if !taskLeft && !member {
 			continue // finished: the peer is out and its Task moved on
 		}
-		in := PeerInput{Member: m, Dead: p, DeadRole: roles.RoleBackup}
+		in := cluster.PeerInput{Member: m, Dead: p, DeadRole: roles.RoleBackup}
 		if n.Role == roles.RoleDeadRunner {
 			in.DeadRole = roles.RoleRunner
 		}
-		log := a.log(ctx).With("crawler", m.Name, "dead", p, "dead_role", n.Role)
+		log := a.Deps.Logger(ctx).With("crawler", m.Name, "dead", p, "dead_role", n.Role)
 		switch {
 		case in.DeadRole == roles.RoleBackup:
 			// Nothing to hand over: finish removing it from the group.
-			if _, err := a.Activate(ctx, in); err == nil {
+			if _, err := a.failOver().Activate(ctx, in); err == nil {
 				log.Warn("unfinished fail-over of a dead backup finished at registration")
 				continue
 			}
 		case role == roles.RoleRunner && ownIdle && taskLeft:
-			if _, err := a.Activate(ctx, in); err != nil {
+			if _, err := a.failOver().Activate(ctx, in); err != nil {
 				log.Warn("could not finish an unfinished fail-over (activate); releasing it", "err", err)
 				break
 			}
-			h, err := a.HandOver(ctx, in, false)
+			h, err := a.failOver().HandOver(ctx, in, false)
 			if err != nil {
 				log.Warn("could not finish an unfinished fail-over (hand over); releasing it", "err", err)
 				break

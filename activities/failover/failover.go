@@ -1,4 +1,4 @@
-package activities
+package failover
 
 import (
 	"context"
@@ -6,17 +6,11 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
-
-// claimerDead reports whether the instance holding a claim is itself dead,
-// so that its claim can be taken over.
-func (a *Activities) claimerDead(ctx context.Context, c *metadata.Cluster, claimer string) bool {
-	n, _, err := c.GetNode(ctx, claimer)
-	return err == nil && n.Role.Dead()
-}
 
 // claimerAlive returns a lost error when the claimer itself was declared
 // dead (a dead role in its NodeState): a fail-over step it runs then would
@@ -31,7 +25,7 @@ func (a *Activities) claimerAlive(ctx context.Context, c *metadata.Cluster, clai
 // error (the step gives up), anything else is err, retried.
 func (a *Activities) lostIfDead(ctx context.Context, c *metadata.Cluster, claimer, step string, err error) error {
 	if errors.Is(err, metadata.ErrBadVersion) {
-		if lostErr := a.claimerAlive(ctx, c, claimer, step); IsLost(lostErr) {
+		if lostErr := a.claimerAlive(ctx, c, claimer, step); cluster.IsLost(lostErr) {
 			return lostErr
 		}
 	}
@@ -45,13 +39,13 @@ func (a *Activities) aliveCheck(ctx context.Context, c *metadata.Cluster, claime
 	n, v, err := c.GetNode(ctx, claimer)
 	switch {
 	case err == nil && n.Role.Dead():
-		return metadata.Op{}, lost("%s: %s was itself declared dead (%s, by %s)", step, claimer, n.Role, n.TakenOverBy)
+		return metadata.Op{}, cluster.Lost("%s: %s was itself declared dead (%s, by %s)", step, claimer, n.Role, n.TakenOverBy)
 	case err == nil:
 		return metadata.CheckOp(c.NodePath(claimer), v), nil
 	case errors.Is(err, metadata.ErrNotFound):
-		return metadata.Op{}, lost("%s: %s is no longer a member", step, claimer)
-	case isCorrupt(err):
-		return metadata.Op{}, a.corrupt(ctx, err)
+		return metadata.Op{}, cluster.Lost("%s: %s is no longer a member", step, claimer)
+	case cluster.IsCorrupt(err):
+		return metadata.Op{}, a.Deps.Corrupt(ctx, err)
 	default:
 		return metadata.Op{}, err
 	}
@@ -63,26 +57,26 @@ func (a *Activities) aliveCheck(ctx context.Context, c *metadata.Cluster, claime
 // then marks its Heartbeat Asystole and returns its Task. It is idempotent
 // for the claimer; a claim held by another live instance is reported with
 // Claimed false.
-func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult, error) {
+func (a *Activities) Discover(ctx context.Context, in cluster.PeerInput) (cluster.DiscoverResult, error) {
 	m := in.Member
-	ctx = logWith(ctx, watcherRole(m))
-	c := a.cluster(m.Group)
+	ctx = cluster.LogWith(ctx, watcherRole(m))
+	c := a.Deps.Cluster(m.Group)
 	node, v, err := c.GetNode(ctx, in.Dead)
-	if err != nil && !isCorrupt(err) {
-		return DiscoverResult{}, err
+	if err != nil && !cluster.IsCorrupt(err) {
+		return cluster.DiscoverResult{}, err
 	}
-	if isCorrupt(err) {
-		a.corrupt(ctx, err) // overwritten by the claim below
+	if cluster.IsCorrupt(err) {
+		a.Deps.Corrupt(ctx, err) // overwritten by the claim below
 		node = roles.NodeState{Group: m.Group, Role: in.DeadRole}
 	}
 	if err := a.claimerAlive(ctx, c, m.Name, "discover "+in.Dead); err != nil {
-		if IsLost(err) {
+		if cluster.IsLost(err) {
 			// Declared dead itself: it claims nothing (its watchers take
 			// over both, in turn).
-			a.log(ctx).Warn("not claiming a dead peer", "dead", in.Dead, "why", err)
-			return DiscoverResult{Claimed: false}, nil
+			a.Deps.Logger(ctx).Warn("not claiming a dead peer", "dead", in.Dead, "why", err)
+			return cluster.DiscoverResult{Claimed: false}, nil
 		}
-		return DiscoverResult{}, err
+		return cluster.DiscoverResult{}, err
 	}
 	// The verdict may be acted on late (Temporal was away, the worker
 	// was slow): the peer may have beaten since, or changed roles (a
@@ -90,8 +84,8 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 	// it no longer is, its Task would not be handed over; the watcher
 	// looks again instead.
 	if stale := a.staleVerdict(ctx, c, node, in); stale != "" {
-		a.log(ctx).Warn("not claiming a peer seen dead: "+stale, "dead", in.Dead, "dead_role", in.DeadRole)
-		return DiscoverResult{Claimed: false}, nil
+		a.Deps.Logger(ctx).Warn("not claiming a peer seen dead: "+stale, "dead", in.Dead, "dead_role", in.DeadRole)
+		return cluster.DiscoverResult{Claimed: false}, nil
 	}
 	deadRole := roles.RoleDeadRunner
 	if in.DeadRole == roles.RoleBackup {
@@ -100,43 +94,43 @@ func (a *Activities) Discover(ctx context.Context, in PeerInput) (DiscoverResult
 	switch {
 	case node.TakenOverBy == m.Name:
 		// ours already
-	case node.TakenOverBy != "" && !a.claimerDead(ctx, c, node.TakenOverBy):
-		return DiscoverResult{Claimed: false, By: node.TakenOverBy}, nil
+	case node.TakenOverBy != "" && !cluster.ClaimerDead(ctx, c, node.TakenOverBy):
+		return cluster.DiscoverResult{Claimed: false, By: node.TakenOverBy}, nil
 	default:
 		claim := roles.NodeState{Group: m.Group, Role: deadRole, TakenOverBy: m.Name}
 		if _, err := c.SetNode(ctx, in.Dead, claim, v); err != nil {
 			if errors.Is(err, metadata.ErrBadVersion) {
 				n2, _, _ := c.GetNode(ctx, in.Dead)
-				return DiscoverResult{Claimed: false, By: n2.TakenOverBy}, nil
+				return cluster.DiscoverResult{Claimed: false, By: n2.TakenOverBy}, nil
 			}
-			return DiscoverResult{}, fmt.Errorf("discover %s: claim: %w", in.Dead, err)
+			return cluster.DiscoverResult{}, fmt.Errorf("discover %s: claim: %w", in.Dead, err)
 		}
 		kind := telemetry.KindRunner
 		if in.DeadRole == roles.RoleBackup {
 			kind = telemetry.KindBackup
 		}
-		a.Metrics.Failover(kind)
+		a.Deps.Metrics.Failover(kind)
 	}
 	if hb, _, err := c.GetHeartbeat(ctx, in.Dead); err == nil {
 		hb.HealthyState = roles.HeartAsystole
 		_, _ = c.SetHeartbeat(ctx, in.Dead, hb, metadata.AnyVersion)
 	}
-	res := DiscoverResult{Claimed: true, By: m.Name}
+	res := cluster.DiscoverResult{Claimed: true, By: m.Name}
 	t, _, err := c.GetTask(ctx, in.Dead)
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 		// A corrupted Task cannot be handed over; it is reported, the
 		// fail-over goes on.
-		a.corrupt(ctx, err)
+		a.Deps.Corrupt(ctx, err)
 	}
 	res.Task = t
-	a.log(ctx).Warn("discovered dead peer", "claimer", m.Name, "dead", in.Dead, "dead_role", deadRole, "task_state", t.RunningStatus)
+	a.Deps.Logger(ctx).Warn("discovered dead peer", "claimer", m.Name, "dead", in.Dead, "dead_role", deadRole, "task_state", t.RunningStatus)
 	return res, nil
 }
 
 // staleVerdict says why a watcher's verdict on a peer no longer holds ("":
 // it holds): the peer's NodeState shows a live role other than the one it
 // was declared dead with, or its heartbeat was written since (in.Beat).
-func (a *Activities) staleVerdict(ctx context.Context, c *metadata.Cluster, node roles.NodeState, in PeerInput) string {
+func (a *Activities) staleVerdict(ctx context.Context, c *metadata.Cluster, node roles.NodeState, in cluster.PeerInput) string {
 	if (node.Role == roles.RoleRunner || node.Role == roles.RoleBackup) && node.Role != in.DeadRole {
 		return fmt.Sprintf("it is a %s now, not a %s", node.Role, in.DeadRole)
 	}
@@ -155,13 +149,13 @@ func (a *Activities) staleVerdict(ctx context.Context, c *metadata.Cluster, node
 // backups, the claimer moves from current_backup to current_runner,
 // total_backup drops by one and standby_id moves to the next backup, and
 // the claimer's NodeState becomes runner. Idempotent.
-func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, error) {
+func (a *Activities) Activate(ctx context.Context, in cluster.PeerInput) (cluster.Position, error) {
 	m := in.Member
-	ctx = logWith(ctx, watcherRole(m))
-	c := a.cluster(m.Group)
+	ctx = cluster.LogWith(ctx, watcherRole(m))
+	c := a.Deps.Cluster(m.Group)
 	dn, _, err := c.GetNode(ctx, in.Dead)
 	if err == nil && dn.TakenOverBy != m.Name {
-		return Position{}, lost("activate: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
+		return cluster.Position{}, cluster.Lost("activate: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
 	}
 	step := "activate after " + in.Dead
 	becomeRunner := false
@@ -207,55 +201,55 @@ func (a *Activities) Activate(ctx context.Context, in PeerInput) (Position, erro
 		}
 		return []metadata.Op{check}, nil
 	})
-	if IsLost(err) {
-		return Position{}, err
+	if cluster.IsLost(err) {
+		return cluster.Position{}, err
 	}
 	if errors.Is(err, metadata.ErrBadVersion) {
 		// Its own NodeState changed meanwhile: lost if it was declared
 		// dead, else retried.
-		return Position{}, a.lostIfDead(ctx, c, m.Name, step,
+		return cluster.Position{}, a.lostIfDead(ctx, c, m.Name, step,
 			fmt.Errorf("activate %s after %s: its NodeState changed meanwhile: %w", m.Name, in.Dead, err))
 	}
 	if err != nil {
-		return Position{}, a.corrupt(ctx, fmt.Errorf("activate %s after %s: %w", m.Name, in.Dead, err))
+		return cluster.Position{}, a.Deps.Corrupt(ctx, fmt.Errorf("activate %s after %s: %w", m.Name, in.Dead, err))
 	}
 	// The dead peer's death report, if a watcher wrote one, is acted on.
 	if err := c.Store.Delete(ctx, c.ReportPath(in.Dead), metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
-		a.log(ctx).Warn("could not delete the death report", "dead", in.Dead, "err", err)
+		a.Deps.Logger(ctx).Warn("could not delete the death report", "dead", in.Dead, "err", err)
 	}
 	node, nv, err := c.GetNode(ctx, m.Name)
 	if err != nil {
-		return Position{}, a.corrupt(ctx, err)
+		return cluster.Position{}, a.Deps.Corrupt(ctx, err)
 	}
 	if node.Role.Dead() {
 		// Declared dead after the group changed: its watchers remove it
 		// and it rejoins; the dead role must stay (see claimerAlive).
-		return Position{}, lost("activate %s after %s: %s was itself declared dead", m.Name, in.Dead, m.Name)
+		return cluster.Position{}, cluster.Lost("activate %s after %s: %s was itself declared dead", m.Name, in.Dead, m.Name)
 	}
 	if becomeRunner && node.Role != roles.RoleRunner {
 		node.Role = roles.RoleRunner
 		if _, err := c.SetNode(ctx, m.Name, node, nv); err != nil {
-			return Position{}, a.lostIfDead(ctx, c, m.Name, step, fmt.Errorf("activate %s: write role: %w", m.Name, err))
+			return cluster.Position{}, a.lostIfDead(ctx, c, m.Name, step, fmt.Errorf("activate %s: write role: %w", m.Name, err))
 		}
 	}
-	a.seen(node.Role)
-	a.log(logWith(ctx, node.Role)).Warn("activated", "crawler", m.Name, "dead", in.Dead, "standby_id", g.StandbyID)
+	a.Deps.Seen(node.Role)
+	a.Deps.Logger(cluster.LogWith(ctx, node.Role)).Warn("activated", "crawler", m.Name, "dead", in.Dead, "standby_id", g.StandbyID)
 	if in.DeadRole != roles.RoleRunner {
 		a.closeDead(ctx, in) // a dead backup has no Task to hand over
 	}
-	return position(node, g, m), nil
+	return cluster.PositionOf(node, g, m), nil
 }
 
 // closeDead closes the Temporal workflows of a dead peer whose place was
 // taken (see InstanceCloser). A failure is logged, not returned: the
 // fail-over is done, and a later rejoin of the peer restarts them anyway.
-func (a *Activities) closeDead(ctx context.Context, in PeerInput) {
+func (a *Activities) closeDead(ctx context.Context, in cluster.PeerInput) {
 	if a.Closer == nil {
 		return
 	}
 	reason := fmt.Sprintf("declared dead; %s took its place", in.Member.Name)
 	if err := a.Closer.CloseInstance(ctx, in.Member.Group, in.Dead, reason); err != nil {
-		a.log(ctx).Warn("could not close the dead instance's workflows", "dead", in.Dead, "err", err)
+		a.Deps.Logger(ctx).Warn("could not close the dead instance's workflows", "dead", in.Dead, "err", err)
 	}
 }
 
@@ -270,7 +264,7 @@ func (a *Activities) closeDead(ctx context.Context, in PeerInput) {
 //
 // Once the Task is handed over, the dead instance's Temporal workflows are
 // closed (Activities.Closer), so that only live roles show as Running.
-func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (HandOverResult, error) {
+func (a *Activities) HandOver(ctx context.Context, in cluster.PeerInput, adopt bool) (cluster.HandOverResult, error) {
 	res, err := a.handOver(ctx, in, adopt)
 	if err == nil {
 		a.closeDead(ctx, in)
@@ -278,37 +272,37 @@ func (a *Activities) HandOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	return res, err
 }
 
-func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (HandOverResult, error) {
+func (a *Activities) handOver(ctx context.Context, in cluster.PeerInput, adopt bool) (cluster.HandOverResult, error) {
 	m := in.Member
 	role := watcherRole(m)
 	if in.DeadRole == roles.RoleRunner {
 		role = roles.RoleRunner // activated: the claimer took the dead runner's place
 	}
-	ctx = logWith(ctx, role)
-	c := a.cluster(m.Group)
+	ctx = cluster.LogWith(ctx, role)
+	c := a.Deps.Cluster(m.Group)
 	dn, _, err := c.GetNode(ctx, in.Dead)
 	if err == nil && dn.TakenOverBy != m.Name {
-		return HandOverResult{}, lost("hand over: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
+		return cluster.HandOverResult{}, cluster.Lost("hand over: %s was claimed by %s, not %s", in.Dead, dn.TakenOverBy, m.Name)
 	}
 	// A claimer declared dead since its claim must not take the Task: it
 	// would sit in the Task of an instance nobody hands over (a dead backup
 	// has none). The check also goes into each write below.
 	alive, err := a.aliveCheck(ctx, c, m.Name, "hand over "+in.Dead)
 	if err != nil {
-		return HandOverResult{}, err
+		return cluster.HandOverResult{}, err
 	}
 	dead, dv, err := c.GetTask(ctx, in.Dead)
-	if errors.Is(err, metadata.ErrNotFound) || isCorrupt(err) {
+	if errors.Is(err, metadata.ErrNotFound) || cluster.IsCorrupt(err) {
 		if err != nil {
-			a.corrupt(ctx, err)
+			a.Deps.Corrupt(ctx, err)
 		}
-		return HandOverResult{Owner: m.Name}, nil
+		return cluster.HandOverResult{Owner: m.Name}, nil
 	}
 	if err != nil {
-		return HandOverResult{}, err
+		return cluster.HandOverResult{}, err
 	}
 	if dead.Job != nil {
-		ctx = logWith(ctx, "", "job", dead.Job.ID, "batch", dead.Job.Batch)
+		ctx = cluster.LogWith(ctx, "", "job", dead.Job.ID, "batch", dead.Job.Batch)
 	}
 	if dead.Holder == m.Name && dead.HandedOverFrom == in.Dead || dead.Holder == m.Name && adopt {
 		// done before (a retry after a crash)
@@ -319,27 +313,27 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		if adopt {
 			owner = in.Dead
 			if also, err = a.adoptHeldBy(ctx, c, in.Dead, m.Name); err != nil {
-				return HandOverResult{}, err
+				return cluster.HandOverResult{}, err
 			}
 		} else if own, _, err := c.GetTask(ctx, m.Name); err == nil && own.HandedOverFrom == in.Dead && own.Epoch == dead.Epoch {
 			if err := a.claimBatch(ctx, own, m.Name); err != nil {
-				return HandOverResult{}, err
+				return cluster.HandOverResult{}, err
 			}
-			return HandOverResult{Owner: m.Name, Pending: own.Pending(), Status: own.RunningStatus}, nil
+			return cluster.HandOverResult{Owner: m.Name, Pending: own.Pending(), Status: own.RunningStatus}, nil
 		} else {
 			owner = in.Dead // taken over in place: our own Task was busy
 		}
 		if dead.Pending() {
 			if err := a.claimBatch(ctx, dead, m.Name); err != nil {
-				return HandOverResult{}, err
+				return cluster.HandOverResult{}, err
 			}
 		}
-		return HandOverResult{Owner: owner, Pending: dead.Pending(), Status: dead.RunningStatus, Also: also}, nil
+		return cluster.HandOverResult{Owner: owner, Pending: dead.Pending(), Status: dead.RunningStatus, Also: also}, nil
 	}
 	next, ok := roles.HandOver(dead, in.Dead, m.Name)
 	if !ok {
-		a.log(ctx).Info("nothing to hand over", "dead", in.Dead, "task_state", dead.RunningStatus)
-		res := HandOverResult{Owner: m.Name, Status: dead.RunningStatus}
+		a.Deps.Logger(ctx).Info("nothing to hand over", "dead", in.Dead, "task_state", dead.RunningStatus)
+		res := cluster.HandOverResult{Owner: m.Name, Status: dead.RunningStatus}
 		if adopt {
 			res.Also, err = a.adoptHeldBy(ctx, c, in.Dead, m.Name)
 		}
@@ -353,15 +347,15 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	if adopt {
 		next, op := c.FenceTask(in.Dead, dv, next, m.Name, next.Epoch)
 		if err := a.handOverWrite(ctx, c, in, next, alive, op); err != nil {
-			return HandOverResult{}, err
+			return cluster.HandOverResult{}, err
 		}
-		a.log(ctx).Warn("task adopted", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex)
+		a.Deps.Logger(ctx).Warn("task adopted", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex)
 		also, err := a.adoptHeldBy(ctx, c, in.Dead, m.Name)
-		return HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus, Also: also}, err
+		return cluster.HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus, Also: also}, err
 	}
 	own, ov, err := c.GetTask(ctx, m.Name)
-	if err != nil && !errors.Is(err, metadata.ErrNotFound) && !isCorrupt(err) {
-		return HandOverResult{}, err
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) && !cluster.IsCorrupt(err) {
+		return cluster.HandOverResult{}, err
 	}
 	if own.Pending() {
 		// Work reached our own Task first (it was assigned between Activate
@@ -369,10 +363,10 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 		// All-are-Runner mode; the caller runs it from the dead one's znode.
 		next, op := c.FenceTask(in.Dead, dv, next, m.Name, next.Epoch)
 		if err := a.handOverWrite(ctx, c, in, next, alive, op); err != nil {
-			return HandOverResult{}, err
+			return cluster.HandOverResult{}, err
 		}
-		a.log(ctx).Warn("task adopted in place (own Task busy)", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch)
-		return HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus}, nil
+		a.Deps.Logger(ctx).Warn("task adopted in place (own Task busy)", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch)
+		return cluster.HandOverResult{Owner: in.Dead, Pending: next.Pending(), Status: next.RunningStatus}, nil
 	}
 	epoch := max(next.Epoch, own.Epoch+1)
 	_, movedOp := c.FenceTask(in.Dead, dv, moved, m.Name, epoch)
@@ -382,10 +376,10 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 	}
 	next, nextOp := c.FenceTask(m.Name, ov, next, m.Name, epoch)
 	if err := a.handOverWrite(ctx, c, in, next, alive, movedOp, nextOp); err != nil {
-		return HandOverResult{}, err
+		return cluster.HandOverResult{}, err
 	}
-	a.log(ctx).Warn("task handed over", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex, "status", next.RunningStatus)
-	return HandOverResult{Owner: m.Name, Pending: next.Pending(), Status: next.RunningStatus}, nil
+	a.Deps.Logger(ctx).Warn("task handed over", "crawler", m.Name, "from", in.Dead, "epoch", next.Epoch, "next_index", next.NextIndex, "status", next.RunningStatus)
+	return cluster.HandOverResult{Owner: m.Name, Pending: next.Pending(), Status: next.RunningStatus}, nil
 }
 
 // handOverWrite writes a hand-over to ZooKeeper in one transaction (ops,
@@ -396,7 +390,7 @@ func (a *Activities) handOver(ctx context.Context, in PeerInput, adopt bool) (Ha
 // written meanwhile, or the claimer declared dead) leaves the batch where
 // it was. The new holder runs the batch only after HandOver returned, so
 // after the claim; a crash between the two is finished by the retry.
-func (a *Activities) handOverWrite(ctx context.Context, c *metadata.Cluster, in PeerInput, next roles.Task, alive metadata.Op, ops ...metadata.Op) error {
+func (a *Activities) handOverWrite(ctx context.Context, c *metadata.Cluster, in cluster.PeerInput, next roles.Task, alive metadata.Op, ops ...metadata.Op) error {
 	m := in.Member
 	if err := c.Store.Multi(ctx, append(ops, alive)...); err != nil {
 		return a.lostIfDead(ctx, c, m.Name, "hand over "+in.Dead, fmt.Errorf("hand over %s to %s: %w", in.Dead, m.Name, err))
@@ -444,7 +438,7 @@ func (a *Activities) adoptHeldBy(ctx context.Context, c *metadata.Cluster, dead,
 		if err := a.claimBatch(ctx, next, self); err != nil {
 			return owners, err
 		}
-		a.log(ctx).Warn("task adopted from a dead holder", "crawler", self, "owner", n, "dead_holder", dead, "epoch", next.Epoch)
+		a.Deps.Logger(ctx).Warn("task adopted from a dead holder", "crawler", self, "owner", n, "dead_holder", dead, "epoch", next.Epoch)
 		owners = append(owners, n)
 	}
 	return owners, nil

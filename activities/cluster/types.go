@@ -1,8 +1,4 @@
-// Package activities holds the I/O side of Baton's roles: every activity is
-// a method on Activities, which holds the clients (the metadata store, the
-// fetcher, the clock). Workflows pass identity and timers in each call, so
-// one Activities value serves one worker process.
-package activities
+package cluster
 
 import (
 	"time"

@@ -50,8 +50,8 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make <target> [VAR=value]\n\nTargets:\n"} \
 		/^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build bin/baton-worker (./worker) and bin/baton (./starter), version VERSION (default: git describe).
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/baton-worker ./worker
+build: ## Build bin/baton-worker (./worker/cmd/baton-worker) and bin/baton (./starter), version VERSION (default: git describe).
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/baton-worker ./worker/cmd/baton-worker
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/baton ./starter
 
 deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing) and the Temporal CLI into .stack/bin (if missing).

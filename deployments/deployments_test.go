@@ -113,7 +113,7 @@ func TestChecksCatchBrokenFiles(t *testing.T) {
 	}
 	dockerCases := map[string]string{
 		"starter not built":  strings.ReplaceAll(dockerfile, "./starter", "./other"),
-		"worker not built":   strings.ReplaceAll(dockerfile, "./worker", "./other"),
+		"worker not built":   strings.ReplaceAll(dockerfile, "./worker/cmd/baton-worker", "./other"),
 		"old Go":             strings.ReplaceAll(dockerfile, "GO_VERSION=1.26", "GO_VERSION=1.21"),
 		"runs as root":       regexp.MustCompile(`(?m)^USER .*$`).ReplaceAllString(dockerfile, "USER root"),
 		"single stage":       keepFirstStage(dockerfile),
@@ -384,7 +384,7 @@ func checkDockerfile(text, goVersion string) []string {
 		p.add("builder stage has no name (FROM ... AS build)")
 	}
 	buildCmds := strings.Join(build.lines, "\n")
-	for _, pkg := range []string{"./worker", "./starter"} {
+	for _, pkg := range []string{"./worker/cmd/baton-worker", "./starter"} {
 		if !regexp.MustCompile(`go build [^\n]*` + regexp.QuoteMeta(pkg) + `(\s|$|&|;)`).MatchString(buildCmds) {
 			p.add("the builder does not `go build` %s", pkg)
 		}

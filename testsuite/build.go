@@ -18,7 +18,7 @@ var built struct {
 	err     error
 }
 
-// BuildBinaries builds the Baton worker (./worker) and starter (./starter)
+// BuildBinaries builds the Baton worker (./worker/cmd/baton-worker) and starter (./starter)
 // with `go build` from the repository root, once per test process, and
 // returns the paths of the two executables. Build failures fail every test
 // that calls it. The binaries live in a temporary directory that Main
@@ -47,7 +47,7 @@ func buildBinaries() error {
 	built.dir = dir
 	built.worker = filepath.Join(dir, "baton-worker")
 	built.starter = filepath.Join(dir, "baton")
-	if err := GoBuild(root, built.worker, "./worker"); err != nil {
+	if err := GoBuild(root, built.worker, "./worker/cmd/baton-worker"); err != nil {
 		return err
 	}
 	return GoBuild(root, built.starter, "./starter")

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 func runWorker(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errw bytes.Buffer
-	code := execute(args, &out, &errw)
+	code := Execute(args, &out, &errw)
 	return out.String(), errw.String(), code
 }
 

@@ -66,6 +66,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		seq++
 	}
 	idle := a.idleRunners(ctx, c, g, nil, append(slices.Clone(in.InFlight), res.Assigned...), seq)
+	idle = carriers(ctx, c, idle, in.Spec)
 	// While the frontier is short (the start and the end of a crawl), share
 	// it among all the Runners instead of giving it to the first idle ones,
 	// so that no Runner is left with a long batch while the others idle.
@@ -167,6 +168,23 @@ const firstTake = 2 * DefaultConcurrency
 // startLinger is how long a new job's first JobAssign waits for its
 // first batches to finish.
 const startLinger = 250 * time.Millisecond
+
+// carriers keeps the runners that carry the job's crawler at its version
+// (every Runner carries the built-in one): a Runner never gets a batch of a
+// crawler it does not carry. An unreadable Crawlers znode counts as not
+// carrying (the batch waits for another Runner rather than failing).
+func carriers(ctx context.Context, c *metadata.Cluster, runners []string, spec Spec) []string {
+	if spec.Crawler == "" || spec.Crawler == roles.BuiltinCrawler {
+		return runners
+	}
+	out := runners[:0:0]
+	for _, r := range runners {
+		if cr, err := c.GetCrawlers(ctx, r); err == nil && cr.Carries(spec.Crawler, spec.CrawlerVersion) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 // idleRunners lists the group's runners that are alive (fresh heartbeat)
 // and have no pending Task, in order of availability (rotated by seq to

@@ -128,6 +128,28 @@ func (c *Cluster) GetNode(ctx context.Context, name string) (roles.NodeState, in
 	return get(ctx, c.Store, c.NodePath(name), roles.DecodeNodeState)
 }
 
+// CrawlersPath is name's Crawlers znode: the crawlers its binary carries.
+func (c *Cluster) CrawlersPath(name string) string {
+	return path.Join(c.Root, "node", name, "crawlers")
+}
+
+// GetCrawlers reads the crawlers name advertises; an instance that
+// advertises none carries the built-in crawler only (ErrNotFound is not
+// an error here).
+func (c *Cluster) GetCrawlers(ctx context.Context, name string) (roles.Crawlers, error) {
+	cr, _, err := get(ctx, c.Store, c.CrawlersPath(name), roles.DecodeCrawlers)
+	if errors.Is(err, ErrNotFound) {
+		return roles.Crawlers{}, nil
+	}
+	return cr, err
+}
+
+// SetCrawlers writes the crawlers name advertises (creating the znode).
+func (c *Cluster) SetCrawlers(ctx context.Context, name string, cr roles.Crawlers) error {
+	_, err := c.Put(ctx, c.CrawlersPath(name), cr, AnyVersion)
+	return err
+}
+
 // GetTask reads name's Task.
 func (c *Cluster) GetTask(ctx context.Context, name string) (roles.Task, int32, error) {
 	return get(ctx, c.Store, c.TaskPath(name), roles.DecodeTask)

@@ -1,9 +1,17 @@
-// Command baton-worker runs one Baton crawler instance: it connects to
-// ZooKeeper and Temporal, serves its own task queue, and starts or resumes
-// its Lifecycle workflow (register, elect, run its role). Every flag can be
-// set from the environment (BATON_<FLAG>). Its exit codes are package
-// exitcode's, shared with baton.
-package main
+// Package worker runs one Baton crawler instance — what the baton-worker
+// command runs, and what your own worker binary runs with your crawlers:
+// it connects to ZooKeeper and Temporal, serves its own task queue, and
+// starts or resumes its Lifecycle workflow (register, elect, run its role).
+// Every flag can be set from the environment (BATON_<FLAG>). Its exit codes
+// are package exitcode's, shared with baton.
+//
+// A worker binary of your own registers your crawlers (package crawler)
+// and is run, configured and deployed exactly as baton-worker is:
+//
+//	func main() {
+//		os.Exit(worker.Main(shop.NewCrawler()))
+//	}
+package worker
 
 import (
 	"context"
@@ -13,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +40,7 @@ import (
 	"github.com/batoncrawl/baton/activities/connect/flagenv"
 	"github.com/batoncrawl/baton/activities/connect/version"
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/failover"
 	"github.com/batoncrawl/baton/activities/heartbeat"
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -39,16 +49,20 @@ import (
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/activities/runner"
 	"github.com/batoncrawl/baton/activities/scale"
+	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/workflows"
 )
 
-func main() {
-	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+// Main runs a worker configured by the command line and the environment
+// (the flags of baton-worker) with the given crawlers besides the built-in
+// one, until it stops (SIGTERM, Ctrl-C), and returns its exit code: the
+// body of a worker binary's main is os.Exit(worker.Main(crawlers...)).
+func Main(crawlers ...*crawler.Crawler) int {
+	return Execute(os.Args[1:], os.Stdout, os.Stderr, crawlers...)
 }
 
-// execute runs the worker with args until it stops, and returns the exit
-// code (package exitcode's, shared with baton).
-func execute(args []string, stdout, stderr io.Writer) int {
+// Execute is Main with its arguments and outputs given.
+func Execute(args []string, stdout, stderr io.Writer, crawlers ...*crawler.Crawler) int {
 	cfg := DefaultConfig()
 	cmd := &cobra.Command{
 		Use:     "baton-worker",
@@ -89,9 +103,13 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 			if err := cfg.Validate(); err != nil {
 				return exitcode.With(exitcode.Usage, fmt.Errorf("invalid configuration: %w", err))
 			}
+			carried, err := checkCrawlers(crawlers)
+			if err != nil {
+				return exitcode.With(exitcode.Usage, err)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return run(ctx, cfg)
+			return run(ctx, cfg, carried)
 		},
 	}
 	cmd.SetVersionTemplate("baton-worker {{.Version}}\n")
@@ -127,7 +145,46 @@ func newLogger(cfg Config) *slog.Logger {
 	return slog.New(h).With("instance", cfg.Name, "group", cfg.Group)
 }
 
-func run(ctx context.Context, cfg Config) error {
+// checkCrawlers validates the crawlers a worker binary registers and
+// returns them by name: each valid, each name once.
+func checkCrawlers(list []*crawler.Crawler) (map[string]*crawler.Crawler, error) {
+	out := map[string]*crawler.Crawler{}
+	for _, c := range list {
+		if c == nil {
+			return nil, errors.New("crawlers: nil crawler")
+		}
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("crawlers: %w", err)
+		}
+		if _, dup := out[c.Name()]; dup {
+			return nil, fmt.Errorf("crawlers: %q registered twice", c.Name())
+		}
+		out[c.Name()] = c
+	}
+	return out, nil
+}
+
+// advertised is what the worker writes in its Crawlers znode: the built-in
+// crawler (its version is the binary's) and the registered ones, by name.
+func advertised(crawlers map[string]*crawler.Crawler) roles.Crawlers {
+	cr := roles.Crawlers{List: []roles.CrawlerInfo{{Name: roles.BuiltinCrawler, Version: version.String()}}}
+	names := make([]string, 0, len(crawlers))
+	for n := range crawlers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := crawlers[n]
+		ci := roles.CrawlerInfo{Name: n, Version: c.Version(), Labels: c.Labels()}
+		for _, o := range c.OptionSpecs() {
+			ci.Options = append(ci.Options, roles.CrawlerOption{Key: o.Key, Kind: o.Kind, Default: o.Default})
+		}
+		cr.List = append(cr.List, ci)
+	}
+	return cr
+}
+
+func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) error {
 	log := newLogger(cfg)
 	slog.SetDefault(log)
 	metrics, err := startMetrics(cfg.MetricsAddr, log)
@@ -165,6 +222,14 @@ func run(ctx context.Context, cfg Config) error {
 	}
 
 	m := cfg.Member()
+	// The crawlers this binary carries, for the job assignment and the CLI
+	// (a job's batches go only to Runners that carry its crawler).
+	if err := metadata.NewCluster(store, cfg.ZK.Root, cfg.Group).SetCrawlers(dctx, cfg.Name, advertised(crawlers)); err != nil {
+		return fmt.Errorf("advertise crawlers: %w", err)
+	}
+	if len(crawlers) > 0 {
+		log.Info("crawlers", "carried", advertised(crawlers).List)
+	}
 	pw, err := cfg.StoreSecurity.Password()
 	if err != nil {
 		return err
@@ -207,8 +272,9 @@ func run(ctx context.Context, cfg Config) error {
 	leaving := &atomic.Bool{}
 	closer := instanceCloser{tc: tc}
 	deps := &cluster.Deps{Store: store, Root: cfg.ZK.Root,
-		Batches: &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer},
-		Log:     log, Metrics: metrics.Baton}
+		Batches: &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer,
+			Crawlers: crawlers},
+		Log: log, Metrics: metrics.Baton}
 	acts := activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer)
 	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)

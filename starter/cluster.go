@@ -110,7 +110,9 @@ type instanceView struct {
 	Health         string    `json:"health,omitempty"`
 	HeartbeatAgeMS *int64    `json:"heartbeat_age_ms,omitempty"`
 	Task           *taskView `json:"task,omitempty"`
-	Errors         []string  `json:"errors,omitempty"`
+	// Crawlers are the crawlers the instance's binary carries.
+	Crawlers []roles.CrawlerInfo `json:"crawlers,omitempty"`
+	Errors   []string            `json:"errors,omitempty"`
 }
 
 // taskView is the state of an instance's Task.
@@ -168,6 +170,11 @@ func readCluster(ctx context.Context, c *metadata.Cluster, now time.Time) (clust
 		} else {
 			in.Errors = append(in.Errors, "task: "+err.Error())
 		}
+		if cr, err := c.GetCrawlers(ctx, n); err == nil {
+			in.Crawlers = cr.List
+		} else {
+			in.Errors = append(in.Errors, "crawlers: "+err.Error())
+		}
 		v.Instances = append(v.Instances, in)
 	}
 	return v, nil
@@ -187,7 +194,7 @@ func printCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, now tim
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tROLE\tHEALTH\tHEARTBEAT AGE\tTASK\tPROGRESS\tHOLDER/EPOCH\tWATCHED BY")
+	fmt.Fprintln(tw, "INSTANCE\tROLE\tHEALTH\tHEARTBEAT AGE\tTASK\tPROGRESS\tHOLDER/EPOCH\tWATCHED BY\tCRAWLERS")
 	for _, in := range v.Instances {
 		role, health, age, task, progress, holder := "?", "?", "?", "error", "", ""
 		if in.Role != "" {
@@ -215,7 +222,17 @@ func printCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, now tim
 		if watchedBy == "" {
 			watchedBy = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, role, health, age, task, progress, holder, watchedBy)
+		var carried []string
+		for _, ci := range in.Crawlers {
+			if ci.Name != roles.BuiltinCrawler {
+				carried = append(carried, ci.Name+"@"+ci.Version)
+			}
+		}
+		crawlers := "builtin"
+		if len(carried) > 0 {
+			crawlers += "," + strings.Join(carried, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, role, health, age, task, progress, holder, watchedBy, crawlers)
 	}
 	return tw.Flush()
 }

@@ -97,6 +97,8 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		maxBody                    int64
 		userAgent, seedsFile       string
 		proxy, bodiesDir           string
+		crawlerName, seedLabel     string
+		sets                       []string
 	)
 	var co *crawlOutput // --output, -q, --wait-for-runners: crawlwait.go
 	var sf secretFlags  // --cookie-file, --auth-file, --header-file: secrets.go
@@ -156,6 +158,26 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 					return usage("--timers %q: want default or fast", profile)
 				}
 			}
+			var crawlerSets map[string]string
+			crawlerVersion := ""
+			if crawlerName == roles.BuiltinCrawler {
+				crawlerName = ""
+			}
+			if crawlerName == "" && len(sets) > 0 {
+				return usage("--set: options of a user crawler: name it with --crawler (the built-in crawler takes flags)")
+			}
+			if crawlerName != "" {
+				if len(selects) > 0 || follow {
+					return usage("--select and --follow are the built-in crawler's: crawler %s chooses its links and items in code", crawlerName)
+				}
+				if crawlerSets, err = parsePairs("set", sets); err != nil {
+					return err
+				}
+				if crawlerVersion, err = pickCrawler(cmd.Context(), g, crawlerName, crawlerSets); err != nil {
+					return err
+				}
+				crawlerName, _, _ = strings.Cut(crawlerName, "@")
+			}
 			sub := jobs.Submission{ID: id, Group: g.group, Seeds: args, Sitemaps: sitemaps, MaxPages: maxPages,
 				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers,
 				StoreBodies: storeBodies, BodiesDir: bodiesDir}
@@ -181,6 +203,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			}
 			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
 			sub.Options = opts
+			sub.Crawler, sub.CrawlerVersion, sub.CrawlerOptions, sub.SeedLabel = crawlerName, crawlerVersion, crawlerSets, seedLabel
 			plan, err := sub.Build()
 			if err != nil {
 				return submitError(err)
@@ -268,6 +291,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f := cmd.Flags()
 	sf.add(f)
 	f.StringVar(&id, "id", "", "job ID (default: generated)")
+	f.StringVar(&crawlerName, "crawler", "", "the crawler that runs the job's pages: a user crawler a worker binary of the group carries (NAME or NAME@VERSION; see `baton cluster`), default the built-in one")
+	f.StringArrayVar(&sets, "set", nil, "an option of the user crawler, key=value (repeatable; checked against the options the workers advertise)")
+	f.StringVar(&seedLabel, "label", "", "the label of the seeds: which handler of a user crawler gets them")
 	f.StringArrayVar(&selects, "select", nil, "extract a field: name=SELECTOR (repeatable); SELECTOR is CSS (h1.title) for the text, "+
 		"CSS@attr (a.next@href) for an attribute, xpath:EXPR (xpath://a/@href), or json:PATH on JSON responses (json:items.#.name)")
 	f.StringVar(&userAgent, "user-agent", def.UserAgent, "User-Agent of every request (robots.txt groups are matched against it)")

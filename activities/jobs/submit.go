@@ -62,6 +62,10 @@ type Submission struct {
 	// under a directory of the Runner's machine (one or neither).
 	StoreBodies bool
 	BodiesDir   string
+	// Crawler, CrawlerVersion, CrawlerOptions, SeedLabel: as in Spec.
+	Crawler, CrawlerVersion string
+	CrawlerOptions          map[string]string
+	SeedLabel               string
 }
 
 // Plan is a checked Submission: the spec that travels (no secrets in it),
@@ -130,7 +134,8 @@ func (s Submission) Build() (Plan, error) {
 	}
 	spec := Spec{ID: s.ID, Group: s.Group, Seeds: s.Seeds, Options: opts, MaxPages: s.MaxPages,
 		BatchSize: s.BatchSize, Cookie: s.Cookie, Authorization: s.Authorization, Timers: s.Timers,
-		Sitemaps: maps, SeedsStored: len(stored)}
+		Sitemaps: maps, SeedsStored: len(stored), Crawler: s.Crawler, CrawlerVersion: s.CrawlerVersion,
+		CrawlerOptions: s.CrawlerOptions, SeedLabel: s.SeedLabel}
 	if s.File != nil {
 		spec.SeedsStored += s.File.count
 	}

@@ -53,6 +53,38 @@ func buildBinaries() error {
 	return GoBuild(root, built.starter, "./starter")
 }
 
+var extra struct {
+	mu   sync.Mutex
+	bins map[string]string // package → binary
+}
+
+// BuildWorker builds a worker binary of one's own — a package whose main
+// runs worker.Main with its crawlers, such as ./worker/examples/shop —
+// once per test process, and returns its path (removed by Main with the
+// others).
+func BuildWorker(t testing.TB, pkg string) string {
+	t.Helper()
+	BuildBinaries(t)
+	extra.mu.Lock()
+	defer extra.mu.Unlock()
+	if bin, ok := extra.bins[pkg]; ok {
+		return bin
+	}
+	root, err := findRepoRoot()
+	if err != nil {
+		t.Fatalf("testsuite: %v", err)
+	}
+	bin := filepath.Join(built.dir, "worker-"+filepath.Base(pkg))
+	if err := GoBuild(root, bin, pkg); err != nil {
+		t.Fatalf("testsuite: %v", err)
+	}
+	if extra.bins == nil {
+		extra.bins = map[string]string{}
+	}
+	extra.bins[pkg] = bin
+	return bin
+}
+
 // GoBuild runs `go build -o out pkg` in dir, returning the compiler output
 // in the error if it fails.
 func GoBuild(dir, out, pkg string) error {

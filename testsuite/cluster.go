@@ -58,12 +58,20 @@ type Cluster struct {
 	ZKAuth       string
 	temporalOpts []TemporalOption
 
+	workerPkg string // WithWorkerBinary
+
 	mu      sync.Mutex
 	workers map[string]*Process
 }
 
 // ClusterOption customises NewCluster.
 type ClusterOption func(*Cluster)
+
+// WithWorkerBinary runs the cluster's instances with a worker binary of
+// one's own, built from pkg (BuildWorker), instead of baton-worker.
+func WithWorkerBinary(pkg string) ClusterOption {
+	return func(c *Cluster) { c.workerPkg = pkg }
+}
 
 // WithWorkerArgs adds flags to every worker.
 func WithWorkerArgs(args ...string) ClusterOption {
@@ -136,6 +144,9 @@ func NewCluster(t testing.TB, runner, backup int, opts ...ClusterOption) *Cluste
 	}
 	c.Temporal = StartTemporal(t, c.temporalOpts...)
 	c.Worker, c.Starter = BuildBinaries(t)
+	if c.workerPkg != "" {
+		c.Worker = BuildWorker(t, c.workerPkg)
+	}
 	if c.ZKAuth != "" {
 		f := filepath.Join(t.TempDir(), "zk-auth")
 		if err := os.WriteFile(f, []byte(c.ZKAuth+"\n"), 0o600); err != nil {

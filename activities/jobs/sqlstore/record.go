@@ -74,9 +74,10 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		//  2. the group's own URLs finished, in URL order (rows no other
 		//     recording holds: they are this batch's);
 		//  3. hashes (hash order), results (the group's own URLs), their
-		//     bodies and items (the job's items lock first, on
-		//     PostgreSQL; no other transaction takes it), the writer's
-		//     counter row, and last the batch row.
+		//     bodies, their items (on PostgreSQL under the job's items
+		//     lock, which only group commits take, here: its holder waits
+		//     only for the rows below, which nobody waiting for that lock
+		//     holds), the writer's counter row, and last the batch row.
 		// (Finishing the own URLs before the links, as before, made two
 		// groups whose pages link to each other wait in a cycle: each held
 		// its own finished row the other's link insert waited for.)

@@ -123,7 +123,10 @@ type Recorded struct {
 //     secrets).
 //   - SupervisorStore: the job's workflow, which hands batches out and
 //     watches them (Activities).
-//   - RunnerStore: a Runner crawling a batch it holds (BatchRunner).
+//   - RunnerStore: a Runner crawling a batch it holds (BatchRunner), and
+//     a worker delivering a job's items to its sinks.
+//   - ItemStore: the items of user crawlers and their sinks' cursors;
+//     ReaderStore and RunnerStore take the part each needs.
 //
 // Their contracts hold for Store. It adds what no product code holds a
 // narrow interface for (Record, Entries, Recorded: the tests and the
@@ -144,6 +147,7 @@ type Store interface {
 	SubmitterStore
 	SupervisorStore
 	RunnerStore
+	ItemStore
 	// Record is RecordAll of one Record.
 	Record(ctx context.Context, r Record) (Recorded, error)
 	// Entries lists a batch's URLs with their progress.
@@ -177,6 +181,10 @@ type ReaderStore interface {
 	// Refused counts a job's URLs finished without a page: refused by
 	// robots.txt (sitemaps apart).
 	Refused(ctx context.Context, job string) (int, error)
+	// Items: as in ItemStore (the CLI exports a job's items).
+	Items(ctx context.Context, job string, after int64, limit int) ([]ItemRecord, error)
+	// Sinks: as in ItemStore (the CLI shows the sinks' delivery).
+	Sinks(ctx context.Context, job string) ([]SinkState, error)
 }
 
 // SubmitterStore is what the CLI writes when it submits a job whose seeds
@@ -289,8 +297,11 @@ type RunnerStore interface {
 	// transaction, checked against the batch's epoch (a group commit: one
 	// commit, one fsync, for them all). For each URL it inserts the page
 	// into the results (once per job and URL), queues its links (once per
-	// job and URL, within max_pages), marks the URL finished in its batch
-	// and counts it.
+	// job and URL, within max_pages, with the label and data of the first
+	// page of the call that found it), marks the URL finished in its batch
+	// and counts it. A page new to the results (Recorded.Wrote) brings its
+	// Items into the job's items (ItemStore.Items), counted in
+	// Stats.Items; a page recorded before brings none.
 	//
 	// It also flags duplicates: a page fetched without error whose
 	// Page.BodyHash is the hash of a page of the job recorded before (or
@@ -314,4 +325,12 @@ type RunnerStore interface {
 	// Control returns a job's control state: ControlRunning when none was
 	// set. It is one indexed read: Runners call it a few times a second.
 	Control(ctx context.Context, job string) (string, error)
+
+	// A worker delivers a job's items to its sinks: it leases a sink,
+	// reads the items past its cursor, and acknowledges what a sink took
+	// (or records its failure). As in ItemStore.
+	Items(ctx context.Context, job string, after int64, limit int) ([]ItemRecord, error)
+	LeaseSink(ctx context.Context, job, sink, holder string, ttl time.Duration) (SinkState, error)
+	AckSink(ctx context.Context, job, sink, holder string, upTo int64, n int) error
+	FailSink(ctx context.Context, job, sink, holder, reason string) error
 }

@@ -80,14 +80,14 @@ func (s *Store) handOut(ctx context.Context, tx *sql.Tx, job, id, shard string, 
 	rows, err := tx.QueryContext(ctx, s.q(`UPDATE baton_frontier SET state = 1, batch = ?
 		WHERE job = ? AND url IN (SELECT url FROM baton_frontier WHERE job = ? AND state = 0
 			ORDER BY `+s.d.seqCol+` LIMIT ?`+s.d.skipLocked+`)
-		RETURNING url, depth`), id, job, job, n)
+		RETURNING `+entryCols), id, job, job, n)
 	if err != nil {
 		return nil, fmt.Errorf("hand out job %s batch %s: %w", job, id, err)
 	}
 	var out []jobs.Entry
 	for rows.Next() {
-		var e jobs.Entry
-		if err := rows.Scan(&e.URL, &e.Depth); err != nil {
+		e, err := scanEntry(rows)
+		if err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -156,24 +156,18 @@ func (s *Store) Claim(ctx context.Context, job, id, holder string, epoch int64) 
 
 // Entries lists a batch's URLs.
 func (s *Store) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry, error) {
-	return queryAll(ctx, s, `SELECT url, depth, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol,
+	return queryAll(ctx, s, `SELECT `+entryCols+`, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol,
 		[]any{job, id}, func(rows *sql.Rows) (jobs.BatchEntry, error) {
-			var e jobs.BatchEntry
 			var state int
-			err := rows.Scan(&e.URL, &e.Depth, &state)
-			e.Done = state == 2
-			return e, err
+			e, err := scanEntry(rows, &state)
+			return jobs.BatchEntry{Entry: e, Done: state == 2}, err
 		})
 }
 
 // Unfinished lists a batch's URLs not finished yet (see jobs.Store).
 func (s *Store) Unfinished(ctx context.Context, job, id string) ([]jobs.Entry, error) {
-	return queryAll(ctx, s, `SELECT url, depth FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1 ORDER BY `+s.d.seqCol,
-		[]any{job, id}, func(rows *sql.Rows) (jobs.Entry, error) {
-			var e jobs.Entry
-			err := rows.Scan(&e.URL, &e.Depth)
-			return e, err
-		})
+	return queryAll(ctx, s, `SELECT `+entryCols+` FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1 ORDER BY `+s.d.seqCol,
+		[]any{job, id}, func(rows *sql.Rows) (jobs.Entry, error) { return scanEntry(rows) })
 }
 
 func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {

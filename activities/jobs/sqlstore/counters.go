@@ -10,34 +10,35 @@ import (
 // This file holds a job's counters: rows per writer (baton_counters),
 // summed when read, so that writers of one job never wait for one row.
 
-type counts struct{ seen, taken, requeued, recorded, failed int }
+type counts struct{ seen, taken, requeued, recorded, failed, items int }
 
 func (s *Store) count(ctx context.Context, tx *sql.Tx, job, shard string, c counts) error {
 	if c == (counts{}) {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job, shard) DO UPDATE SET
 			seen = baton_counters.seen + excluded.seen,
 			taken = baton_counters.taken + excluded.taken,
 			requeued = baton_counters.requeued + excluded.requeued,
 			recorded = baton_counters.recorded + excluded.recorded,
-			failed = baton_counters.failed + excluded.failed`),
-		job, shard, c.seen, c.taken, c.requeued, c.recorded, c.failed)
+			failed = baton_counters.failed + excluded.failed,
+			items = baton_counters.items + excluded.items`),
+		job, shard, c.seen, c.taken, c.requeued, c.recorded, c.failed, c.items)
 	return err
 }
 
 func (s *Store) sums(ctx context.Context, q querier, job string) (counts, error) {
 	var c counts
 	err := q.QueryRowContext(ctx, s.q(`SELECT COALESCE(SUM(seen), 0), COALESCE(SUM(taken), 0), COALESCE(SUM(requeued), 0),
-		COALESCE(SUM(recorded), 0), COALESCE(SUM(failed), 0) FROM baton_counters WHERE job = ?`), job).
-		Scan(&c.seen, &c.taken, &c.requeued, &c.recorded, &c.failed)
+		COALESCE(SUM(recorded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(items), 0) FROM baton_counters WHERE job = ?`), job).
+		Scan(&c.seen, &c.taken, &c.requeued, &c.recorded, &c.failed, &c.items)
 	return c, err
 }
 
 func stats(c counts, maxPages int) jobs.Stats {
-	st := jobs.Stats{Seen: c.seen, Queued: c.seen - c.taken + c.requeued, Recorded: c.recorded, Failed: c.failed}
+	st := jobs.Stats{Seen: c.seen, Queued: c.seen - c.taken + c.requeued, Recorded: c.recorded, Failed: c.failed, Items: c.items}
 	if maxPages > 0 {
 		st.Seen = min(st.Seen, maxPages)
 		st.Queued = max(0, min(st.Queued, maxPages-(c.taken-c.requeued)))

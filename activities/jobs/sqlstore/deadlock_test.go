@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/jobs/storetest"
@@ -40,6 +42,27 @@ func crossLinked(n int) func(i int) []string {
 	}
 }
 
+// pageItems are the items page i pushes: i%4 of them.
+func pageItems(i int) []crawler.Pushed {
+	out := make([]crawler.Pushed, i%4)
+	for k := range out {
+		out[k] = crawler.Pushed{Label: "ITEM", Index: k, Value: json.RawMessage(fmt.Sprintf(`{"page":%d,"k":%d}`, i, k))}
+	}
+	return out
+}
+
+// itemsOf counts the items of pages 0…n-1.
+func itemsOf(n int) int {
+	total := 0
+	for i := range n {
+		total += i % 4
+	}
+	return total
+}
+
+// runOneBatch runs a batch as a Runner does: it pulls URLs and records
+// them, with their links (links) and items (pageItems), in two concurrent
+// group commits at a time.
 func runOneBatch(ctx context.Context, s jobs.Store, job, batch, runner string, links func(i int) []string) error {
 	if _, err := s.Claim(ctx, job, batch, runner, 1); err != nil {
 		return err
@@ -86,7 +109,7 @@ func runOneBatch(ctx context.Context, s jobs.Store, job, batch, runner string, l
 				fmt.Sscanf(e.URL[strings.LastIndex(e.URL, "/p")+2:], "%d", &i)
 				recs[j] = jobs.Record{Job: job, Batch: batch, Runner: runner, Epoch: 1, URL: e.URL,
 					Page:  storetest.Page(job, batch, runner, 1, e.URL, e.Depth, ""),
-					Links: storetest.Entries(e.Depth+1, links(i)...)}
+					Links: storetest.Entries(e.Depth+1, links(i)...), Items: pageItems(i)}
 			}
 			wg.Add(1)
 			go func() {
@@ -109,7 +132,7 @@ func runOneBatch(ctx context.Context, s jobs.Store, job, batch, runner string, l
 
 // TestPostgresRecordingNeverDeadlocks crawls a densely cross-linked site
 // through the store with three runners recording in concurrent group
-// commits, and asserts PostgreSQL's own deadlock counter stayed 0 (the
+// commits (pages with items: the job's items lock too), and asserts PostgreSQL's own deadlock counter stayed 0 (the
 // store retries a deadlock, so only the server can tell) and every page
 // was recorded once.
 func TestPostgresRecordingNeverDeadlocks(t *testing.T) {
@@ -154,7 +177,10 @@ func TestPostgresRecordingNeverDeadlocks(t *testing.T) {
 			t.Errorf("%s recorded %d times", u, n)
 		}
 	}
-	assert.Equal(t, jobs.Stats{Seen: pages, Recorded: pages}, st)
+	assert.Equal(t, jobs.Stats{Seen: pages, Recorded: pages, Items: itemsOf(pages)}, st)
+	its, err := stores[0].Items(ctx, job, 0, 10*pages)
+	require.NoError(t, err)
+	assert.Len(t, its, itemsOf(pages), "items stored")
 	for _, s := range stores {
 		require.NoError(t, s.Close())
 	}

@@ -14,21 +14,54 @@ import (
 // This file holds a job's row: its spec, its seeds, the list of jobs.
 
 // insertEntries queues entries new to the job's frontier and returns how
-// many were new.
+// many were new. A URL already in the frontier, or repeated in entries,
+// keeps the label and data it was queued with first.
 func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
-	rows := make([][]any, len(entries))
-	for i, e := range entries {
+	rows := make([][]any, 0, len(entries))
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
 		if err := jobs.CheckURLLength(e.URL); err != nil {
 			return 0, fmt.Errorf("queue URLs: %w", err)
 		}
-		rows[i] = []any{job, e.URL, e.Depth}
+		if seen[e.URL] {
+			continue
+		}
+		seen[e.URL] = true
+		rows = append(rows, entryRow(job, e))
 	}
-	added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
+	added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, label, data) VALUES `, nil, "(?, ?, ?, 0, ?, ?)",
 		` ON CONFLICT (job, url) DO NOTHING RETURNING url`, rows)
 	if err != nil {
 		return 0, fmt.Errorf("queue URLs: %w", err)
 	}
 	return len(added), nil
+}
+
+// entryRow is the values of a new frontier row (job, url, depth, label,
+// data) for e; no data is NULL.
+func entryRow(job string, e jobs.Entry) []any {
+	var data any
+	if len(e.Data) > 0 {
+		data = text(string(e.Data))
+	}
+	return []any{job, e.URL, e.Depth, text(e.Label), data}
+}
+
+// entryCols are the columns scanEntry reads, in its order.
+const entryCols = `url, depth, label, data`
+
+// scanEntry reads the entryCols of a frontier row, and more (a row's
+// further columns, after them).
+func scanEntry(rows *sql.Rows, more ...any) (jobs.Entry, error) {
+	var e jobs.Entry
+	var data sql.NullString
+	if err := rows.Scan(append([]any{&e.URL, &e.Depth, &e.Label, &data}, more...)...); err != nil {
+		return e, err
+	}
+	if data.Valid {
+		e.Data = json.RawMessage(data.String)
+	}
+	return e, nil
 }
 
 // CreateJob stores the job and queues its seeds; idempotent.

@@ -238,6 +238,6 @@ func TestPostgresThroughPgBouncer(t *testing.T) {
 		}
 		st, err := stores[0].Stats(ctx, job)
 		require.NoError(t, err)
-		assert.Equal(t, jobs.Stats{Seen: pages, Recorded: pages}, st)
+		assert.Equal(t, jobs.Stats{Seen: pages, Recorded: pages, Items: itemsOf(pages)}, st)
 	})
 }

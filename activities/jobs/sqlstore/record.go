@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -48,8 +50,8 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 				continue
 			}
 			if _, ok := owner[l.URL]; !ok {
-				owner[l.URL] = i
-				links = append(links, []any{job, l.URL, l.Depth})
+				owner[l.URL] = i // its label and data are the first page's
+				links = append(links, entryRow(job, l))
 			}
 		}
 	}
@@ -71,8 +73,11 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		//     for nothing this transaction holds;
 		//  2. the group's own URLs finished, in URL order (rows no other
 		//     recording holds: they are this batch's);
-		//  3. hashes (hash order), results (the group's own URLs), the
-		//     writer's counter row, and last the batch row.
+		//  3. hashes (hash order), results (the group's own URLs), their
+		//     bodies, their items (on PostgreSQL under the job's items
+		//     lock, which only group commits take, here: its holder waits
+		//     only for the rows below, which nobody waiting for that lock
+		//     holds), the writer's counter row, and last the batch row.
 		// (Finishing the own URLs before the links, as before, made two
 		// groups whose pages link to each other wait in a cycle: each held
 		// its own finished row the other's link insert waited for.)
@@ -96,7 +101,7 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 					queue = nil
 				}
 			}
-			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state) VALUES `, nil, "(?, ?, ?, 0)",
+			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, label, data) VALUES `, nil, "(?, ?, ?, 0, ?, ?)",
 				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, queue)
 			if err != nil {
 				return fmt.Errorf("record: queue links: %w", err)
@@ -149,6 +154,7 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 				return fmt.Errorf("record: bodies: %w", err)
 			}
 		}
+		var items [][]any
 		for i, r := range rs {
 			if finished[r.URL] && r.Page != nil && wrote[r.URL] {
 				out[i].Wrote = true
@@ -156,7 +162,20 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 				if r.Page.Error != "" {
 					c.failed++
 				}
+				// The items go with the page only when the page is new to
+				// the results: a page recorded again (a retried write, a
+				// new holder's fetch after a hand-over) adds none.
+				for _, it := range r.Items {
+					items = append(items, itemRow(job, r.URL, it))
+				}
 			}
+		}
+		if len(items) > 0 {
+			n, err := s.insertItems(ctx, tx, job, items)
+			if err != nil {
+				return fmt.Errorf("record: items: %w", err)
+			}
+			c.items = n
 		}
 		if err := s.count(ctx, tx, job, rs[0].Runner, c); err != nil {
 			return err
@@ -232,4 +251,58 @@ func (s *Store) duplicates(ctx context.Context, tx *sql.Tx, job string, rs []job
 		}
 	}
 	return out, nil
+}
+
+// itemRow is the values of an item's row: job, url, idx, label, value.
+func itemRow(job, url string, it crawler.Pushed) []any {
+	value := text(string(it.Value))
+	if len(it.Value) == 0 {
+		value = "null"
+	}
+	return []any{job, url, it.Index, text(it.Label), value}
+}
+
+// insertItems inserts a group's items (rows of itemRow) in (URL, index)
+// order, once per (job, URL, index), and returns how many it inserted.
+// On PostgreSQL the job's items lock is taken first and held up to the
+// commit, so the job's items commit in the order of their seq.
+func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, job string, rows [][]any) (int, error) {
+	slices.SortFunc(rows, func(a, b []any) int {
+		if c := strings.Compare(a[1].(string), b[1].(string)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a[2].(int), b[2].(int))
+	})
+	if s.d.lockItems != "" {
+		if _, err := tx.ExecContext(ctx, s.d.lockItems, job); err != nil {
+			return 0, fmt.Errorf("lock the items of job %s: %w", job, err)
+		}
+	}
+	const chunk = 200
+	n := 0
+	for len(rows) > 0 {
+		k := min(chunk, len(rows))
+		var b strings.Builder
+		b.WriteString(`INSERT INTO baton_items (job, url, idx, label, value) VALUES `)
+		args := make([]any, 0, 5*k)
+		for i, r := range rows[:k] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?)")
+			args = append(args, r...)
+		}
+		b.WriteString(` ON CONFLICT (job, url, idx) DO NOTHING`)
+		res, err := tx.ExecContext(ctx, s.q(b.String()), args...)
+		if err != nil {
+			return 0, err
+		}
+		added, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		n += int(added)
+		rows = rows[k:]
+	}
+	return n, nil
 }

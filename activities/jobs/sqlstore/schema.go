@@ -20,7 +20,11 @@ import (
 //	2  baton_job_control (pause and cancel reach the Runners); from 2 on
 //	   the schema is set up only when the version changes (before, at
 //	   every open)
-const schemaVersion = 2
+//	3  user crawlers: baton_frontier.label and .data (an entry's label and
+//	   user data), baton_counters.items, baton_items (the items pages
+//	   pushed) and baton_sinks (sink cursors and leases); a store of
+//	   version 1 or 2 gains the columns (columns added: upgrades)
+const schemaVersion = 3
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -29,11 +33,13 @@ const schemaVersion = 2
 //	baton_jobs      one row per job: its spec (JSON) and max_pages
 //	baton_frontier  one row per (job, URL): depth, state (0 queued, 1 in a
 //	                batch, 2 finished), the batch it is in, an insertion
-//	                sequence (FIFO hand-out, breadth first)
+//	                sequence (FIFO hand-out, breadth first), the label and
+//	                the user data (JSON; NULL: none) it was queued with
+//	                first
 //	baton_batches   one row per batch: holder, epoch, size, state, error
 //	baton_results   one row per (job, URL): the page record (JSON)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
-//	                seen, taken, requeued, recorded, failed
+//	                seen, taken, requeued, recorded, failed, items
 //	baton_hashes    one row per (job, body hash): the URL of the page
 //	                recorded first with that body (duplicates point to it)
 //	baton_bodies    one row per (job, URL) whose body is kept: the body,
@@ -43,13 +49,23 @@ const schemaVersion = 2
 //	baton_job_control one row per job paused, resumed or cancelled: its
 //	                control state (running, paused, cancelled), read by
 //	                the Runners crawling it (no row: running)
+//	baton_items     one row per item a user crawler's page pushed: seq
+//	                (increasing in the order the items were committed,
+//	                per store), job, URL, index on the page, label, value
+//	                (JSON); unique per (job, URL, index)
+//	baton_sinks     one row per (job, sink): the holder of its lease and
+//	                until when (ms since the Unix epoch, the database's
+//	                clock), its cursor (the seq of the last item
+//	                delivered), how many were delivered, consecutive
+//	                failures and the last error
 //
 // Every statement is CREATE … IF NOT EXISTS, so an upgrade runs them all
-// and an older store gains what it lacks.
+// and an older store gains the tables it lacks; the columns added to a
+// table later are in upgrades, added where missing.
 // Deduplication is the primary key of baton_frontier and baton_results
 // (INSERT … ON CONFLICT DO NOTHING), never a map in memory.
 func schema(d *dialect) []string {
-	r := strings.NewReplacer("{seq}", d.seqDDL, "{big}", d.bigint, "{blob}", d.blob)
+	r := strings.NewReplacer("{seq}", d.seqDDL, "{itemseq}", d.itemSeqDDL, "{big}", d.bigint, "{blob}", d.blob)
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS baton_store (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS baton_jobs (
@@ -64,6 +80,8 @@ func schema(d *dialect) []string {
 			depth INTEGER NOT NULL,
 			state SMALLINT NOT NULL DEFAULT 0,
 			batch TEXT{seq},
+			label TEXT NOT NULL DEFAULT '',
+			data TEXT,
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
@@ -96,6 +114,7 @@ func schema(d *dialect) []string {
 			requeued {big} NOT NULL DEFAULT 0,
 			recorded {big} NOT NULL DEFAULT 0,
 			failed {big} NOT NULL DEFAULT 0,
+			items {big} NOT NULL DEFAULT 0,
 			PRIMARY KEY (job, shard))`,
 		`CREATE TABLE IF NOT EXISTS baton_hashes (
 			job TEXT NOT NULL,
@@ -115,11 +134,65 @@ func schema(d *dialect) []string {
 			job TEXT PRIMARY KEY,
 			state TEXT NOT NULL,
 			updated_ms {big} NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS baton_items (
+			seq {itemseq},
+			job TEXT NOT NULL,
+			url TEXT NOT NULL,
+			idx INTEGER NOT NULL,
+			label TEXT NOT NULL DEFAULT '',
+			value TEXT NOT NULL,
+			UNIQUE (job, url, idx))`,
+		`CREATE INDEX IF NOT EXISTS baton_items_order ON baton_items (job, seq)`,
+		`CREATE TABLE IF NOT EXISTS baton_sinks (
+			job TEXT NOT NULL,
+			sink TEXT NOT NULL,
+			holder TEXT NOT NULL DEFAULT '',
+			lease_until_ms {big} NOT NULL DEFAULT 0,
+			cursor {big} NOT NULL DEFAULT 0,
+			delivered {big} NOT NULL DEFAULT 0,
+			failures INTEGER NOT NULL DEFAULT 0,
+			last_error TEXT NOT NULL DEFAULT '',
+			PRIMARY KEY (job, sink))`,
 	}
 	for i, s := range stmts {
 		stmts[i] = r.Replace(s)
 	}
 	return stmts
+}
+
+// column is a column added to a table after the table was first made
+// (CREATE TABLE has it already for a new store).
+type column struct{ table, name, ddl string }
+
+// upgrades are the columns added since version 1, in the order added.
+// Each has a default, so the rows of existing jobs stay valid and a
+// Baton of the version before (still running while the workers are
+// upgraded) writes rows the new one reads.
+func upgrades(d *dialect) []column {
+	return []column{
+		{"baton_frontier", "label", `label TEXT NOT NULL DEFAULT ''`},            // 3
+		{"baton_frontier", "data", `data TEXT`},                                  // 3
+		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 3
+	}
+}
+
+// addColumn adds c to its table unless it is there.
+func (s *Store) addColumn(ctx context.Context, tx *sql.Tx, c column) error {
+	var n int
+	q := `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`
+	if !s.d.dollar {
+		q = `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`
+	}
+	if err := tx.QueryRowContext(ctx, q, c.table, c.name).Scan(&n); err != nil {
+		return fmt.Errorf("upgrade schema: column %s.%s: %w", c.table, c.name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.ddl); err != nil {
+		return fmt.Errorf("upgrade schema: add column %s.%s: %w", c.table, c.name, err)
+	}
+	return nil
 }
 
 // schemaVersion reads the store's schema version: 0 when it has none.
@@ -178,6 +251,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		for _, st := range schema(s.d) {
 			if _, err := tx.ExecContext(ctx, st); err != nil {
 				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		for _, c := range upgrades(s.d) {
+			if err := s.addColumn(ctx, tx, c); err != nil {
+				return err
 			}
 		}
 		b := make([]byte, 16)

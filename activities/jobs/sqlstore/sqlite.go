@@ -93,7 +93,9 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 var sqliteDialect = &dialect{
 	name:         "sqlite",
 	seqCol:       "rowid",
+	itemSeqDDL:   "INTEGER PRIMARY KEY AUTOINCREMENT",
 	bigint:       "INTEGER",
+	nowMS:        "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
 	blob:         "BLOB",
 	serialWrites: true,
 	// Another process holding the write lock is waited for here, in short

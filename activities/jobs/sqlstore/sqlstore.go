@@ -31,8 +31,20 @@ type dialect struct {
 	// seqIndex follows job in the indexes that order by seqCol (SQLite's
 	// rowid is in every index already).
 	seqIndex string
-	bigint   string
-	blob     string
+	// itemSeqDDL declares baton_items.seq: increasing, never reused.
+	itemSeqDDL string
+	bigint     string
+	blob       string
+	// nowMS is the database's clock in ms since the Unix epoch (sink
+	// leases: every worker reads the same clock).
+	nowMS string
+	// lockItems, if set, is run (with the job) before a group commit
+	// inserts items, and holds a lock of the job's items up to the
+	// commit: the items of a job are then committed in seq order, so a
+	// reader never sees an item while one of a lower seq is still to
+	// come (a sink's cursor would skip it). SQLite commits one writer at
+	// a time.
+	lockItems string
 	// lockSchema serialises schema creation among processes.
 	lockSchema string
 	// serialWrites: one write transaction at a time per process (SQLite

@@ -3,7 +3,8 @@
 // doc comments of jobs.Store and of the interfaces it joins, ReaderStore,
 // SubmitterStore, SupervisorStore and RunnerStore, are the contract).
 // Run is the one entry point; the subtests live in a file per area (job,
-// batch, record, concurrency, control), their helpers in fixture.go.
+// batch, record, concurrency, control, items), their helpers in
+// fixture.go.
 //
 // The suite never assumes a store is empty: every job it creates has an ID
 // made from the subtest's name and a random suffix, so one store (one
@@ -66,6 +67,13 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"ReleaseStaleEpoch", testReleaseStale},
 		{"RequeueFailed", testRequeueFailed},
 		{"RequeueFailedMaxPages", testRequeueFailedMaxPages},
+		{"EntryLabels", testEntryLabels},
+		{"FirstLabelWins", testFirstLabelWins},
+		{"ItemsWithPage", testItemsWithPage},
+		{"ItemsOnceAfterHandOver", testItemsOnceAfterHandOver},
+		{"ConcurrentItems", testConcurrentItems},
+		{"SinkLeases", testSinkLeases},
+		{"ConcurrentLease", testConcurrentLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -212,10 +212,17 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			if err != nil {
 				return err
 			}
+			sinks := jobSinks(cmd.Context(), g, tf, args[0])
 			if statusOut.JSON() {
-				err = writeJSON(cmd.OutOrStdout(), p)
+				err = writeJSON(cmd.OutOrStdout(), struct {
+					workflows.JobProgress
+					Sinks []jobs.SinkState `json:"sinks,omitempty"`
+				}{p, sinks})
 			} else {
 				err = printProgress(cmd.OutOrStdout(), p)
+				if err == nil {
+					err = printSinks(cmd.OutOrStdout(), sinks)
+				}
 			}
 			if err != nil {
 				return err
@@ -226,7 +233,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	}
 	statusOut = addOutputFlag(status)
 	var format, output, bodiesOut string
-	var stats, csvRaw bool
+	var stats, csvRaw, items, follow bool
 	results := &cobra.Command{
 		Use:   "results JOB",
 		Short: "Export a job's results from the job store (JSONL, CSV or Parquet), or its stats, from any machine that reaches it",
@@ -234,7 +241,9 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
   baton results my-job --format csv -o pages.csv        # one column per --select field
   baton results my-job --format parquet -o pages.parquet
   baton results my-job --stats                           # status codes, bytes, retries, refusals, duplicates
-  baton results my-job --bodies-out bodies/              # the bodies kept by crawl --store-bodies`,
+  baton results my-job --bodies-out bodies/              # the bodies kept by crawl --store-bodies
+  baton results shop-job --items --format csv            # a user crawler's items, one row each
+  baton results shop-job --items --follow                # stream items as they are recorded`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != formatJSONL && format != formatCSV && format != formatParquet {
@@ -267,6 +276,12 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 				}
 				return nil
 			}
+			if follow && !items {
+				return usage("--follow streams items: give --items")
+			}
+			if items {
+				return exportItems(cmd, g, tf, js, args[0], format, output, csvRaw, follow)
+			}
 			if stats {
 				rep, err := jobs.BuildReport(cmd.Context(), js, args[0])
 				if err != nil {
@@ -297,6 +312,8 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	results.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	results.Flags().BoolVar(&csvRaw, "csv-raw", false, "CSV: keep cells that start with =, +, -, @ as they are (by default they get a leading ' so a spreadsheet does not run them as formulas)")
 	results.Flags().StringVar(&bodiesOut, "bodies-out", "", "write the response bodies the job kept in the store (crawl --store-bodies) to this directory instead, with an index.tsv")
+	results.Flags().BoolVar(&items, "items", false, "export the items a user crawler pushed instead of the pages: one row per item with its stable ID, page URL, label and index (CSV/Parquet: a column per key of the items, typed in Parquet)")
+	results.Flags().BoolVar(&follow, "follow", false, "with --items: stream the items as they are recorded (JSON lines) until the job ends or Ctrl-C")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
 	return append(append([]*cobra.Command{list, status}, controlCmds(g, tf)...), results)
 }
@@ -315,6 +332,9 @@ func printProgress(w io.Writer, p workflows.JobProgress) error {
 	fmt.Fprintf(tw, "JOB\t%s\n", p.ID)
 	fmt.Fprintf(tw, "STATE\t%s\n", p.State)
 	fmt.Fprintf(tw, "PAGES\t%d recorded, %d failed, %d queued, %d seen\n", p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, p.Stats.Seen)
+	if p.Stats.Items > 0 {
+		fmt.Fprintf(tw, "ITEMS\t%d recorded\n", p.Stats.Items)
+	}
 	fmt.Fprintf(tw, "BATCHES\t%d done, %d in flight, %d re-queued, %d failed\n", p.Batches, len(p.InFlight), p.Requeued, p.FailedBatches)
 	if !p.StartedAt.IsZero() {
 		fmt.Fprintf(tw, "STARTED\t%s\n", p.StartedAt.UTC().Format(time.RFC3339))

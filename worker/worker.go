@@ -276,6 +276,16 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			Crawlers: crawlers},
 		Log: log, Metrics: metrics.Baton}
 	acts := activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer)
+	// Items of this worker's crawlers go to their sinks beside the crawl.
+	sinkCtx, stopSinks := context.WithCancel(ctx)
+	defer stopSinks()
+	for _, cr := range crawlers {
+		if len(cr.Sinks()) > 0 {
+			d := &jobs.Deliverer{Store: js, Crawlers: crawlers, Holder: cfg.Name, Log: log.With("component", "sinks"), Metrics: metrics.Baton}
+			go d.Run(sinkCtx)
+			break
+		}
+	}
 	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	var workers []worker.Worker

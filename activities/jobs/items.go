@@ -34,7 +34,7 @@ type SinkState struct {
 	LeaseUntil time.Time `json:"lease_until,omitzero"`
 	Cursor     int64     `json:"cursor"`
 	Delivered  int64     `json:"delivered"`
-	Failures   int       `json:"failures"`  // consecutive failed deliveries
+	Failures   int       `json:"failures"` // consecutive failed deliveries
 	LastError  string    `json:"last_error,omitempty"`
 }
 

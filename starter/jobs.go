@@ -177,6 +177,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 					return err
 				}
 				crawlerName, _, _ = strings.Cut(crawlerName, "@")
+				if !cmd.Flags().Changed("depth") {
+					depth = 0 // a user crawler's handlers choose their links: no depth limit unless asked
+				}
 			}
 			sub := jobs.Submission{ID: id, Group: g.group, Seeds: args, Sitemaps: sitemaps, MaxPages: maxPages,
 				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers,
@@ -304,7 +307,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.BoolVar(&storeBodies, "store-bodies", false, "keep every response body, compressed, in the job store (for reprocessing)")
 	f.StringVar(&bodiesDir, "bodies-dir", "", "keep every response body, compressed, as files under this directory of each Runner's machine")
 	f.BoolVar(&follow, "follow", false, "follow links within the allowed domains")
-	f.IntVar(&depth, "depth", 2, "with --follow: link depth limit (seeds are depth 0)")
+	f.IntVar(&depth, "depth", 2, "with --follow: link depth limit (seeds are depth 0); with --crawler: none unless given")
 	f.IntVar(&maxPages, "max-pages", 1000, "most pages in the job (0: no limit)")
 	f.StringArrayVar(&domains, "allow-domain", nil, "domain links may stay within (repeatable; default: the seeds' hosts)")
 	f.BoolVar(&ignoreRobots, "ignore-robots", false, "do not obey robots.txt")

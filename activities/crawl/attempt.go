@@ -74,7 +74,11 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 	c.CheckHead = false
 	c.TraceHTTP = false
 	c.Context = actx
-	c.WithTransport(&boundedTransport{base: base, max: o.MaxBodyBytes, read: &read})
+	var rt http.RoundTripper = &boundedTransport{base: base, max: o.MaxBodyBytes, read: &read}
+	if o.RequestHook != nil {
+		rt = &hookTransport{base: rt, hook: o.RequestHook}
+	}
+	c.WithTransport(rt)
 	c.SetRequestTimeout(0) // actx bounds the attempt, body included
 	drop := hostHeaders(b.header)
 	c.SetRedirectHandler(func(req *http.Request, via []*http.Request) error {
@@ -236,4 +240,22 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		r.links = filterLinks(rawLinks, o.AllowedDomains, o.KeepTrackingParams)
 	}
 	return r
+}
+
+// hookTransport runs a request hook (Options.RequestHook) on a copy of
+// each request before base sends it.
+type hookTransport struct {
+	base http.RoundTripper
+	hook func(*http.Request) error
+}
+
+func (t *hookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	if err := t.hook(r); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("request hook: %w", err)
+	}
+	return t.base.RoundTrip(r)
 }

@@ -2,8 +2,10 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,4 +37,42 @@ func TestCompile(t *testing.T) {
 	o.Selectors["bad"] = "xpath://["
 	_, err = o.Compile()
 	assert.ErrorContains(t, err, `selectors["bad"]: invalid XPath`)
+}
+
+// A request hook sees and may change every request of a page's fetch,
+// redirect hops included, and not robots.txt's; its error fails the page.
+func TestRequestHook(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]string{}
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Get("X-Signature")
+		mu.Unlock()
+		if r.URL.Path == "/from" {
+			http.Redirect(w, r, "/to", http.StatusFound)
+			return
+		}
+		fmt.Fprint(w, "<html><title>t</title></html>")
+	})
+	o := testOptions()
+	o.RequestHook = func(r *http.Request) error {
+		if r.URL.Path == "/refused" {
+			return errors.New("no key for this path")
+		}
+		r.Header.Set("X-Signature", "sig:"+r.URL.Path)
+		return nil
+	}
+	e := NewEngine()
+	p := e.Fetch(context.Background(), get(srv.URL+"/from"), Auth{}, 0, o)
+	require.True(t, p.OK(), p.Error)
+	mu.Lock()
+	assert.Equal(t, "sig:/from", seen["/from"])
+	assert.Equal(t, "sig:/to", seen["/to"], "the redirect hop too")
+	sig, asked := seen["/robots.txt"]
+	assert.True(t, asked, "robots.txt was fetched")
+	assert.Empty(t, sig, "robots.txt is not the crawler's request")
+	mu.Unlock()
+	p = e.Fetch(context.Background(), get(srv.URL+"/refused"), Auth{}, 0, o)
+	assert.Contains(t, p.Error, "no key for this path")
 }

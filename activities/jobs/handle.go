@@ -23,6 +23,53 @@ type jobRun struct {
 	spec    Spec
 	crawler *crawler.Crawler // nil: the built-in crawler
 	options any              // the crawler's decoded --set options
+	// session are the cookies the crawler's Start hook got for the job on
+	// this worker (a log-in): sent with its pages like the job's --cookie,
+	// held in memory only.
+	session map[string]string
+}
+
+// startTimeout bounds a crawler's Start hook.
+const startTimeout = time.Minute
+
+// start runs the crawler's Start hook for a job once on this worker and
+// keeps the cookies it returns (never logged: only their names are).
+func (jr *jobRun) start(ctx context.Context, log *slog.Logger) error {
+	if jr.crawler == nil || jr.crawler.Start == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	cookies, err := jr.crawler.Start(ctx, crawler.JobInfo{ID: jr.spec.ID, Seeds: jr.spec.Seeds, Options: jr.options})
+	if err != nil {
+		return fmt.Errorf("crawler %s: start hook of job %s: %w", jr.crawler.Name(), jr.spec.ID, err)
+	}
+	jr.session = map[string]string{}
+	var names []string
+	for _, c := range cookies {
+		if c != nil && c.Name != "" {
+			jr.session[c.Name] = c.Value
+			names = append(names, c.Name)
+		}
+	}
+	log.Info("crawler start hook: session cookies kept in memory", "crawler", jr.crawler.Name(), "cookies", names)
+	return nil
+}
+
+// auth is the job's credentials with the session's cookies added.
+func (jr *jobRun) auth() crawl.Auth {
+	a := crawl.Auth{Cookie: jr.spec.Cookie, Authorization: jr.spec.Authorization}
+	if len(jr.session) > 0 {
+		merged := make(map[string]string, len(a.Cookie)+len(jr.session))
+		for k, v := range a.Cookie {
+			merged[k] = v
+		}
+		for k, v := range jr.session {
+			merged[k] = v
+		}
+		a.Cookie = merged
+	}
+	return a
 }
 
 // crawlerFor returns the user crawler a job names, at the job's version,
@@ -63,6 +110,7 @@ type handled struct {
 func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun, auth crawl.Auth, e Entry, opts crawl.Options) (crawl.Page, handled) {
 	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
 	opts.KeepBody, opts.Follow = true, false
+	opts.RequestHook = jr.crawler.BeforeRequest
 	filter := func(abs string, depth int) (string, error) {
 		if opts.MaxDepth > 0 && depth > opts.MaxDepth {
 			return "", fmt.Errorf("depth %d beyond %d", depth, opts.MaxDepth)

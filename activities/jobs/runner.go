@@ -73,7 +73,7 @@ func (r *BatchRunner) Claim(ctx context.Context, job, batch, holder string, epoc
 	return err
 }
 
-func (r *BatchRunner) job(ctx context.Context, job string) (*jobRun, error) {
+func (r *BatchRunner) job(ctx context.Context, job string, log *slog.Logger) (*jobRun, error) {
 	if v, ok := r.specs.Load(job); ok {
 		return v.(*jobRun), nil
 	}
@@ -95,7 +95,12 @@ func (r *BatchRunner) job(ctx context.Context, job string) (*jobRun, error) {
 	if jr.crawler, jr.options, err = r.crawlerFor(s); err != nil {
 		return nil, err
 	}
-	r.specs.Store(job, jr)
+	if err := jr.start(ctx, log); err != nil {
+		return nil, err // retried with the activity; not kept
+	}
+	if v, loaded := r.specs.LoadOrStore(job, jr); loaded {
+		return v.(*jobRun), nil
+	}
 	return jr, nil
 }
 
@@ -131,7 +136,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		log = slog.Default()
 	}
 	in.Log = log
-	jr, err := r.job(ctx, in.Job)
+	jr, err := r.job(ctx, in.Job, log)
 	if errors.Is(err, ErrNoCrawler) {
 		return r.giveBack(ctx, in, err)
 	}
@@ -263,7 +268,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	// (and nothing else).
 	fctx, abandon := context.WithCancel(ctx)
 	defer abandon()
-	auth := crawl.Auth{Cookie: spec.Cookie, Authorization: spec.Authorization}
+	auth := jr.auth()
 	type fetchedPage struct {
 		rec Record
 		err error

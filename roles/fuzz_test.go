@@ -163,3 +163,14 @@ func TestValidateRequestsChecksAuth(t *testing.T) {
 	tk.Authorization = map[string]string{"bearer": "token", "X-Api-Key": "k"}
 	require.NoError(t, tk.ValidateRequests())
 }
+
+func FuzzDecodeCrawlers(f *testing.F) {
+	addJSON(f, Crawlers{List: []CrawlerInfo{{Name: BuiltinCrawler, Version: "v1"}}},
+		Crawlers{List: []CrawlerInfo{{Name: "shop", Version: "1.0.0", Labels: []string{"", "detail"},
+			Options: []CrawlerOption{{Key: "max", Kind: "int", Default: "3"}}}}})
+	addStrings(f, garbage...)
+	addStrings(f, `{"crawlers":[{"name":""}]}`, `{"crawlers":null}`, `{"crawlers":[{"name":"x","options":[{"key":1}]}]}`)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecoded(t, "Crawlers", data, DecodeCrawlers, Crawlers.Validate)
+	})
+}

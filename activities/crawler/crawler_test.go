@@ -2,6 +2,7 @@ package crawler_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -147,4 +148,38 @@ func TestOptions(t *testing.T) {
 
 	p := page("", "", nil).WithOptions(v)
 	assert.Equal(t, 9, crawler.OptionsOf[shopOptions](p).MaxPages)
+}
+
+// Whatever a hostile page makes a handler enqueue or push, the page's
+// actions return an error or a bounded outcome, never panic.
+func FuzzPageActions(f *testing.F) {
+	f.Add("http://a.test/dir/page", "../x?y=1#z", "label", `{"k":1}`)
+	f.Add("http://a.test/", "javascript:alert(1)", "", `null`)
+	f.Add("http://a.test/", "//other.test/p", strings.Repeat("l", 200), `"x"`)
+	f.Add("::bad", "%zz", "\x00", `{`)
+	f.Fuzz(func(t *testing.T, pageURL, ref, label, data string) {
+		p := crawler.NewPage(context.Background(), crawler.Request{URL: pageURL}, crawler.Response{StatusCode: 200, Body: []byte(data)}, nil)
+		var d any
+		_ = json.Unmarshal([]byte(data), &d)
+		_, _ = p.Enqueue(ref, label, d)
+		_ = p.Push(d)
+		_ = p.JSON(ref).String()
+		_ = p.Text(ref)
+		_, _ = p.XPath(ref)
+	})
+}
+
+// --set values of any text decode into the typed options or error.
+func FuzzDecodeOptions(f *testing.F) {
+	f.Add("max_pages", "12")
+	f.Add("wait", "1h2m")
+	f.Add("tags", ",a,,b ,")
+	f.Add("currency", "\x00")
+	f.Add("max_pages", "99999999999999999999")
+	c := crawler.New("shop", "1")
+	c.Options(&shopOptions{})
+	f.Fuzz(func(t *testing.T, key, value string) {
+		_, _ = c.DecodeOptions(map[string]string{key: value})
+		_ = crawler.CheckSets("shop", c.OptionSpecs(), map[string]string{key: value})
+	})
 }

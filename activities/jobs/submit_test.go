@@ -2,8 +2,10 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +84,35 @@ func TestSubmissionErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, p.Spec.Cookie, "secrets never travel in the spec")
 	assert.False(t, p.Secrets.Empty())
+}
+
+// A seed file of any content is accepted or refused with a clear error;
+// what it accepts, it reads back the same.
+func FuzzScanSeedFile(f *testing.F) {
+	f.Add([]byte("http://127.0.0.1:1/a\n# c\n\n  http://127.0.0.1:1/b  \n"))
+	f.Add([]byte("ftp://x/\nnot a url\n"))
+	f.Add([]byte("http://a.test/" + strings.Repeat("x", 3000) + "\n"))
+	f.Add([]byte("\xff\xfe\x00h\x00t\x00t\x00p"))
+	f.Add([]byte("http://a.test/\r\nhttp://b.test/\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		name := filepath.Join(t.TempDir(), "seeds.txt")
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sf, err := jobs.ScanSeedFile(name, nil)
+		if err != nil {
+			if !errors.Is(err, jobs.ErrBadSubmission) {
+				t.Fatalf("error not a bad submission: %v", err)
+			}
+			return
+		}
+		defer sf.Close()
+		n := 0
+		if err := sf.Each(func(string) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n != sf.Count() {
+			t.Fatalf("scanned %d, read back %d", sf.Count(), n)
+		}
+	})
 }

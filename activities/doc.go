@@ -27,5 +27,6 @@
 // store and the group's znodes), telemetry (metrics), crawl (the fetch
 // engine, crawl.Fetcher) and jobs (crawl jobs, with their own activities
 // struct, jobs.Activities); connect holds the connection settings of both
-// binaries.
+// binaries, and cmdline their command-line conventions (exit codes,
+// BATON_<FLAG> variables, --version).
 package activities

@@ -27,7 +27,7 @@ PKGS          ?= ./...
 # Version of both binaries (--version): the git description, else what the
 # Go toolchain records (see package version).
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null)
-LDFLAGS       := $(if $(VERSION),-X github.com/batoncrawl/baton/activities/connect/version.Version=$(VERSION))
+LDFLAGS       := $(if $(VERSION),-X github.com/batoncrawl/baton/activities/cmdline/version.Version=$(VERSION))
 # Fuzz target selection (regexp), time per target and extra flags for `make fuzz`.
 FUZZ          ?= .
 FUZZTIME      ?= 60s

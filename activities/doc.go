@@ -6,8 +6,8 @@
 // This package itself holds no code: only this overview and the tests
 // that exercise every capability together.
 //
-// The layers, bottom to top; a package imports only packages of lower
-// layers, never one above it nor this one:
+// The cluster capabilities form three layers, bottom to top; a package
+// imports only packages of lower layers, never one above it nor this one:
 //
 //  1. cluster: what every capability shares: the activities' inputs and
 //     results (Member, Position, ...), Deps (the metadata store, the
@@ -17,15 +17,20 @@
 //  2. heartbeat (BeatHeart), runner (WaitTask, RunTask; a runner the group
 //     no longer wants steps down), scale (Promote; AwaitIdle and Leave,
 //     run by a worker that leaves) and failover (WatchRunners,
-//     WaitStandby, Discover, Activate, HandOver): each imports cluster
-//     only.
+//     WaitStandby, Discover, Activate, HandOver): of the capabilities,
+//     each imports cluster only.
 //  3. membership (Register, WaitMembers, Elect, Position): it imports
 //     failover too, whose Activate and HandOver finish at registration
 //     the fail-overs a member claimed and did not finish.
 //
-// Below cluster, and beside the capabilities: metadata (the ZooKeeper
-// store and the group's znodes), telemetry (metrics), crawl (the fetch
-// engine, crawl.Fetcher) and jobs (crawl jobs, with their own activities
-// struct, jobs.Activities); connect holds the connection settings of both
-// binaries.
+// Below cluster: metadata (the ZooKeeper store and the group's znodes),
+// telemetry (metrics), crawl (the fetch engine, crawl.Fetcher), crawler
+// (the API of users' own crawlers) and, above those, jobs (crawl jobs,
+// their store interfaces and their own activities struct, jobs.Activities;
+// jobs/sqlstore implements the store, jobs/storetest is its conformance
+// suite). Beside them, for the two binaries only: connect (the connection
+// settings, with security, their secrets) and cmdline (exit codes,
+// BATON_<FLAG> variables, --version). The whole module's layers are the
+// table of deployments/layers_test.go, which fails when a package imports
+// one above it.
 package activities

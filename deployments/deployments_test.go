@@ -7,10 +7,14 @@
 // equal BATON_RUNNER + BATON_BACKUP, with the job store's PostgreSQL on its
 // own volume and no ReadWriteMany claim; the Dockerfile builds both
 // binaries; and no secret is passed on a command line, in a DSN or in a
-// ConfigMap.
+// ConfigMap. layers_test.go holds the whole module to its layers (no
+// package imports one above it, nor its parent unless that parent is a
+// library it builds on; no import cycle; no product file over 600 lines)
+// and checks that the build's -X flags name a variable that exists.
 //
 // Each check returns the problems it finds, so TestChecksCatchBrokenFiles
-// can show that it fails on broken copies of the files.
+// can show that it fails on broken copies of the files, and
+// TestLayerChecksCatchBrokenGraphs on broken copies of the import graph.
 package deployments_test
 
 import (

@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/workflows"
 )

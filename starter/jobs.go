@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/connect"
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/roles"

@@ -18,10 +18,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
+	"github.com/batoncrawl/baton/activities/cmdline/flagenv"
+	"github.com/batoncrawl/baton/activities/cmdline/version"
 	"github.com/batoncrawl/baton/activities/connect"
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
-	"github.com/batoncrawl/baton/activities/connect/flagenv"
-	"github.com/batoncrawl/baton/activities/connect/version"
 	"github.com/batoncrawl/baton/roles"
 )
 

@@ -16,7 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/testsuite"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/batoncrawl/baton/activities/connect/flagenv"
+	"github.com/batoncrawl/baton/activities/cmdline/flagenv"
 )
 
 // --deny-private (BATON_DENY_PRIVATE) is off by default: the operator

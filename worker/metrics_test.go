@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/batoncrawl/baton/activities/connect/flagenv"
+	"github.com/batoncrawl/baton/activities/cmdline/flagenv"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

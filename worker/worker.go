@@ -36,9 +36,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/batoncrawl/baton/activities/cluster"
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
-	"github.com/batoncrawl/baton/activities/connect/flagenv"
-	"github.com/batoncrawl/baton/activities/connect/version"
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
+	"github.com/batoncrawl/baton/activities/cmdline/flagenv"
+	"github.com/batoncrawl/baton/activities/cmdline/version"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/failover"

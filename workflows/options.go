@@ -1,6 +1,9 @@
-// Package workflows holds Baton's durable roles as Temporal workflows: the
-// per-instance Lifecycle (register, wait for members, elect, role loop) and
-// the role workflows Runner, PrimaryBackup, SecondaryBackup and Heartbeat.
+// Package workflows holds Baton's Temporal workflows, the six that Register
+// registers: the per-instance Lifecycle (register, wait for members, elect,
+// role loop); the role workflows Runner, PrimaryBackup, SecondaryBackup and
+// Heartbeat, on the instance's own task queue (TaskQueue); and CrawlJob,
+// one per crawl job on the group's job queue (JobQueue), which hands the
+// job's frontier to idle Runners in batches and follows them to the end.
 // Workflow code is deterministic: every wait, clock read and I/O happens in
 // activities (the subpackages of package activities, one per capability);
 // long waits are heartbeating activities driven by ZooKeeper watches, not

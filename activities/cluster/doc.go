@@ -1,6 +1,7 @@
-// Package cluster is the bottom layer of Baton's activities: what the
-// activities of every capability (packages membership, heartbeat,
-// failover, runner and scale, under activities/) share. It holds:
+// Package cluster is the bottom layer of Baton's cluster activities:
+// what the activities of every capability (packages membership,
+// heartbeat, failover, runner and scale, under activities/) share. It
+// holds:
 //
 //   - the inputs and results of the activities (Member, Position,
 //     WatchResult, RunTaskResult, ...), which the workflows pass;

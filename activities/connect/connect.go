@@ -1,14 +1,17 @@
 // Package connect holds the connection settings that Baton's two binaries
 // share, baton-worker (./worker) and baton (./starter): where ZooKeeper and
 // Temporal are, with their flags, and how each becomes the configuration
-// of a ZooKeeper session or of a Temporal client. Its subpackages are the
-// secrets of those connections (security) and the BATON_<FLAG>
-// environment variables of every flag (flagenv).
+// of a ZooKeeper session or of a Temporal client. Its subpackage security
+// holds the secrets of those connections (ZooKeeper credentials, Temporal
+// TLS and API key).
 //
 // Dialling stays with the callers (each binary has its own time limits);
 // Unreachable gives both the same error, with a hint that fits the address,
-// when a server does not answer. The exit codes of both binaries are in
-// exitcode.
+// when a server does not answer (exit code 5, exitcode.Unavailable). The
+// command-line conventions of both binaries that are not connections live
+// in activities/cmdline: exitcode (the exit codes), flagenv (the
+// BATON_<FLAG> environment variables of the global flags) and version
+// (--version).
 package connect
 
 import (

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 )
 
 // Unreachable returns the error for a ZooKeeper that did not answer within

@@ -168,7 +168,7 @@ func (e *Engine) CloseIdleConnections() {
 // Fetch fetches one page found at depth (0 for a seed) and never panics:
 // every failure is in Page.Error. It honours the request's method, URL,
 // query parameters, headers and body, and auth's cookies and authorization
-// (the conventions of activities.BuildRequest); obeys robots.txt unless
+// (the conventions of NewHTTPRequest); obeys robots.txt unless
 // opts.IgnoreRobots; waits for the domain's delay and parallelism; retries
 // transient failures; bounds body, time and redirects.
 func (e *Engine) Fetch(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options) Page {

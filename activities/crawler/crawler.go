@@ -1,7 +1,8 @@
 // Package crawler is the API for writing your own crawler and running it
 // on a Baton cluster, with every guarantee the cluster gives its built-in
-// crawler: each page's items and links are recorded once, in the page's
-// own transaction, across SIGKILLs and fail-overs.
+// crawler: each page's items and links are recorded once, in the same
+// transaction as the page (a group commit with other pages of its batch),
+// across SIGKILLs and fail-overs.
 //
 // A crawler is a set of handlers keyed by request label, as net/http's
 // handlers are keyed by path:

@@ -32,12 +32,14 @@ const DefaultControlPoll = 200 * time.Millisecond
 // epoch check and the commit.
 const maxCommits = 2
 
-// BatchRunner runs crawl-job batches for a Runner (the Batches of package activities)
-// on the job store: up to Concurrency URLs of a batch are fetched at once
-// (the job's per-domain parallelism and delay, robots.txt Crawl-delay and
-// Retry-After still apply, in the fetcher), and each page is recorded as
-// it finishes, in any order, exactly once: the store's Record is one
-// transaction checked against the batch's epoch. After a hand-over the new
+// BatchRunner runs crawl-job batches for a Runner on the job store (it is
+// the Batches of cluster.Deps): up to Concurrency URLs of a batch are
+// fetched at once (the job's per-domain parallelism and delay, robots.txt
+// Crawl-delay and Retry-After still apply, in the fetcher), and each page
+// is recorded soon after it finishes, in any order, exactly once: pages
+// are recorded in group commits, the store's RecordAll writing the pages
+// that finished meanwhile, with their items and links, in one transaction
+// checked against the batch's epoch. After a hand-over the new
 // holder runs only what is unfinished; a page that was in flight when its
 // Runner died is fetched again but recorded once. Nothing per URL is kept
 // in memory beyond the batch at hand. Safe for concurrent use.

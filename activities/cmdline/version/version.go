@@ -11,7 +11,7 @@ import (
 
 // Version is set by the build:
 //
-//	go build -ldflags "-X github.com/batoncrawl/baton/activities/connect/version.Version=v1.2.3" ./starter
+//	go build -ldflags "-X github.com/batoncrawl/baton/activities/cmdline/version.Version=v1.2.3" ./starter
 //
 // (the Makefile passes `git describe --tags --always --dirty`). Empty, it
 // is read from the binary's build information.

@@ -387,7 +387,7 @@ func checkDockerfile(text, goVersion string) []string {
 	if build.name == "" {
 		p.add("builder stage has no name (FROM ... AS build)")
 	}
-	buildCmds := strings.Join(build.lines, "\n")
+	buildCmds := expandArgs(strings.Join(build.lines, "\n"), args)
 	for _, pkg := range []string{"./worker/cmd/baton-worker", "./starter"} {
 		if !regexp.MustCompile(`go build [^\n]*` + regexp.QuoteMeta(pkg) + `(\s|$|&|;)`).MatchString(buildCmds) {
 			p.add("the builder does not `go build` %s", pkg)

@@ -232,8 +232,21 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			} else {
 				zk <- dialed{}
 			}
+			// The group's operator limits, read beside Temporal too: a
+			// job above them is refused before anything is stored.
+			type limitsRead struct {
+				l    jobs.Limits
+				ok   bool
+				note string
+			}
+			lim := make(chan limitsRead, 1)
+			go func() {
+				l, ok, note := groupLimits(cmd.Context(), g)
+				lim <- limitsRead{l, ok, note}
+			}()
 			c, err := tf.dial(cmd.Context())
 			d := <-zk
+			lr := <-lim
 			if d.live != nil {
 				live = d.live
 				defer live.Close()
@@ -248,6 +261,15 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if lr.note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), lr.note)
+			}
+			if lr.ok {
+				if err := checkGroupLimits(cmd, lr.l, &plan.Spec); err != nil {
+					return err
+				}
+				spec = plan.Spec
+			}
 			out := cmd.OutOrStdout()
 			if spec.SeedsStored > 0 {
 				// Large seed lists go to the job's frontier in the store,

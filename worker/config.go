@@ -68,6 +68,39 @@ type Config struct {
 	// SecretsKeyFile is the group's secrets key (jobs.Sealer), shared by
 	// its workers and CLIs; "" is DataDir/secrets.key, made at first start.
 	SecretsKeyFile string
+	// The operator limits on the crawl jobs this worker runs (jobs.Limits;
+	// MaxResultDetail is the one of plain Tasks): a job's max_body_bytes,
+	// timeout and delay above a cap are refused (0: no cap), and its
+	// bodies directory must stay under BodiesRoot.
+	MaxJobBodyBytes int64
+	MaxJobTimeout   time.Duration
+	MaxJobDelay     time.Duration
+	// BodiesRoot is the directory the jobs' --bodies-dir must stay under
+	// (a relative one is resolved under it); "" is DataDir/bodies, "/"
+	// anywhere.
+	BodiesRoot string
+}
+
+// DefaultBodiesDir is the bodies root under the data directory when
+// --bodies-root is not given.
+const DefaultBodiesDir = "bodies"
+
+// BodiesRootPath is the bodies root in use, absolute.
+func (c Config) BodiesRootPath() (string, error) {
+	root := c.BodiesRoot
+	if root == "" {
+		root = filepath.Join(c.DataDir, DefaultBodiesDir)
+	}
+	return filepath.Abs(root)
+}
+
+// Limits are the worker's operator limits on the crawl jobs it runs.
+func (c Config) Limits() (jobs.Limits, error) {
+	root, err := c.BodiesRootPath()
+	if err != nil {
+		return jobs.Limits{}, fmt.Errorf("--bodies-root: %w", err)
+	}
+	return jobs.Limits{MaxBodyBytes: c.MaxJobBodyBytes, MaxTimeout: c.MaxJobTimeout, MaxDelay: c.MaxJobDelay, BodiesRoot: root}, nil
 }
 
 // SecretsKeyPath is the secrets key file in use.
@@ -121,7 +154,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.DenyPrivate, "deny-private", c.DenyPrivate, "refuse private, loopback and link-local addresses for every request of every job and Task on this worker (seeds, redirects, sitemaps, robots.txt, links), whatever the job asks")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "give up reaching ZooKeeper, Temporal or the job store at start after this long (exit code 5)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "on SIGTERM: how long the running batch may take to drain before the instance leaves its group (0: stop at once, as a crash; a backup takes the Task over)")
-	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "most result_detail entries kept in a Task znode (0: all)")
+	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "operator limit: most result_detail entries kept in a plain Task's znode (0: all)")
+	fs.Int64Var(&c.MaxJobBodyBytes, "max-job-body-bytes", c.MaxJobBodyBytes, "operator limit: refuse crawl jobs whose --max-body is above this many bytes (0: no cap; a job's default is lowered to it)")
+	fs.DurationVar(&c.MaxJobTimeout, "max-job-timeout", c.MaxJobTimeout, "operator limit: refuse crawl jobs whose --timeout (per request) is above this (0: no cap; a job's default is lowered to it)")
+	fs.DurationVar(&c.MaxJobDelay, "max-job-delay", c.MaxJobDelay, "operator limit: refuse crawl jobs whose --delay is above this (0: no cap)")
+	fs.StringVar(&c.BodiesRoot, "bodies-root", c.BodiesRoot, "operator limit: the directory crawl jobs' --bodies-dir must stay under, a relative one resolved under it (default <data-dir>/bodies; / for anywhere)")
 }
 
 // ApplyProfile replaces the timers not set explicitly with the profile's.
@@ -200,6 +237,22 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("--concurrency: is %d, must be >= 1", c.Concurrency)
+	}
+	for _, b := range []struct {
+		flag string
+		bad  bool
+		val  any
+	}{
+		{"max-job-body-bytes", c.MaxJobBodyBytes < 0, c.MaxJobBodyBytes},
+		{"max-job-timeout", c.MaxJobTimeout < 0, c.MaxJobTimeout},
+		{"max-job-delay", c.MaxJobDelay < 0, c.MaxJobDelay},
+	} {
+		if b.bad {
+			return fmt.Errorf("--%s: is %v, must be >= 0 (0: no cap)", b.flag, b.val)
+		}
+	}
+	if _, err := c.Limits(); err != nil {
+		return err
 	}
 	if err := c.StoreConfig("").Validate(); err != nil {
 		return fmt.Errorf("--%w", err) // sqlstore names data-dir or store

@@ -258,6 +258,13 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		// without secrets; one with secrets fails here, saying why.
 		log.Error("this worker cannot open the secrets of the group's jobs", "err", err)
 	}
+	limits, err := cfg.Limits()
+	if err != nil {
+		return exitcode.With(exitcode.Usage, err)
+	}
+	if err := publishLimits(dctx, log, store, cfg, limits); err != nil {
+		return err
+	}
 	if created {
 		log.Warn("made a new secrets key for crawl jobs' secrets: give every worker and CLI of the group this file (--secrets-key-file)",
 			"file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
@@ -273,7 +280,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	closer := instanceCloser{tc: tc}
 	deps := &cluster.Deps{Store: store, Root: cfg.ZK.Root,
 		Batches: &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer,
-			Crawlers: crawlers},
+			Crawlers: crawlers, Limits: limits},
 		Log: log, Metrics: metrics.Baton}
 	acts := activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer)
 	// Items of this worker's crawlers go to their sinks beside the crawl.
@@ -353,6 +360,29 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			return nil
 		}
 	}
+}
+
+// publishLimits writes the worker's operator limits as its group's (the
+// znode the CLI checks a job against before submitting it). A worker
+// started with other limits than the group's warns, naming both, and
+// writes its own: each Runner enforces its own limits whatever the znode
+// says, a difference corrupts nothing, and an operator changing the
+// limits restarts the workers one by one (refusing, as a store of another
+// group is refused, would stop the first restarted one).
+func publishLimits(ctx context.Context, log *slog.Logger, store metadata.Store, cfg Config, l jobs.Limits) error {
+	prev, differ, err := jobs.PublishLimits(ctx, store, cfg.ZK.Root, cfg.Group, cfg.Name, l)
+	if err != nil {
+		return err
+	}
+	if differ {
+		log.Warn("this worker's operator limits differ from the group's: writing its own (the last worker started wins; "+
+			"each Runner refuses jobs above its own, the CLI checks the group's); give every worker the same limits",
+			"group_limits", prev.Limits.String(), "written_by", prev.Worker, "worker_limits", l.String(),
+			"znode", jobs.LimitsPath(cfg.ZK.Root, cfg.Group))
+		return nil
+	}
+	log.Info("operator limits", "limits", l.String(), "max_result_detail", cfg.MaxResultDetail)
+	return nil
 }
 
 // activitySet returns the activities of every capability over deps, as

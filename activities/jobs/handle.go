@@ -27,6 +27,9 @@ type jobRun struct {
 	// this worker (a log-in): sent with its pages like the job's --cookie,
 	// held in memory only.
 	session map[string]string
+	// bodiesRoot is the operator's bodies root (its symbolic links
+	// resolved) when the job keeps its bodies in a directory under one.
+	bodiesRoot string
 }
 
 // startTimeout bounds a crawler's Start hook.

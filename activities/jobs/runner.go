@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -61,6 +62,11 @@ type BatchRunner struct {
 	// built-in one is not among them); set before the first batch.
 	Crawlers map[string]*crawler.Crawler
 
+	// Limits are this worker's operator limits (its --max-job-* flags and
+	// --bodies-root): a job above them fails its batches, saying why,
+	// before anything is fetched. Zero: none.
+	Limits Limits
+
 	specs sync.Map // job → *jobRun (immutable; read once per worker)
 }
 
@@ -83,6 +89,13 @@ func (r *BatchRunner) job(ctx context.Context, job string, log *slog.Logger) (*j
 	if err != nil {
 		return nil, err
 	}
+	// The operator's limits first: a job above them is refused before
+	// its secrets are opened or anything fetched (its bodies directory
+	// resolved under the bodies root).
+	s, bodiesRoot, err := r.Limits.apply(s)
+	if err != nil {
+		return nil, err
+	}
 	if len(s.Secrets) > 0 {
 		if s, err = r.openSecrets(ctx, s); err != nil {
 			return nil, err
@@ -93,7 +106,7 @@ func (r *BatchRunner) job(ctx context.Context, job string, log *slog.Logger) (*j
 	if s.Options, err = s.Options.Compile(); err != nil {
 		return nil, fmt.Errorf("%w: options: %w", ErrBadSpec, err)
 	}
-	jr := &jobRun{spec: s}
+	jr := &jobRun{spec: s, bodiesRoot: bodiesRoot}
 	if jr.crawler, jr.options, err = r.crawlerFor(s); err != nil {
 		return nil, err
 	}
@@ -145,6 +158,9 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 	if err != nil {
 		if ctx.Err() == nil && (errors.Is(err, ErrNoJob) || errors.Is(err, ErrBadSpec)) {
 			reason := fmt.Sprintf("job %s: its spec cannot be read from %s: %v", in.Job, r.Store.Identity(), err)
+			if errors.Is(err, ErrOverLimit) {
+				reason = fmt.Sprintf("job %s: refused by the operator limits of %s: %v", in.Job, in.Runner, err)
+			}
 			if ferr := r.Store.FailBatch(ctx, in.Job, in.Batch, in.Epoch, reason); ferr != nil && !errors.Is(ferr, ErrNoBatch) && !errors.Is(ferr, ErrStale) {
 				return BatchOutcome{}, ferr
 			}
@@ -506,7 +522,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		case BodiesStore:
 			rec.Body, pr.BodyRef = CompressBody(page.Body), BodiesStore
 		case BodiesDir:
-			ref, err := writeBodyFile(spec.BodiesPath, in.Job, e.URL, page.Body)
+			ref, err := writeBodyFile(jr.bodiesRoot, spec.BodiesPath, in.Job, e.URL, page.Body)
 			if err != nil {
 				// The page is recorded all the same; the record says why
 				// its body is not kept.
@@ -544,8 +560,14 @@ func BodyFile(job, url string) string {
 
 // writeBodyFile writes a body, compressed, to dir/BodyFile(job, url)
 // (whole or not at all: a temporary file renamed) and returns BodyFile.
-func writeBodyFile(dir, job, url string, body []byte) (string, error) {
+// Under a bodies root (root, dir within it, both with their symbolic
+// links resolved) it writes through os.Root: a link made under the root
+// since the job was checked cannot lead the write out of it.
+func writeBodyFile(root, dir, job, url string, body []byte) (string, error) {
 	rel := BodyFile(job, url)
+	if root != "" {
+		return rel, writeBodyFileIn(root, dir, rel, body)
+	}
 	path := filepath.Join(dir, rel)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", fmt.Errorf("bodies directory: %w", err)
@@ -567,4 +589,44 @@ func writeBodyFile(dir, job, url string, body []byte) (string, error) {
 		return "", fmt.Errorf("write body %s: %w", path, werr)
 	}
 	return rel, nil
+}
+
+// writeBodyFileIn is writeBodyFile under the bodies root.
+func writeBodyFileIn(root, dir, rel string, body []byte) error {
+	sub, err := filepath.Rel(root, dir)
+	if err != nil {
+		return fmt.Errorf("bodies directory %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("bodies root: %w", err)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return fmt.Errorf("bodies root: %w", err)
+	}
+	defer r.Close()
+	name := filepath.Join(sub, rel)
+	if err := r.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return fmt.Errorf("bodies directory: %w", err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmpName := filepath.Join(filepath.Dir(name), ".body-"+hex.EncodeToString(rnd[:]))
+	tmp, err := r.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) // as os.CreateTemp
+	if err != nil {
+		return fmt.Errorf("bodies directory: %w", err)
+	}
+	_, werr := tmp.Write(CompressBody(body))
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = r.Rename(tmpName, name)
+	}
+	if werr != nil {
+		_ = r.Remove(tmpName)
+		return fmt.Errorf("write body %s: %w", filepath.Join(dir, rel), werr)
+	}
+	return nil
 }

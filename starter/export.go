@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -36,15 +35,13 @@ const fieldSep = " | "
 // baseColumns are the columns of every CSV and Parquet export, before the
 // job's fields.
 var baseColumns = []string{"url", "final_url", "status_code", "content_type", "bytes", "duration_ms", "depth", "attempts",
-	"title", "canonical", "charset", "body_hash", "duplicate_of", "body_ref", "links", "jsonld", "sitemap", "error", "runner"}
+	"title", "canonical", "charset", "body_hash", "duplicate_of", "body_ref", "links", "jsonld", "sitemap", "error", "runner", "label"}
 
-// fieldColumns maps each of the job's field names, sorted, to its column:
-// the name itself, or field_<name> where it would clash with a base column.
+// fieldColumns maps each of the job's field names (every page's and each
+// label's, crawl.Options.FieldNames), sorted, to its column: the name
+// itself, or field_<name> where it would clash with a base column.
 func fieldColumns(spec jobs.Spec) (names, columns []string) {
-	for n := range spec.Options.Selectors {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names = spec.Options.FieldNames()
 	taken := map[string]bool{}
 	for _, c := range baseColumns {
 		taken[c] = true
@@ -107,7 +104,7 @@ func writeCSV(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.S
 		row := []string{p.URL, p.FinalURL, strconv.Itoa(p.StatusCode), p.ContentType, strconv.FormatInt(p.Bytes, 10),
 			strconv.FormatInt(p.DurationMS, 10), strconv.Itoa(p.Depth), strconv.Itoa(p.Attempts), p.Title, p.Canonical,
 			p.Charset, p.BodyHash, p.DuplicateOf, p.BodyRef, strconv.Itoa(len(p.Links)), jsonld, strconv.FormatBool(p.Sitemap),
-			p.Error, p.Runner}
+			p.Error, p.Runner, p.Label}
 		for _, n := range names {
 			row = append(row, strings.Join(p.Fields[n], fieldSep))
 		}
@@ -145,7 +142,7 @@ func parquetRow(columns []string) reflect.Type {
 		field(10, "charset", str, ""), field(11, "body_hash", str, ""), field(12, "duplicate_of", str, ""),
 		field(13, "body_ref", str, ""), field(14, "links", reflect.TypeOf([]string{}), "list"),
 		field(15, "jsonld", reflect.TypeOf([]string{}), "list"), field(16, "sitemap", reflect.TypeOf(false), ""),
-		field(17, "error", str, ""), field(18, "runner", str, ""),
+		field(17, "error", str, ""), field(18, "runner", str, ""), field(19, "label", str, ""),
 	}
 	for i, c := range columns {
 		fs = append(fs, field(len(baseColumns)+i, c, reflect.TypeOf([]string{}), "list"))
@@ -183,7 +180,7 @@ func writeParquet(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jo
 		}
 		vals := []any{p.URL, p.FinalURL, int32(p.StatusCode), p.ContentType, p.Bytes, p.DurationMS, int32(p.Depth),
 			int32(p.Attempts), p.Title, p.Canonical, p.Charset, p.BodyHash, p.DuplicateOf, p.BodyRef, nonNil(p.Links), jsonld,
-			p.Sitemap, p.Error, p.Runner}
+			p.Sitemap, p.Error, p.Runner, p.Label}
 		for _, n := range names {
 			vals = append(vals, nonNil(p.Fields[n]))
 		}

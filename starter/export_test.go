@@ -23,7 +23,7 @@ import (
 )
 
 // exportJob stores a job with fields price, images and url (which clashes
-// with a base column) and three pages.
+// with a base column) and three pages, the first labelled product.
 func exportJob(t *testing.T) (*sqlstore.Store, jobs.Spec) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -54,9 +54,13 @@ func exportJob(t *testing.T) (*sqlstore.Store, jobs.Spec) {
 		{URL: urls[2], StatusCode: 404, Error: "HTTP 404", Attempts: 1, Bytes: 5},
 	}
 	var rs []jobs.Record
-	for _, p := range pages {
+	for i, p := range pages {
+		label := ""
+		if i == 0 {
+			label = "product"
+		}
 		rs = append(rs, jobs.Record{Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1, URL: p.URL,
-			Page: &jobs.PageRecord{Page: p, Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1}})
+			Page: &jobs.PageRecord{Page: p, Job: spec.ID, Batch: "b1", Runner: "r1", Epoch: 1, Label: label}})
 	}
 	_, err = js.RecordAll(ctx, rs)
 	require.NoError(t, err)
@@ -118,7 +122,7 @@ func TestParquetExport(t *testing.T) {
 	for _, c := range pf.Schema().Fields() {
 		names = append(names, c.Name())
 	}
-	for _, want := range []string{"url", "status_code", "title", "duplicate_of", "links", "jsonld", "images", "price", "field_url"} {
+	for _, want := range []string{"url", "status_code", "title", "duplicate_of", "links", "jsonld", "label", "images", "price", "field_url"} {
 		assert.Contains(t, names, want)
 	}
 	type row struct {
@@ -130,12 +134,13 @@ func TestParquetExport(t *testing.T) {
 		Price       []string `parquet:"price,list"`
 		JSONLD      []string `parquet:"jsonld,list"`
 		Error       string   `parquet:"error"`
+		Label       string   `parquet:"label"`
 	}
 	rows, err := parquet.Read[row](rf, st.Size())
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
 	assert.Equal(t, row{URL: "http://127.0.0.1:1/a", StatusCode: 200, Title: `A, "quoted"`, Images: []string{"/1.jpg", "/2.jpg"},
-		Price: []string{"$1"}, JSONLD: []string{`{"@type":"Product"}`}}, rows[0])
+		Price: []string{"$1"}, JSONLD: []string{`{"@type":"Product"}`}, Label: "product"}, rows[0])
 	assert.Equal(t, "http://127.0.0.1:1/a", rows[1].DuplicateOf)
 	assert.Empty(t, rows[1].Price)
 	assert.Equal(t, "HTTP 404", rows[2].Error)

@@ -25,6 +25,11 @@ var specFlags = map[string]string{
 	"options.max_body_bytes":  "--max-body",
 	"options.timeout":         "--timeout",
 	"options.user_agent":      "--user-agent",
+	"options.follow_allow":    "--follow-allow",
+	"options.follow_deny":     "--follow-deny",
+	"options.labels":          "--label",
+	"options.label_selectors": "--select",
+	"options.links_json":      "--links",
 }
 
 // specFlagError rewrites a job spec's validation error so that it names

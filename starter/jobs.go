@@ -97,8 +97,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 		maxBody                    int64
 		userAgent, seedsFile       string
 		proxy, bodiesDir           string
-		crawlerName, seedLabel     string
-		sets                       []string
+		crawlerName                string
+		sets, labels, links        []string
+		followAllow, followDeny    []string
 	)
 	var co *crawlOutput // --output, -q, --wait-for-runners: crawlwait.go
 	var sf secretFlags  // --cookie-file, --auth-file, --header-file: secrets.go
@@ -110,7 +111,10 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
   baton crawl http://127.0.0.1:8000/a http://127.0.0.1:8000/b --id my-job
   baton crawl --seeds-file urls.txt --select image='img.main@src' --select sku='xpath://*[@itemprop="sku"]'
   baton crawl --sitemap http://127.0.0.1:8000/sitemap.xml --user-agent 'shopbot/1.0' --header 'Accept-Language: de'
-  baton crawl http://127.0.0.1:8000/ --sitemap robots --store-bodies`,
+  baton crawl http://127.0.0.1:8000/ --sitemap robots --store-bodies
+  baton crawl http://127.0.0.1:8000/ --follow --follow-deny '/private/|/missing/' \
+    --label product='/page/\d+\.html$' --select product:price=.price
+  baton crawl https://api.example.com/items --follow --links json:items.#.url --links json:next`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if id == "" {
@@ -119,7 +123,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if len(args) == 0 && seedsFile == "" && len(sitemaps) == 0 {
 				return usage("no seeds: give seed URLs, --seeds-file or --sitemap")
 			}
-			fields, err := parsePairs("select", selects)
+			lf, err := parseLinkFlags(selects, labels, links)
 			if err != nil {
 				return err
 			}
@@ -170,6 +174,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				if len(selects) > 0 || follow {
 					return usage("--select and --follow are the built-in crawler's: crawler %s chooses its links and items in code", crawlerName)
 				}
+				if f := lf.builtinOnly(); f != "" {
+					return usage("%s is the built-in crawler's: crawler %s labels and chooses its links in code (--label NAME labels its seeds)", f, crawlerName)
+				}
 				if crawlerSets, err = parsePairs("set", sets); err != nil {
 					return err
 				}
@@ -181,6 +188,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 					depth = 0 // a user crawler's handlers choose their links: no depth limit unless asked
 				}
 			}
+			if len(lf.linksJSON) > 0 && !follow {
+				return usage("--links: the links of JSON responses are followed with --follow: give it too")
+			}
 			sub := jobs.Submission{ID: id, Group: g.group, Seeds: args, Sitemaps: sitemaps, MaxPages: maxPages,
 				BatchSize: batch, Cookie: ck, Authorization: az, Timers: timers,
 				StoreBodies: storeBodies, BodiesDir: bodiesDir}
@@ -191,7 +201,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				defer sub.File.Close()
 			}
 			opts := def
-			opts.Selectors, opts.Follow, opts.MaxDepth = fields, follow, depth
+			opts.Selectors, opts.Follow, opts.MaxDepth = lf.fields, follow, depth
+			opts.FollowAllow, opts.FollowDeny, opts.LinksJSON = followAllow, followDeny, lf.linksJSON
+			opts.Labels, opts.LabelSelectors = lf.labels, lf.labelFields
 			opts.IgnoreRobots, opts.Delay, opts.Parallelism, opts.Retries = ignoreRobots, delay, parallelism, retries
 			opts.Timeout, opts.MaxBodyBytes, opts.DenyPrivate = timeout, maxBody, denyPrivate
 			opts.UserAgent, opts.Headers, opts.Proxy = userAgent, hdr, proxy
@@ -206,7 +218,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			}
 			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
 			sub.Options = opts
-			sub.Crawler, sub.CrawlerVersion, sub.CrawlerOptions, sub.SeedLabel = crawlerName, crawlerVersion, crawlerSets, seedLabel
+			sub.Crawler, sub.CrawlerVersion, sub.CrawlerOptions, sub.SeedLabel = crawlerName, crawlerVersion, crawlerSets, lf.seedLabel
 			plan, err := sub.Build()
 			if err != nil {
 				return submitError(err)
@@ -287,7 +299,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			}
 			wid := workflows.JobWorkflowID(g.group, id)
 			memo := map[string]any{"seeds": args, "follow": follow, "depth": depth, "max_pages": maxPages,
-				"selectors": fields}
+				"selectors": lf.fields}
 			if seedsFile != "" {
 				memo["seeds_file"], memo["seeds_stored"] = seedsFile, spec.SeedsStored
 			}
@@ -318,9 +330,14 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.StringVar(&id, "id", "", "job ID (default: generated)")
 	f.StringVar(&crawlerName, "crawler", "", "the crawler that runs the job's pages: a user crawler a worker binary of the group carries (NAME or NAME@VERSION; see `baton cluster`), default the built-in one")
 	f.StringArrayVar(&sets, "set", nil, "an option of the user crawler, key=value (repeatable; checked against the options the workers advertise)")
-	f.StringVar(&seedLabel, "label", "", "the label of the seeds: which handler of a user crawler gets them")
+	f.StringArrayVar(&labels, "label", nil, "NAME=REGEX: pages whose normalised URL matches REGEX get label NAME (repeatable, the first match wins; "+
+		"recorded with each page; see --select NAME:field); NAME alone: the label of the seeds (which handler of a user crawler gets them)")
 	f.StringArrayVar(&selects, "select", nil, "extract a field: name=SELECTOR (repeatable); SELECTOR is CSS (h1.title) for the text, "+
-		"CSS@attr (a.next@href) for an attribute, xpath:EXPR (xpath://a/@href), or json:PATH on JSON responses (json:items.#.name)")
+		"CSS@attr (a.next@href) for an attribute, xpath:EXPR (xpath://a/@href), or json:PATH on JSON responses (json:items.#.name); "+
+		"LABEL:name=SELECTOR extracts it from the pages of --label LABEL only")
+	f.StringArrayVar(&followAllow, "follow-allow", nil, "follow only links whose normalised URL matches this regexp (repeatable: any of them)")
+	f.StringArrayVar(&followDeny, "follow-deny", nil, "never follow links whose normalised URL matches this regexp (repeatable; wins over --follow-allow)")
+	f.StringArrayVar(&links, "links", nil, "with --follow: json:PATH, a GJSON path whose strings in JSON responses are links to follow (repeatable; json:items.#.url)")
 	f.StringVar(&userAgent, "user-agent", def.UserAgent, "User-Agent of every request (robots.txt groups are matched against it)")
 	f.StringArrayVar(&headers, "header", nil, "header sent with every request: 'Name: value' (repeatable)")
 	f.StringVar(&seedsFile, "seeds-file", "", "read more seed URLs from FILE, one per line ('#' comments; - for stdin); they go to the job store, not the workflow")

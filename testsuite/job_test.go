@@ -208,7 +208,7 @@ func TestCrawlCLIRejectsBadInput(t *testing.T) {
 		{[]string{"crawl", "http://127.0.0.1:1/", "not a url"}, 2, "SEED_URL 2"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--select", "p=a["}, 2, "--select p: invalid CSS selector"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--depth", "-1"}, 2, "--depth: is -1"},
-		{[]string{"crawl", "http://127.0.0.1:1/", "--select", "novalue"}, 2, "name=value"},
+		{[]string{"crawl", "http://127.0.0.1:1/", "--select", "novalue"}, 2, "want name=SELECTOR"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--bogus"}, 2, "unknown flag"},
 		{[]string{"crawl"}, 2, "no seeds"},
 		{[]string{"status", "no-such-job"}, 3, "no job"},

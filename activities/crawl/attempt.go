@@ -54,7 +54,10 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 	r.retryAfter = -1
 	actx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	sels := o.compiled.sels
+	sels := o.compiled.selectorsFor(o.Label)
+	rules := &o.compiled.rules
+	jsonLinks := wantLinks && !sitemap && len(rules.linksJSON) > 0
+	var rawLinks []string
 
 	var read int64
 	c := colly.NewCollector()
@@ -128,9 +131,9 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 			r.body = resp.Body
 			r.header = resp.Headers.Clone()
 		}
-		if len(o.Selectors) > 0 {
-			r.fields = make(map[string][]string, len(o.Selectors))
-			for name := range o.Selectors {
+		if len(sels) > 0 {
+			r.fields = make(map[string][]string, len(sels))
+			for name := range sels {
 				r.fields[name] = []string{}
 			}
 		}
@@ -142,10 +145,16 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 			// Colly parses the body after this callback: it reads the
 			// converted one.
 			resp.Body, r.charset = toUTF8(resp.Body, ct)
-		case isJSON(ct) && len(sels) > 0, hasJSONSelector(sels) && gjson.ValidBytes(resp.Body):
+		case isJSON(ct) && (len(sels) > 0 || jsonLinks), (hasJSONSelector(sels) || jsonLinks) && gjson.ValidBytes(resp.Body):
 			// A JSON type, or a body that is JSON served under another
-			// type (text/plain, octet-stream) when a json: field asks.
-			r.fields = extractJSON(resp.Body, sels)
+			// type (text/plain, octet-stream) when a json: field or a
+			// JSON link path asks.
+			if len(sels) > 0 {
+				r.fields = extractJSON(resp.Body, sels)
+			}
+			if jsonLinks && gjson.ValidBytes(resp.Body) {
+				rawLinks = jsonLinksOf(resp.Body, rules.linksJSON, resp.Request.URL, 4*MaxLinksPerPage)
+			}
 		}
 	})
 	var parseErr error
@@ -182,7 +191,6 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		r.canonical = canonicalOf(doc, base)
 		r.jsonld = jsonLDOf(doc)
 	})
-	var rawLinks []string
 	if wantLinks && !sitemap {
 		c.OnHTML("a[href]", func(el *colly.HTMLElement) {
 			if len(rawLinks) < 4*MaxLinksPerPage {
@@ -224,8 +232,10 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 			r.err = fmt.Errorf("sitemap: %w", r.sitemapErr)
 			return r
 		}
-		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
-		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams)
+		// The follow rules apply to the pages listed, not to the
+		// sitemaps (a sitemap is no page of the results).
+		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams, rules)
+		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams, nil)
 		if o.DenyPrivate {
 			// Their fetches are guarded (they are not typed URLs); a
 			// private host is dropped here already, so that it is not
@@ -237,7 +247,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		return r
 	}
 	if wantLinks {
-		r.links = filterLinks(rawLinks, o.AllowedDomains, o.KeepTrackingParams)
+		r.links = filterLinksMax(rawLinks, o.AllowedDomains, MaxLinksPerPage, o.KeepTrackingParams, rules)
 	}
 	return r
 }

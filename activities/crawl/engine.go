@@ -42,8 +42,9 @@ type Page struct {
 	Title       string              `json:"title"`
 	Fields      map[string][]string `json:"fields,omitempty"`
 	// Links are absolute, normalised (NormalizeURL), deduplicated, within
-	// AllowedDomains, http(s) only, in document order; empty when !Follow,
-	// when Depth >= MaxDepth or when the page failed.
+	// AllowedDomains, passing FollowAllow and FollowDeny, http(s) only, in
+	// document order (an HTML page's a[href], a JSON response's LinksJSON);
+	// empty when !Follow, when Depth >= MaxDepth or when the page failed.
 	Links    []string `json:"links,omitempty"`
 	Depth    int      `json:"depth"`
 	Attempts int      `json:"attempts"`
@@ -478,12 +479,14 @@ func (e *redirectError) Error() string {
 // filterLinks normalises (keeping tracking parameters if keepTracking),
 // keeps http(s) links within allowed, and deduplicates, in document order.
 func filterLinks(raw []string, allowed []string, keepTracking bool) []string {
-	return filterLinksMax(raw, allowed, MaxLinksPerPage, keepTracking)
+	return filterLinksMax(raw, allowed, MaxLinksPerPage, keepTracking, nil)
 }
 
-// filterLinksMax is filterLinks keeping at most limit links.
-func filterLinksMax(raw []string, allowed []string, limit int, keepTracking bool) []string {
+// filterLinksMax is filterLinks keeping at most limit links that pass r's
+// follow rules (none when r is nil).
+func filterLinksMax(raw []string, allowed []string, limit int, keepTracking bool, r *rules) []string {
 	seen := make(map[string]bool, len(raw))
+	check := r != nil && len(r.allow)+len(r.deny) > 0
 	var out []string
 	for _, l := range raw {
 		n, u, err := linkURL(l, keepTracking)
@@ -491,6 +494,11 @@ func filterLinksMax(raw []string, allowed []string, limit int, keepTracking bool
 			continue
 		}
 		seen[n] = true
+		if check {
+			if ok, _ := r.follows(n); !ok {
+				continue
+			}
+		}
 		out = append(out, n)
 		if len(out) == limit {
 			break

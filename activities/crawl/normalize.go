@@ -248,9 +248,10 @@ func linkURL(abs string, keepTracking bool) (string, *url.URL, error) {
 
 // FollowLink judges an absolute link as the built-in crawler judges the
 // links of a page: normalised (tracking parameters dropped unless
-// KeepTrackingParams), http or https, within AllowedDomains. It returns
-// the normalised URL, or why the job may not follow it. A user crawler's
-// Enqueue goes through it.
+// KeepTrackingParams), http or https, within AllowedDomains, passing
+// FollowAllow and FollowDeny. It returns the normalised URL, or why the
+// job may not follow it. A user crawler's Enqueue goes through it.
+// Compiled options (Compile) match the rules without compiling anything.
 func (o Options) FollowLink(abs string) (string, error) {
 	n, u, err := linkURL(abs, o.KeepTrackingParams)
 	if err != nil {
@@ -258,6 +259,11 @@ func (o Options) FollowLink(abs string) (string, error) {
 	}
 	if !domainAllowed(u.Scheme, u.Host, o.AllowedDomains) {
 		return "", fmt.Errorf("%s is outside the allowed domains", u.Host)
+	}
+	if len(o.FollowAllow)+len(o.FollowDeny) > 0 {
+		if ok, why := o.linkRules().follows(n); !ok {
+			return "", fmt.Errorf("%s %s", n, why)
+		}
 	}
 	return n, nil
 }

@@ -78,6 +78,33 @@ type Options struct {
 	compiled *compiled
 	// Follow collects the page's links for following.
 	Follow bool `json:"follow"`
+	// FollowAllow and FollowDeny are regexps (Go syntax) matched against
+	// a link's normalised URL: a link is followed only if it matches no
+	// FollowDeny pattern and, when FollowAllow has any, at least one of
+	// them. They apply to the links of pages (HTML and LinksJSON), to the
+	// pages a sitemap lists and to a user crawler's Enqueue (FollowLink);
+	// not to the seeds, nor to the sitemaps a sitemap index lists.
+	FollowAllow []string `json:"follow_allow,omitempty"`
+	FollowDeny  []string `json:"follow_deny,omitempty"`
+	// Labels give a page a label (recorded with it): the first rule whose
+	// Pattern matches the page's normalised URL names it; none, no label.
+	// The label picks the page's LabelSelectors.
+	Labels []LabelRule `json:"labels,omitempty"`
+	// LabelSelectors maps a label (of Labels) to fields extracted from
+	// that label's pages only (field name to selector, as Selectors), in
+	// addition to Selectors; a field of the same name replaces the
+	// Selectors one on those pages.
+	LabelSelectors map[string]map[string]string `json:"label_selectors,omitempty"`
+	// LinksJSON are GJSON paths (https://github.com/tidwall/gjson#path-syntax,
+	// no "json:" prefix) whose string results, on a JSON response, are
+	// links to follow, resolved against the response's URL and then
+	// filtered as a page's links (within AllowedDomains, FollowAllow and
+	// FollowDeny); an array's strings are each a link.
+	LinksJSON []string `json:"links_json,omitempty"`
+	// Label is the label of the page being fetched, which picks its
+	// LabelSelectors: set per fetch (a job's runner sets the label the
+	// URL was queued with); never serialised.
+	Label string `json:"-"`
 	// MaxDepth: links found at depth >= MaxDepth are not returned for
 	// following (0 = seeds only).
 	MaxDepth int `json:"max_depth"`
@@ -179,20 +206,27 @@ func DefaultOptions() Options {
 // compiled is what Compile works out once for a job.
 type compiled struct {
 	sels map[string]Selector
+	// byLabel are the selectors of each label's pages: sels with the
+	// label's LabelSelectors.
+	byLabel map[string]map[string]Selector
+	rules   rules
 }
 
 // Compile applies the defaults, validates o (naming the first bad field)
 // and parses its selectors, and returns the options with that work kept:
 // fetching with compiled options does none of it again, so a job's options
 // are compiled once (by the Runner, per job) rather than for every page.
-// Changing a compiled Options' Selectors afterwards is not allowed;
-// KeepBody, Follow and the other scalar fields may be changed freely.
+// Changing a compiled Options' Selectors, LabelSelectors, FollowAllow,
+// FollowDeny, Labels or LinksJSON afterwards is not allowed (the compiled
+// form is shared by every copy); KeepBody, Label, Follow and the other
+// scalar fields may be changed freely.
 func (o Options) Compile() (Options, error) {
 	o = o.withDefaults()
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
-	o.compiled = &compiled{sels: parseSelectors(o.Selectors)}
+	sels := parseSelectors(o.Selectors)
+	o.compiled = &compiled{sels: sels, byLabel: compileLabelSelectors(o, sels), rules: compileRules(o)}
 	return o, nil
 }
 
@@ -257,6 +291,9 @@ func (o Options) Validate() error {
 		case strings.EqualFold(k, "Host"), strings.EqualFold(k, "Content-Length"), strings.EqualFold(k, "Transfer-Encoding"):
 			return fieldErr(fmt.Sprintf("headers[%q]", k), "is set by the transport, not by a job")
 		}
+	}
+	if err := o.validateRules(); err != nil {
+		return err
 	}
 	if o.Proxy != "" {
 		if err := checkProxy(o.Proxy); err != nil {

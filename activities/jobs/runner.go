@@ -496,6 +496,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	case custom:
 		page, h = r.fetchHandled(ctx, in, jr, auth, e, opts)
 	default:
+		opts.Label = e.Label // picks the label's fields (Options.LabelSelectors)
 		page = r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
 	}
 	if ctx.Err() != nil {
@@ -538,12 +539,12 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		return rec, nil
 	}
 	rec.Links = make([]Entry, 0, len(page.Links)+len(page.Sitemaps))
-	depth, label := e.Depth+1, ""
+	depth, label := e.Depth+1, opts.LabelOf
 	if e.Depth == SitemapDepth {
-		depth, label = 0, spec.SeedLabel // the pages a sitemap lists are seeds
+		depth, label = 0, spec.seedLabel // the pages a sitemap lists are seeds
 	}
 	for _, l := range page.Links {
-		rec.Links = append(rec.Links, Entry{URL: l, Depth: depth, Label: label})
+		rec.Links = append(rec.Links, Entry{URL: l, Depth: depth, Label: label(l)})
 	}
 	for _, l := range page.Sitemaps {
 		rec.Links = append(rec.Links, Entry{URL: l, Depth: SitemapDepth})

@@ -60,8 +60,9 @@ type Spec struct {
 	Crawler        string            `json:"crawler,omitempty"`
 	CrawlerVersion string            `json:"crawler_version,omitempty"`
 	CrawlerOptions map[string]string `json:"crawler_options,omitempty"`
-	// SeedLabel is the label of the job's seeds (--label): the handler
-	// they go to.
+	// SeedLabel is the label of the job's seeds (--label NAME): the
+	// handler of a user crawler they go to. With the built-in crawler the
+	// seeds' label is SeedLabel when set, else the one Options.Labels give.
 	SeedLabel string `json:"seed_label,omitempty"`
 	// Secrets names the job's secrets (Secrets.Names: "cookie session",
 	// "header X-Trace", …), sealed in the store, never their values;
@@ -146,6 +147,16 @@ func (s Spec) Validate() error {
 	if len(s.SeedLabel) > crawler.MaxLabelBytes {
 		return fmt.Errorf("seed_label: %d bytes, at most %d", len(s.SeedLabel), crawler.MaxLabelBytes)
 	}
+	if s.Crawler != "" && s.Crawler != crawler.BuiltinName {
+		switch {
+		case len(s.Options.Labels) > 0:
+			return fmt.Errorf("options: labels: label rules are the built-in crawler's: crawler %s labels its links in code", s.Crawler)
+		case len(s.Options.LabelSelectors) > 0:
+			return fmt.Errorf("options: label_selectors: the built-in crawler's: crawler %s extracts its items in code", s.Crawler)
+		case len(s.Options.LinksJSON) > 0:
+			return fmt.Errorf("options: links_json: the built-in crawler's: crawler %s chooses its links in code", s.Crawler)
+		}
+	}
 	if s.MaxPages < 0 {
 		return fmt.Errorf("max_pages: %d is negative", s.MaxPages)
 	}
@@ -166,6 +177,16 @@ func (s Spec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// seedLabel is the label of a seed (or of a page a sitemap lists): the
+// job's SeedLabel, else (the built-in crawler) its label rules'. Options
+// are best compiled (Compile): the rules are not compiled per URL.
+func (s Spec) seedLabel(u string) string {
+	if s.SeedLabel != "" || (s.Crawler != "" && s.Crawler != crawler.BuiltinName) {
+		return s.SeedLabel
+	}
+	return s.Options.LabelOf(u)
 }
 
 // ErrBadSpec: a stored spec does not decode or validate.
@@ -215,6 +236,8 @@ type Entry struct {
 	Depth int    `json:"depth"`
 	// Label routes the URL to a handler of the job's crawler (a user
 	// crawler's label, --label for seeds); "" is the default handler.
+	// With the built-in crawler it is the label its label rules give
+	// (crawl.Options.Labels), which picks the page's label fields.
 	Label string `json:"label,omitempty"`
 	// Data is the user data a handler enqueued the URL with (JSON, at
 	// most crawler.MaxDataBytes), given back to the handler of its page.
@@ -254,7 +277,9 @@ type PageRecord struct {
 	// LinksRefused are links of the page the frontier did not take (a URL
 	// longer than MaxURLBytes), each with the reason.
 	LinksRefused []RefusedLink `json:"links_refused,omitempty"`
-	// Label is the label the URL was queued with (user crawlers).
+	// Label is the label the URL was queued with: a user crawler's, or
+	// the one the built-in crawler's label rules (crawl.Options.Labels)
+	// gave it.
 	Label string `json:"label,omitempty"`
 	// Items counts the items the page's handler pushed and that were
 	// recorded with it; Skipped is the reason a handler gave to skip it.

@@ -166,13 +166,14 @@ func (s Submission) Build() (Plan, error) {
 // for every seed, wherever it came from). A URL that does not normalise is
 // an error naming it.
 func (s Spec) SeedEntries(stored []string) ([]Entry, error) {
+	s = s.compiled()
 	var out []Entry
 	for _, u := range s.Seeds {
 		n, err := s.Options.NormalizeURL(u)
 		if err != nil {
 			return nil, fmt.Errorf("seed %q: %w", u, err)
 		}
-		out = append(out, Entry{URL: n, Label: s.SeedLabel})
+		out = append(out, Entry{URL: n, Label: s.seedLabel(n)})
 	}
 	for _, list := range [][]string{s.Sitemaps, stored} {
 		for _, u := range list {
@@ -184,6 +185,16 @@ func (s Spec) SeedEntries(stored []string) ([]Entry, error) {
 		}
 	}
 	return out, nil
+}
+
+// compiled is s with its options compiled (label rules matched without
+// compiling them per seed), or s as it is when they do not compile (the
+// seeds' labels are then "": Validate refuses such a spec first).
+func (s Spec) compiled() Spec {
+	if o, err := s.Options.Compile(); err == nil {
+		s.Options = o
+	}
+	return s
 }
 
 // SeedWriter is what Plan.Queue needs of a store: creating the job with
@@ -213,6 +224,7 @@ func (p Plan) Queue(ctx context.Context, st SeedWriter) (int, error) {
 	if p.File == nil {
 		return seen, nil
 	}
+	spec := p.Spec.compiled()
 	batch := make([]Entry, 0, seedChunk)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -231,7 +243,7 @@ func (p Plan) Queue(ctx context.Context, st SeedWriter) (int, error) {
 		if err != nil {
 			return fmt.Errorf("%w: seed %q: %w", ErrBadSubmission, u, err)
 		}
-		if batch = append(batch, Entry{URL: n, Label: p.Spec.SeedLabel}); len(batch) == seedChunk {
+		if batch = append(batch, Entry{URL: n, Label: spec.seedLabel(n)}); len(batch) == seedChunk {
 			return flush()
 		}
 		return nil

@@ -207,3 +207,44 @@ func TestOwnCrawlerFaultyHandlers(t *testing.T) {
 	assert.Contains(t, w.Logs(), "crawler handler panicked")
 	assert.Contains(t, w.Logs(), "goroutine", "the panic's stack is in the worker log")
 }
+
+// The JSON API example's own worker binary follows the API's next
+// cursors through the real cluster; `baton results --items --follow`,
+// started with the crawl, streams every item and ends with the job.
+func TestOwnCrawlerJSONAPI(t *testing.T) {
+	api := demosite.NewAPI(demosite.APIConfig{Items: 180, PerPage: 15, Seed: 5, Latency: 30 * time.Millisecond})
+	srv := httptest.NewServer(demosite.Combine(nil, nil, api))
+	t.Cleanup(srv.Close)
+	c := testsuite.NewCluster(t, 1, 0, testsuite.FastTimers, testsuite.WithWorkerBinary("./worker/examples/jsonapi"))
+	c.Start(1)
+	c.WaitElected(electTimeout)
+
+	p := startCrawl(c, "api1", "--crawler", "jsonapi", srv.URL+"/api/items", "--timers", "fast")
+	out := filepath.Join(t.TempDir(), "items.jsonl")
+	follow := testsuite.StartProcess(t, testsuite.ProcessSpec{Name: "baton-follow", Path: c.Starter,
+		Args: append(c.StarterArgs(), "results", "api1", "--items", "--follow", "-o", out)})
+	require.NoError(t, p.Wait(2*time.Minute), p.Logs())
+	require.Equal(t, 0, p.ExitCode(), p.Logs())
+	require.NoError(t, follow.Wait(time.Minute), "--follow ends when the job does: %s", follow.Logs())
+	require.Equal(t, 0, follow.ExitCode(), follow.Logs())
+
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	seen := map[int]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var it crawler.StoredItem
+		require.NoError(t, json.Unmarshal([]byte(line), &it))
+		var item struct {
+			ID int `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal(it.Value, &item))
+		seen[item.ID]++
+	}
+	assert.Len(t, seen, len(api.Items()), "every item of the API")
+	for id, n := range seen {
+		assert.Equal(t, 1, n, "item %d once", id)
+	}
+	for _, path := range api.ListingPaths() {
+		assert.Equal(t, 1, api.Hits(path), "listing page %s fetched once", path)
+	}
+}

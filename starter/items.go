@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -325,4 +326,29 @@ func printSinks(w io.Writer, sinks []jobs.SinkState) error {
 		}
 	}
 	return nil
+}
+
+// followStartWait is how long `results --items --follow` waits for a job
+// that is not in the store yet (submitted a moment ago).
+const followStartWait = 30 * time.Second
+
+// awaitJob waits up to d for job to appear in the store, saying so on
+// stderr, and returns its spec (ErrNoJob after d).
+func awaitJob(cmd *cobra.Command, js jobs.ReaderStore, job string, d time.Duration) (jobs.Spec, error) {
+	fmt.Fprintf(cmd.ErrOrStderr(), "waiting up to %v for job %s to start\n", d, job)
+	ctx, cancel := context.WithTimeout(cmd.Context(), d)
+	defer cancel()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		spec, err := js.Spec(ctx, job)
+		if !errors.Is(err, jobs.ErrNoJob) {
+			return spec, err
+		}
+		select {
+		case <-ctx.Done():
+			return spec, err
+		case <-t.C:
+		}
+	}
 }

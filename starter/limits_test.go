@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 )

@@ -262,6 +262,11 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			}
 			defer js.Close()
 			spec, err := js.Spec(cmd.Context(), args[0])
+			if follow && errors.Is(err, jobs.ErrNoJob) {
+				// Followed from the moment of submission: the job's
+				// workflow creates it in the store a moment later.
+				spec, err = awaitJob(cmd, js, args[0], followStartWait)
+			}
 			if err != nil {
 				return notFound(js, args[0], err)
 			}

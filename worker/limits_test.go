@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batoncrawl/baton/activities/connect/exitcode"
-	"github.com/batoncrawl/baton/activities/connect/flagenv"
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
+	"github.com/batoncrawl/baton/activities/cmdline/flagenv"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 

@@ -89,6 +89,16 @@ func csvSafe(v string) string {
 	return v
 }
 
+// writeCSVRow writes row, its formula cells defused unless raw.
+func writeCSVRow(cw *csv.Writer, row []string, raw bool) error {
+	if !raw {
+		for i, v := range row {
+			row[i] = csvSafe(v)
+		}
+	}
+	return cw.Write(row)
+}
+
 func writeCSV(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.Spec, raw bool) error {
 	names, columns := fieldColumns(spec)
 	cw := csv.NewWriter(w)
@@ -108,12 +118,7 @@ func writeCSV(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.S
 		for _, n := range names {
 			row = append(row, strings.Join(p.Fields[n], fieldSep))
 		}
-		if !raw {
-			for i, v := range row {
-				row[i] = csvSafe(v)
-			}
-		}
-		return cw.Write(row)
+		return writeCSVRow(cw, row, raw)
 	})
 	if err != nil {
 		return err

@@ -185,12 +185,7 @@ func writeItemsCSV(ctx context.Context, w io.Writer, js jobs.ReaderStore, job st
 		for _, c := range cols {
 			row = append(row, cell(obj[c]))
 		}
-		if !raw {
-			for i, v := range row {
-				row[i] = csvSafe(v)
-			}
-		}
-		return cw.Write(row)
+		return writeCSVRow(cw, row, raw)
 	})
 	if err != nil {
 		return err

@@ -36,6 +36,10 @@ func (g *globals) dialWithin(ctx context.Context, timeout time.Duration) (*metad
 	if err != nil {
 		return nil, nil, g.zk.Unreachable(err, timeout)
 	}
+	if err := s.CheckRoot(ctx, g.zk.Root); err != nil {
+		s.Close()
+		return nil, nil, exitcode.With(exitcode.Usage, err)
+	}
 	return metadata.NewCluster(s, g.zk.Root, g.group), func() { s.Close() }, nil
 }
 

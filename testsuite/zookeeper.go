@@ -52,6 +52,8 @@ type ZooKeeper struct {
 	// quorum holds the ensemble settings of a member of an Ensemble
 	// (server.N lines, limits); empty for a standalone server.
 	quorum []string
+	// extra are more zoo.cfg lines (StartZooKeeperWith).
+	extra []string
 	// ready checks that the server at addr serves clients.
 	ready func(addr string) error
 
@@ -73,6 +75,27 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 // this machine (e.g. the bridge of Hosts); "" is 127.0.0.1.
 func StartZooKeeperOn(t testing.TB, host string) *ZooKeeper {
 	t.Helper()
+	return startZooKeeper(t, host, nil)
+}
+
+// StartZooKeeperWith is StartZooKeeper with more zoo.cfg lines, e.g.
+// ZooKeeperEnforceAuth.
+func StartZooKeeperWith(t testing.TB, extraConfig ...string) *ZooKeeper {
+	t.Helper()
+	return startZooKeeper(t, "", extraConfig)
+}
+
+// ZooKeeperEnforceAuth are the zoo.cfg lines of a server that refuses
+// every request of a session not authenticated with digest credentials
+// (ZooKeeper 3.7+), as the local stack's and the Compose ensemble run.
+var ZooKeeperEnforceAuth = []string{
+	"authProvider.1=org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
+	"enforce.auth.enabled=true",
+	"enforce.auth.schemes=digest",
+}
+
+func startZooKeeper(t testing.TB, host string, extra []string) *ZooKeeper {
+	t.Helper()
 	skipIfShort(t, "ZooKeeper")
 	java, classpath, err := zooKeeperInstall()
 	if err != nil {
@@ -84,6 +107,7 @@ func StartZooKeeperOn(t testing.TB, host string) *ZooKeeper {
 	}
 	zk.ready = zkServing
 	zk.host = host
+	zk.extra = extra
 	t.Cleanup(zk.cleanup)
 
 	var lastErr error
@@ -196,6 +220,7 @@ func (zk *ZooKeeper) writeConfig() error {
 		lines = append(lines, "standaloneEnabled=false")
 		lines = append(lines, zk.quorum...)
 	}
+	lines = append(lines, zk.extra...)
 	cfg := strings.Join(append(lines, ""), "\n")
 	if err := os.WriteFile(zk.confPath, []byte(cfg), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", zk.confPath, err)

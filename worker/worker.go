@@ -208,6 +208,13 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		return cfg.ZK.Unreachable(err, cfg.ConnectTimeout)
 	}
 	defer store.Close()
+	if err := store.CheckRoot(dctx, cfg.ZK.Root); err != nil {
+		return exitcode.With(exitcode.Usage, err)
+	}
+	if zc.Auth == "" {
+		log.Warn("zookeeper without authentication: any client of the ensemble may read and change the group's znodes, "+
+			"plain Tasks included; give digest credentials with --zk-auth-file (BATON_ZK_AUTH_FILE)", "root", cfg.ZK.Root)
+	}
 	topts, err := cfg.TemporalOptions(log.With("component", "temporal"), metrics.Temporal)
 	if err != nil {
 		return exitcode.With(exitcode.Usage, err)

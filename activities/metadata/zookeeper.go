@@ -76,6 +76,7 @@ type ZooKeeper struct {
 	watches map[string]chan struct{} // GetW's live watch per path (closed when fired); guarded by wmu
 	done    chan struct{}
 	acl     []zk.ACL
+	user    string // the digest user, "" without authentication
 }
 
 // DialZooKeeper connects to the ensemble and waits (bounded by ctx) until a
@@ -98,6 +99,9 @@ func DialZooKeeper(ctx context.Context, cfg ZooKeeperConfig) (*ZooKeeper, error)
 		acl = zk.DigestACL(zk.PermAll, user, password)
 	}
 	z := &ZooKeeper{conn: conn, log: log, ephem: map[string][]byte{}, done: make(chan struct{}), acl: acl}
+	if cfg.Auth != "" {
+		z.user = user
+	}
 	z.session.Store(1)
 	connected := make(chan struct{})
 	go z.loop(events, connected)
@@ -189,6 +193,8 @@ func mapErr(op, p string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, p, ErrClosed)
 	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed):
 		return fmt.Errorf("zookeeper %s %s: %w (the znode's ACL refuses this client: check the ZooKeeper digest credentials)", op, p, err)
+	case isAuthRequired(err):
+		return fmt.Errorf("zookeeper %s %s: %w", op, p, ErrAuthRequired)
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired):
 		// Transient: the client reconnects; callers retry.
 		return fmt.Errorf("zookeeper %s %s: connection lost, retry: %w", op, p, err)

@@ -327,3 +327,36 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// SecretFields names a Task's credentials, never their values: cookie and
+// authorization entries, credential-like headers and parameters, a URL's
+// user:password and credential-like query parameters; a Task without any
+// has none.
+func TestTaskSecretFields(t *testing.T) {
+	tk := EmptyTask()
+	tk.RunningContent = []Request{
+		{TaskID: 1, URL: "http://127.0.0.1:8000/a?page=2", Method: "GET",
+			Header:     map[string]string{"Accept": "text/html", "User-Agent": "x", "Content-Type": "application/json"},
+			Parameters: map[string]string{"q": "shoes", "page": "2", "sort": "price", "author": "Tolkien", "keyword": "ring"}},
+	}
+	assert.Empty(t, tk.SecretFields())
+
+	tk.Cookie = map[string]string{"session": "c-value"}
+	tk.Authorization = map[string]string{"Bearer": "a-value"}
+	tk.RunningContent = append(tk.RunningContent,
+		Request{TaskID: 2, URL: "https://user:p-value@example.org/x?access_token=q-value&page=1", Method: "GET",
+			Header:     map[string]string{"X-Api-Key": "h1", "Authorization": "h2", "Cookie": "h3", "X-Auth": "h4", "Accept": "*/*"},
+			Parameters: map[string]string{"api_key": "p1", "password": "p2", "sig": "p3", "q": "ok"}})
+	got := tk.SecretFields()
+	assert.Equal(t, []string{
+		`Task.cookie["session"]`, `Task.authorization["Bearer"]`,
+		`Task.running_content[1].header["Authorization"]`, `Task.running_content[1].header["Cookie"]`,
+		`Task.running_content[1].header["X-Api-Key"]`, `Task.running_content[1].header["X-Auth"]`,
+		`Task.running_content[1].parameters["api_key"]`, `Task.running_content[1].parameters["password"]`,
+		`Task.running_content[1].parameters["sig"]`,
+		`Task.running_content[1].url (user:password)`, `Task.running_content[1].url query["access_token"]`,
+	}, got)
+	for _, f := range got {
+		assert.NotContains(t, f, "value")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,9 +23,10 @@ func quietLogger() *slog.Logger {
 func taskCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "task", Short: "Assign and inspect the Task of one instance (the reference's direct assignment)"}
 	var (
-		node, file string
-		urls       []string
-		force      bool
+		node, file   string
+		urls         []string
+		force        bool
+		allowSecrets bool
 	)
 	assign := &cobra.Command{
 		Use:   "assign --node NAME (--file TASK.json | --url URL...)",
@@ -39,9 +41,12 @@ func taskCmd(g *globals) *cobra.Command {
 			if _, err := roles.ParseName(node); err != nil {
 				return usage("--node: %v", err)
 			}
-			t, err := buildTask(file, urls)
+			t, err := buildTask(file, urls, allowSecrets)
 			if err != nil {
 				return err
+			}
+			if secrets := t.SecretFields(); len(secrets) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: --allow-task-secrets: %s stored in clear in the Task znode\n", strings.Join(secrets, ", "))
 			}
 			c, closeFn, err := g.dial(cmd.Context())
 			if err != nil {
@@ -55,6 +60,9 @@ func taskCmd(g *globals) *cobra.Command {
 	assign.Flags().StringVar(&file, "file", "", "Task JSON file ('-' for stdin): {\"running_content\": [{\"task_id\", \"url\", \"method\", \"parameters\", \"header\", \"body\"}], \"cookie\", \"authorization\"}")
 	assign.Flags().StringArrayVar(&urls, "url", nil, "a URL to GET (repeatable); a quick alternative to --file")
 	assign.Flags().BoolVar(&force, "force", false, "replace a Task that is still running")
+	assign.Flags().BoolVar(&allowSecrets, "allow-task-secrets", false,
+		"write the Task even though it holds credentials (cookie, authorization, credential headers or parameters, user:password in a URL): "+
+			"a plain Task keeps the reference's layout, so they are stored in clear in its Task znode (a crawl job's are sealed: baton crawl)")
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Print an instance's Task znode as JSON",
@@ -79,8 +87,9 @@ func taskCmd(g *globals) *cobra.Command {
 }
 
 // buildTask reads a Task from file or builds one from urls and validates
-// every request, so nothing half-valid is written.
-func buildTask(file string, urls []string) (roles.Task, error) {
+// every request, so nothing half-valid is written. A Task holding
+// credentials is refused unless allowSecrets (errTaskSecrets).
+func buildTask(file string, urls []string, allowSecrets bool) (roles.Task, error) {
 	t := roles.EmptyTask()
 	switch {
 	case file != "" && len(urls) > 0:
@@ -123,6 +132,12 @@ func buildTask(file string, urls []string) (roles.Task, error) {
 	}
 	if err := t.ValidateRequests(); err != nil {
 		return t, usage("invalid task: %v", err)
+	}
+	if secrets := t.SecretFields(); len(secrets) > 0 && !allowSecrets {
+		return t, usage("the Task holds credentials (%s): a plain Task keeps the reference's layout, so they would be "+
+			"stored in clear in its Task znode, readable by every ZooKeeper client its ACL lets in. Crawl with "+
+			"`baton crawl` (--cookie-file, --auth-file, --header-file: sealed in the job store), or give "+
+			"--allow-task-secrets to store them anyway", strings.Join(secrets, ", "))
 	}
 	return t, nil
 }

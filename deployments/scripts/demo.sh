@@ -22,11 +22,16 @@ ZK="127.0.0.1:${BATON_ZK_PORT:-2181}"
 TEMPORAL="127.0.0.1:${BATON_TEMPORAL_PORT:-7233}"
 UI="http://127.0.0.1:${BATON_UI_PORT:-8233}"
 TIMEOUT=120
+# The local stack's ZooKeeper credentials (stack.sh makes them): the
+# workers and the CLI authenticate with them and Baton's znodes get a
+# digest ACL. A file, never a command-line value.
+ZK_AUTH_FILE="${STACK_DIR}/zk-auth"
+unset BATON_ZK_AUTH
 
 log() { echo "demo: $*"; }
 die() { echo "demo: error: $*" >&2; exit 1; }
 
-baton() { "${BIN}/baton" --zk-hosts "${ZK}" --temporal-address "${TEMPORAL}" --ui-url "${UI}" --data-dir "${DATA_DIR}" "$@"; }
+baton() { "${BIN}/baton" --zk-hosts "${ZK}" --zk-auth-file "${ZK_AUTH_FILE}" --temporal-address "${TEMPORAL}" --ui-url "${UI}" --data-dir "${DATA_DIR}" "$@"; }
 
 start_bg() { # name pidfile logfile cmd...
   local name=$1 pid=$2 logf=$3; shift 3
@@ -78,7 +83,7 @@ up() {
   for i in 1 2 3; do
     start_bg "worker sc-crawler_${i}" "${DEMO_DIR}/worker-${i}.pid" "${DEMO_DIR}/worker-${i}.log" \
       "${BIN}/baton-worker" --name "sc-crawler_${i}" --runner 2 --backup 1 --zk-hosts "${ZK}" \
-      --temporal-address "${TEMPORAL}" --data-dir "${DATA_DIR}"
+      --zk-auth-file "${ZK_AUTH_FILE}" --temporal-address "${TEMPORAL}" --data-dir "${DATA_DIR}"
   done
   wait_for "the election (2 runners, 1 backup)" cluster_elected
   baton cluster
@@ -106,6 +111,7 @@ up() {
 
 demo: done.
   results   bin/baton results ${job} --data-dir ${DATA_DIR} [--format csv]   (SQLite store ${DATA_DIR}/baton.db)
+  the CLI   export BATON_ZK_AUTH_FILE=${ZK_AUTH_FILE}   (ZooKeeper's credentials) for bin/baton cluster, task, ...
   Web UI    ${UI}/namespaces/default/workflows   (filter: BatonJob = '${job}', or BatonCluster = 'sc-crawler-cluster')
   the job   ${UI}/namespaces/default/workflows/baton-job%2Fsc-crawler-cluster%2F${job}
   logs      ${DEMO_DIR}/worker-*.log

@@ -2,6 +2,15 @@
 # Local Baton stack: a standalone ZooKeeper and a Temporal dev server, both on
 # loopback, with state, pid files and logs under .stack/.
 #
+# ZooKeeper runs with digest authentication enforced (zoo.cfg): a session
+# that does not authenticate can do nothing. The credentials, user:password,
+# are made at the first start in .stack/zk-auth (mode 0600); give them to
+# Baton's workers and CLI with --zk-auth-file .stack/zk-auth, or
+#   export BATON_ZK_AUTH_FILE=$PWD/.stack/zk-auth
+# and Baton's znodes get a digest ACL for that user. A ZooKeeper data
+# directory from before the credentials (an open-ACL root Baton would
+# refuse) is moved aside when they are made.
+#
 # Usage: stack.sh up|down|status
 #
 # Environment (all optional):
@@ -33,6 +42,8 @@ ZK_DATA_DIR="${ZK_DIR}/data"
 ZK_PID="${ZK_DIR}/zookeeper.pid"
 ZK_LOG="${ZK_DIR}/zookeeper.log"
 ZK_TEMPLATE="${ROOT}/deployments/zookeeper/zoo.cfg"
+ZK_AUTH="${STACK_DIR}/zk-auth"
+ZK_USER=baton
 
 TEMPORAL_DIR="${STACK_DIR}/temporal"
 TEMPORAL_PID="${TEMPORAL_DIR}/temporal.pid"
@@ -150,6 +161,28 @@ stop_pid() {
 
 # ---------------------------------------------------------------- zookeeper
 
+# zk_credentials: makes ${ZK_AUTH} (user:password, 0600) unless it exists.
+# Data of a server run before it (znodes made without credentials, with an
+# open ACL) is moved aside: Baton refuses an open root once it authenticates.
+zk_credentials() {
+  if [[ -f "${ZK_AUTH}" ]]; then
+    [[ -s "${ZK_AUTH}" ]] || die "${ZK_AUTH} is empty; remove it (and ${ZK_DATA_DIR}) to make new credentials"
+    chmod 600 "${ZK_AUTH}"
+    return 0
+  fi
+  if [[ -d "${ZK_DATA_DIR}/version-2" ]]; then
+    local aside
+    aside="${ZK_DIR}/data.before-auth-$(date -u +%Y%m%dT%H%M%SZ)"
+    mv "${ZK_DATA_DIR}" "${aside}"
+    log "zookeeper: data made without credentials moved to ${aside}"
+  fi
+  local password
+  password="$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')"
+  [[ ${#password} -eq 48 ]] || die "could not read 24 random bytes from /dev/urandom"
+  (umask 077 && printf '%s:%s\n' "${ZK_USER}" "${password}" >"${ZK_AUTH}")
+  log "zookeeper: digest credentials made in ${ZK_AUTH} (mode 0600, user ${ZK_USER})"
+}
+
 zk_up() {
   if pid_alive "${ZK_PID}"; then
     check_running_port zookeeper "${ZK_PID}" "${ZK_PORT}"
@@ -162,6 +195,8 @@ zk_up() {
       die "zookeeper: ${HOST}:${ZK_PORT} is already in use (set BATON_ZK_PORT)"
     fi
     [[ -f "${ZK_TEMPLATE}" ]] || die "missing ${ZK_TEMPLATE}"
+    grep -q '^enforce.auth.enabled=true' "${ZK_TEMPLATE}" || die "${ZK_TEMPLATE} does not enforce authentication"
+    zk_credentials
     mkdir -p "${ZK_CONF_DIR}" "${ZK_DATA_DIR}"
     sed -e "s|^dataDir=.*|dataDir=${ZK_DATA_DIR}|" \
       -e "s|^clientPort=.*|clientPort=${ZK_PORT}|" \
@@ -176,7 +211,8 @@ zk_up() {
       "${ZK_CONF_DIR}/zoo.cfg"
   fi
   wait_until zookeeper "${ZK_PID}" "${ZK_LOG}" zk_ready
-  log "zookeeper: ready (ruok -> imok) at ${HOST}:${ZK_PORT}"
+  log "zookeeper: ready (ruok -> imok) at ${HOST}:${ZK_PORT}, digest authentication enforced"
+  log "zookeeper: Baton's credentials: export BATON_ZK_AUTH_FILE=${ZK_AUTH}"
 }
 
 # ---------------------------------------------------------------- temporal
@@ -243,7 +279,7 @@ cmd_status() {
   fi
   if pid_alive "${ZK_PID}"; then state="running (pid $(cat "${ZK_PID}"))"; else state="not running"; fi
   if zk_ready; then
-    log "zookeeper: ${state}, healthy at ${HOST}:${ZK_PORT}; log ${ZK_LOG}"
+    log "zookeeper: ${state}, healthy at ${HOST}:${ZK_PORT}; credentials ${ZK_AUTH}; log ${ZK_LOG}"
   else
     log "zookeeper: ${state}, NOT answering ruok at ${HOST}:${ZK_PORT}"
     rc=1

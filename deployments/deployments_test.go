@@ -7,7 +7,10 @@
 // equal BATON_RUNNER + BATON_BACKUP, with the job store's PostgreSQL on its
 // own volume and no ReadWriteMany claim; the Dockerfile builds both
 // binaries; and no secret is passed on a command line, in a DSN or in a
-// ConfigMap. layers_test.go holds the whole module to its layers (no
+// ConfigMap. security_test.go holds them, and the local stack, to secure
+// defaults (ZooKeeper authentication enforced, secrets from files,
+// hardened containers, pinned images, network policies, TLS to the job
+// store). layers_test.go holds the whole module to its layers (no
 // package imports one above it, nor its parent unless that parent is a
 // library it builds on; no import cycle; no product file over 600 lines)
 // and checks that the build's -X flags name a variable that exists.
@@ -253,12 +256,19 @@ func TestChecksCatchBrokenFiles(t *testing.T) {
 			mapAt(m.find("ConfigMap", "baton-config"), "data")["BATON_STORE_PASSWORD"] = "hunter2hunter2"
 		},
 		"a Secret's value in the ConfigMap": func(m *k8sSet) {
+			g := asMap(sliceAt(m.kustomization, "secretGenerator")[0])
+			g["literals"] = []any{"note=CHANGE-ME-store"}
 			mapAt(m.find("ConfigMap", "baton-config"), "data")["BATON_NOTE"] = "CHANGE-ME-store"
 		},
 		"no store password file": func(m *k8sSet) {
 			delete(mapAt(m.find("ConfigMap", "baton-config"), "data"), "BATON_STORE_PASSWORD_FILE")
 		},
-		"store password key missing": func(m *k8sSet) { delete(mapAt(m.find("Secret", "baton-secrets"), "stringData"), "store-password") },
+		"store password key missing": func(m *k8sSet) {
+			g := asMap(sliceAt(m.kustomization, "secretGenerator")[0])
+			g["files"] = slices.DeleteFunc(slices.Clone(sliceAt(g, "files")), func(v any) bool {
+				return strings.HasPrefix(str(v), "store-password=")
+			})
+		},
 		"PostgreSQL reads another password": func(m *k8sSet) {
 			for _, v := range sliceAt(mapAt(m.find("StatefulSet", "baton-db"), "spec", "template", "spec"), "volumes") {
 				if s := asMap(asMap(v)["secret"]); s != nil {
@@ -627,7 +637,7 @@ func checkCompose(c map[string]any) []string {
 	// The CLI service(s) read results from the same store.
 	for _, name := range sortedKeys(services) {
 		s := asMap(services[name])
-		if flatten(s["entrypoint"]) != "baton" {
+		if !isBatonCLI(s) {
 			continue
 		}
 		env, wenv := envOf(s["environment"]), envOf(asMap(services[workers[0]])["environment"])
@@ -801,7 +811,7 @@ func checkK8s(m *k8sSet) []string {
 	}
 	p = append(p, checkK8sNoRWX(m)...)
 	p = append(p, checkK8sConfigMaps(m)...)
-	for _, kind := range []string{"Namespace", "ConfigMap", "Secret"} {
+	for _, kind := range []string{"Namespace", "ConfigMap", "NetworkPolicy"} {
 		found := false
 		for _, d := range m.all() {
 			found = found || d["kind"] == kind
@@ -919,21 +929,19 @@ func checkK8s(m *k8sSet) []string {
 		}
 	}
 	p = append(p, checkK8sStore(m, env, c, mapAt(spec, "template", "spec"))...)
-	// Secret files: every BATON_*_FILE under a mounted Secret that exists.
+	// Secret files: every BATON_*_FILE under a mounted Secret that exists
+	// (but the secrets key, copied from one at start: checkK8sSecurity).
 	for k, path := range env {
-		if !strings.HasPrefix(k, "BATON_") || !strings.HasSuffix(k, "_FILE") {
+		if !strings.HasPrefix(k, "BATON_") || !strings.HasSuffix(k, "_FILE") || k == "BATON_SECRETS_KEY_FILE" {
 			continue
 		}
-		vol := volumes[mounts[filepath.Dir(path)]]
-		secret := str(mapAt(vol, "secret")["secretName"])
+		secret, key := secretFile(c, mapAt(spec, "template", "spec"), path)
 		if secret == "" {
 			p.add("baton: %s=%s is not in a mounted Secret", k, path)
-		} else if s := m.find("Secret", secret); s == nil {
+		} else if keys, ok := m.secretKeys(secret); !ok {
 			p.add("baton: Secret %s (for %s) is not defined", secret, k)
-		} else if _, ok := asMap(s["stringData"])[filepath.Base(path)]; !ok {
-			if _, ok := asMap(s["data"])[filepath.Base(path)]; !ok {
-				p.add("baton: Secret %s has no key %s (for %s)", secret, filepath.Base(path), k)
-			}
+		} else if !slices.Contains(keys, key) {
+			p.add("baton: Secret %s has no key %s (for %s)", secret, key, k)
 		}
 	}
 	for _, e := range sliceAt(c, "env") {
@@ -1123,6 +1131,9 @@ func checkK8sConfigMaps(m *k8sSet) []string {
 	return p
 }
 
+// k8sSecretValues are the values the manifests give Secrets: a Secret's
+// stringData, a secretGenerator's literals (checkK8sSecurity refuses both;
+// the values stay out of ConfigMaps and command lines regardless).
 func k8sSecretValues(m *k8sSet) []string {
 	var out []string
 	for _, d := range m.all() {
@@ -1132,6 +1143,13 @@ func k8sSecretValues(m *k8sSet) []string {
 		for _, v := range asMap(d["stringData"]) {
 			if s := str(v); len(s) >= 4 {
 				out = append(out, s)
+			}
+		}
+	}
+	for _, g := range sliceAt(m.kustomization, "secretGenerator") {
+		for _, l := range toStrings(asMap(g)["literals"]) {
+			if _, v, _ := strings.Cut(l, "="); len(v) >= 4 {
+				out = append(out, v)
 			}
 		}
 	}

@@ -163,7 +163,8 @@ stop_pid() {
 
 # zk_credentials: makes ${ZK_AUTH} (user:password, 0600) unless it exists.
 # Data of a server run before it (znodes made without credentials, with an
-# open ACL) is moved aside: Baton refuses an open root once it authenticates.
+# open ACL, or with other credentials) is moved aside: Baton refuses an open
+# root once it authenticates, and others' ACLs refuse it.
 zk_credentials() {
   if [[ -f "${ZK_AUTH}" ]]; then
     [[ -s "${ZK_AUTH}" ]] || die "${ZK_AUTH} is empty; remove it (and ${ZK_DATA_DIR}) to make new credentials"
@@ -174,7 +175,7 @@ zk_credentials() {
     local aside
     aside="${ZK_DIR}/data.before-auth-$(date -u +%Y%m%dT%H%M%SZ)"
     mv "${ZK_DATA_DIR}" "${aside}"
-    log "zookeeper: data made without credentials moved to ${aside}"
+    log "zookeeper: data from before these credentials (its znodes' ACLs are open, or for others) moved to ${aside}"
   fi
   local password
   password="$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')"

@@ -60,7 +60,7 @@ deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing) and the Te
 	BATON_STACK_DIR="$(STACK_DIR)" bash $(SCRIPTS)/install-temporal.sh
 	bash $(SCRIPTS)/install-chromium.sh
 
-stack-up: deps ## Start the local stack (ZooKeeper :2181, Temporal :7233, UI :8233) and wait until healthy.
+stack-up: deps ## Start the local stack (ZooKeeper :2181 with digest auth, credentials in .stack/zk-auth; Temporal :7233, UI :8233) and wait until healthy.
 	$(STACK_ENV) bash $(SCRIPTS)/stack.sh up
 
 stack-down: ## Stop the local stack.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Baton's demo: the local stack, a three-instance cluster (2 runners + 1
 # backup), the demo site served from the project itself, and a crawl of it
-# with link following and field extraction.
+# with link following and field extraction. The workers and the CLI
+# authenticate to ZooKeeper with the stack's credentials (.stack/zk-auth).
 #
 # Usage: demo.sh up|down
 #

@@ -2,6 +2,8 @@ package testsuite
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -59,6 +61,8 @@ type Cluster struct {
 	temporalOpts []TemporalOption
 
 	workerPkg string // WithWorkerBinary
+	// PayloadKeyFile is the payload key of WithPayloadKey ("" without).
+	PayloadKeyFile string
 
 	mu      sync.Mutex
 	workers map[string]*Process
@@ -66,6 +70,22 @@ type Cluster struct {
 
 // ClusterOption customises NewCluster.
 type ClusterOption func(*Cluster)
+
+// WithPayloadKey encrypts every Temporal payload of the cluster: a fresh
+// key file (PayloadKeyFile) given to every worker and to StarterArgs.
+func WithPayloadKey() ClusterOption {
+	return func(c *Cluster) {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			c.T.Fatalf("payload key: %v", err)
+		}
+		c.PayloadKeyFile = filepath.Join(c.T.TempDir(), "payload.key")
+		if err := os.WriteFile(c.PayloadKeyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+			c.T.Fatalf("payload key: %v", err)
+		}
+		c.Args = append(c.Args, "--payload-key-file", c.PayloadKeyFile)
+	}
+}
 
 // WithWorkerBinary runs the cluster's instances with a worker binary of
 // one's own, built from pkg (BuildWorker), instead of baton-worker.
@@ -202,6 +222,9 @@ func (c *Cluster) StarterArgs() []string {
 		"--temporal-address", c.Temporal.Address(), "--data-dir", c.DataDir}
 	if c.Store != "" {
 		args = append(args, "--store", c.Store)
+	}
+	if c.PayloadKeyFile != "" {
+		args = append(args, "--payload-key-file", c.PayloadKeyFile)
 	}
 	return args
 }

@@ -15,6 +15,7 @@
 package connect
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -82,7 +83,13 @@ type Temporal struct {
 	Namespace string
 	// Security is TLS, mTLS and the API key (where the secrets are).
 	Security security.Temporal
+	// PayloadKeyFile, when set, encrypts every payload of Baton's
+	// workflows and activities (PayloadCodec) with the key in this file;
+	// every worker and CLI of the group needs the same file.
+	PayloadKeyFile string
 }
+
+type clientOptions = client.Options
 
 // DefaultTemporal returns the setting of a local stack.
 func DefaultTemporal() Temporal {
@@ -96,6 +103,17 @@ func (t *Temporal) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&t.Address, "temporal-address", t.Address, "Temporal frontend host:port")
 	fs.StringVar(&t.Namespace, "temporal-namespace", t.Namespace, "Temporal namespace")
 	t.Security.AddFlags(fs)
+	fs.StringVar(&t.PayloadKeyFile, "payload-key-file", t.PayloadKeyFile,
+		"encrypt every Temporal payload (inputs, results, failures) with the AES-256 key in this file (64 hex digits, mode 0600); every worker and CLI of the group needs it, and the Web UI needs `baton codec-server`")
+}
+
+// PayloadCodec returns the codec of --payload-key-file.
+func (t Temporal) PayloadCodec() (*PayloadCodec, error) {
+	key, err := LoadPayloadKey(t.PayloadKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--payload-key-file: %w", err)
+	}
+	return NewPayloadCodec(key)
 }
 
 // Options returns the options of a Temporal client: the address, the
@@ -106,6 +124,13 @@ func (t Temporal) Options(log *slog.Logger) (client.Options, error) {
 	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace, Logger: tlog.NewStructuredLogger(log)}
 	if err := t.Security.Apply(&opts); err != nil {
 		return client.Options{}, err
+	}
+	if t.PayloadKeyFile != "" {
+		codec, err := t.PayloadCodec()
+		if err != nil {
+			return client.Options{}, err
+		}
+		applyCodec(&opts, codec)
 	}
 	return opts, nil
 }

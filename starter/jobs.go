@@ -250,11 +250,12 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				l    jobs.Limits
 				ok   bool
 				note string
+				bad  error
 			}
 			lim := make(chan limitsRead, 1)
 			go func() {
-				l, ok, note := groupLimits(cmd.Context(), g)
-				lim <- limitsRead{l, ok, note}
+				l, ok, note, bad := groupLimits(cmd.Context(), g)
+				lim <- limitsRead{l, ok, note, bad}
 			}()
 			c, err := tf.dial(cmd.Context())
 			d := <-zk
@@ -262,6 +263,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if d.live != nil {
 				live = d.live
 				defer live.Close()
+			}
+			if d.err == nil {
+				d.err = lr.bad
 			}
 			if d.err != nil {
 				if c != nil {
@@ -282,7 +286,6 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				}
 				spec = plan.Spec
 			}
-			out := cmd.OutOrStdout()
 			if spec.SeedsStored > 0 {
 				// Large seed lists go to the job's frontier in the store,
 				// never into the workflow's input.
@@ -290,7 +293,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "%d URLs queued in the job store (seeds from %s)\n", n, seedsFile)
+				// A note, not data: stdout holds the job ID (-q) or the
+				// JSON document (--output json) alone.
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d URLs queued in the job store (seeds from %s)\n", n, seedsFile)
 			}
 			if !secrets.Empty() {
 				if err := storeSecrets(cmd.Context(), g, tf, &sf, id, secrets); err != nil {

@@ -220,6 +220,12 @@ func (c Config) Validate() error {
 		}
 		return err
 	}
+	if err := c.ZK.Validate(); err != nil {
+		return err
+	}
+	if err := c.Temporal.Validate(); err != nil {
+		return err
+	}
 	if !strings.HasPrefix(c.ZK.Root, "/") || strings.HasSuffix(c.ZK.Root, "/") {
 		return fmt.Errorf("--zk-root: %q must start with '/' and not end with one", c.ZK.Root)
 	}

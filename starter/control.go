@@ -433,6 +433,7 @@ func reopenJob(cmd *cobra.Command, g *globals, tf *temporalFlags, c client.Clien
 		return nil
 	}
 	co.stats = func(w io.Writer) { printReport(ctx, w, g, tf, job) }
+	co.growing, co.maxPages = jobGrows(last.Spec), last.Spec.MaxPages
 	s := submitted{ID: job, WorkflowID: wid, RunID: run.GetRunID(), WebUI: tf.link(wid), what: "re-run: its failed URLs queued again"}
 	return co.report(cmd, c, s, wait, live)
 }

@@ -327,6 +327,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				return fmt.Errorf("submit job: %w", err)
 			}
 			co.stats = func(w io.Writer) { printReport(cmd.Context(), w, g, tf, id) }
+			co.growing, co.maxPages = jobGrows(spec), spec.MaxPages
 			return co.report(cmd, c, submitted{ID: id, WorkflowID: wid, RunID: run.GetRunID(), WebUI: tf.link(wid)}, wait, live)
 		},
 	}
@@ -370,6 +371,13 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.BoolVar(&wait, "wait", false, "wait for the job, show a live progress bar (on stderr), then its stats; exit code 4 if it ends cancelled or failed")
 	co = addCrawlOutputFlags(cmd)
 	return cmd
+}
+
+// jobGrows reports whether a job may find more URLs than it has seen:
+// it follows links, reads sitemaps or runs a user crawler's handlers
+// (which enqueue links).
+func jobGrows(spec jobs.Spec) bool {
+	return spec.Options.Follow || len(spec.Sitemaps) > 0 || spec.Crawler != ""
 }
 
 // parseHeaders reads --header 'Name: value' pairs.

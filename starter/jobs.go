@@ -201,7 +201,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				defer sub.File.Close()
 			}
 			opts := def
-			opts.Selectors, opts.Follow, opts.MaxDepth = lf.fields, follow, depth
+			opts.Selectors, opts.FieldOrder, opts.Follow, opts.MaxDepth = lf.fields, lf.order, follow, depth
 			opts.FollowAllow, opts.FollowDeny, opts.LinksJSON = followAllow, followDeny, lf.linksJSON
 			opts.Labels, opts.LabelSelectors = lf.labels, lf.labelFields
 			opts.IgnoreRobots, opts.Delay, opts.Parallelism, opts.Retries = ignoreRobots, delay, parallelism, retries

@@ -188,7 +188,7 @@ func advertised(crawlers map[string]*crawler.Crawler) roles.Crawlers {
 func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) error {
 	log := newLogger(cfg)
 	slog.SetDefault(log)
-	metrics, err := startMetrics(cfg.MetricsAddr, log)
+	metrics, err := startMetrics(cfg.MetricsAddr, cfg.MetricsJobGrace, log)
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			break
 		}
 	}
-	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}
+	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	var workers []worker.Worker
 	stopWorkers := func() {

@@ -117,7 +117,7 @@ func TestWatchClusterRedrawsOnATerminal(t *testing.T) {
 func TestWatchClusterShowsErrorsAndGoesOn(t *testing.T) {
 	c := metadata.NewCluster(metadata.NewMemory(), "", "nogroup")
 	out := watchFrames(t, c, false, 3)
-	if n := strings.Count(out, "error: group nogroup"); n != 3 {
+	if n := strings.Count(out, "error: no group nogroup"); n != 3 {
 		t.Fatalf("%d error frames, want 3:\n%s", n, out)
 	}
 }

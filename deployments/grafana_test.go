@@ -35,6 +35,9 @@ func exported(t *testing.T) map[string][]string {
 	}
 	// Every vector gets a series, so that its labels are seen.
 	m.Page("job", 200, false, 1, time.Millisecond)
+	m.Retries("job", 2)
+	m.RobotsRefusal("job")
+	m.Queued("job", 1)
 	m.PeerAge("sc-crawler_1", time.Second)
 	m.Detected(time.Second)
 	mfs, err := reg.Gather()
@@ -241,7 +244,8 @@ func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 		t.Fatalf("%s:\n  %s", dashboardPath, strings.Join(p, "\n  "))
 	}
 	// Every page metric is on the dashboard, per crawl job.
-	for _, m := range []string{"baton_pages_total", "baton_page_bytes_total", "baton_fetch_duration_seconds_bucket"} {
+	for _, m := range []string{"baton_pages_total", "baton_page_bytes_total", "baton_fetch_duration_seconds_bucket",
+		"baton_retries_total", "baton_robots_refusals_total", "baton_frontier_queued_urls"} {
 		if !strings.Contains(string(data), m+`{crawl_job=~\"$crawl_job\"}`) && !strings.Contains(string(data), m+`{class=~`) {
 			t.Errorf("the dashboard does not show %s by crawl job", m)
 		}

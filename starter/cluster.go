@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -91,6 +94,25 @@ func clusterCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// noGroup is the error of a group that ZooKeeper does not have (exit code
+// 3), naming the groups it has under the root.
+func noGroup(ctx context.Context, c *metadata.Cluster) error {
+	msg := fmt.Sprintf("no group %s under ZooKeeper root %s (--group, --zk-root): no worker of it has started", c.Group, c.Root)
+	if names, err := c.Store.Children(ctx, path.Join(c.Root, "group")); err == nil {
+		var groups []string
+		for _, n := range names {
+			if _, _, err := c.Store.Get(ctx, path.Join(c.Root, "group", n, "state")); err == nil {
+				groups = append(groups, n)
+			}
+		}
+		sort.Strings(groups)
+		if len(groups) > 0 {
+			msg += "; the groups there: " + strings.Join(groups, ", ")
+		}
+	}
+	return exitcode.With(exitcode.NotFound, errors.New(msg))
+}
+
 // clusterView is the group and its instances, as `baton cluster` shows them.
 type clusterView struct {
 	Group     string           `json:"group"`
@@ -135,6 +157,9 @@ type taskView struct {
 // Task.
 func readCluster(ctx context.Context, c *metadata.Cluster, now time.Time) (clusterView, error) {
 	gs, _, err := c.GetGroup(ctx)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return clusterView{}, noGroup(ctx, c)
+	}
 	if err != nil {
 		return clusterView{}, fmt.Errorf("group %s: %w", c.Group, err)
 	}

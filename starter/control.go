@@ -49,7 +49,7 @@ command returns once the job's workflow has told the Runners (within
 --wait, default 10s). 'baton resume JOB' continues the job.`,
 		Example: `  baton pause my-job
   baton resume my-job`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("JOB", "the ID of the job"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return controlJob(cmd, g, tf, args[0], controlPause, pauseWait)
 		},
@@ -64,7 +64,7 @@ same job ID and results, its frontier as the cancel left it: every page
 is recorded once). A completed job has nothing to resume: 'baton rerun
 JOB --failed' queues its failed URLs again.`,
 		Example: `  baton resume my-job`,
-		Args:    cobra.ExactArgs(1),
+		Args:    oneArg("JOB", "the ID of the job"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return controlJob(cmd, g, tf, args[0], controlResume, resumeWait)
 		},
@@ -80,7 +80,7 @@ workflow has told the Runners (within --wait, default 10s). The pages
 recorded stay; 'baton resume JOB' continues the job as a new run.`,
 		Example: `  baton cancel my-job
   baton jobs            # STATUS cancelled, once its batches ended`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("JOB", "the ID of the job"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return controlJob(cmd, g, tf, args[0], controlCancel, cancelWait)
 		},
@@ -99,7 +99,7 @@ every URL is in the results once, with its latest outcome. A cancelled job
 also goes on with the rest of its frontier.`,
 		Example: `  baton rerun my-job --failed --wait
   baton results my-job --stats`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("JOB", "the ID of the job"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !failed {
 				return usage("rerun: give --failed (it re-runs a job's failed URLs); to continue a cancelled job: baton resume %s", args[0])
@@ -433,6 +433,7 @@ func reopenJob(cmd *cobra.Command, g *globals, tf *temporalFlags, c client.Clien
 		return nil
 	}
 	co.stats = func(w io.Writer) { printReport(ctx, w, g, tf, job) }
+	co.growing, co.maxPages = jobGrows(last.Spec), last.Spec.MaxPages
 	s := submitted{ID: job, WorkflowID: wid, RunID: run.GetRunID(), WebUI: tf.link(wid), what: "re-run: its failed URLs queued again"}
 	return co.report(cmd, c, s, wait, live)
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -37,6 +40,14 @@ type crawlOutput struct {
 	// stats, when set, prints the job's stats block after the summary of
 	// a waited-for crawl (table output).
 	stats func(io.Writer)
+	// growing and maxPages say how the job's size is known (see
+	// progressModel): growing when it may find more URLs than it has
+	// seen (--follow, --sitemap, a user crawler).
+	growing  bool
+	maxPages int
+	// interrupt, when set, replaces Ctrl-C and SIGTERM (tests): the
+	// returned context ends when the user interrupts.
+	interrupt func(context.Context) (context.Context, context.CancelFunc)
 }
 
 func addCrawlOutputFlags(cmd *cobra.Command) *crawlOutput {
@@ -98,7 +109,21 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 	if co.quiet {
 		bar = io.Discard
 	}
-	p, err := co.wait(cmd.Context(), c, s.WorkflowID, live, bar, errw)
+	// Ctrl-C (or SIGTERM) stops the waiting, never the job: say so, and
+	// exit 130 as a shell does for an interrupted command.
+	interrupt := co.interrupt
+	if interrupt == nil {
+		interrupt = func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		}
+	}
+	ictx, stop := interrupt(cmd.Context())
+	defer stop()
+	p, err := co.wait(ictx, c, s.WorkflowID, live, bar, errw)
+	if ictx.Err() != nil && cmd.Context().Err() == nil {
+		err = exitcode.With(exitcode.Interrupted, fmt.Errorf("interrupted: stopped waiting; job %s goes on in the cluster "+
+			"(follow it: baton status %s; stop it: baton cancel %s)", s.ID, s.ID, s.ID))
+	}
 	if co.o.JSON() {
 		if p.ID != "" {
 			s.Progress = &p
@@ -125,8 +150,14 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 
 // wait shows a progress bar on bar until the job ends, and watches the
 // group's Runners: with none live, it says so on errw at once, and gives
-// up after --wait-for-runners (exit code 6). It returns the outcome, or
-// the last progress seen.
+// up after --wait-for-runners (exit code 6); a fail-over (a Runner
+// declared dead, a Backup Runner taking its work over, a batch re-queued)
+// is said on errw too. It returns the outcome, or the last progress seen.
+//
+// The progress is asked for in the background, so that a query that
+// takes long (no worker answers it while the group has no Runner) never
+// delays the Runner check: --wait-for-runners is kept to about a tenth of
+// a second.
 func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, live *runnerCheck, bar, errw io.Writer) (workflows.JobProgress, error) {
 	// A bar redrawn in place is for a terminal; to a log or a pipe, a
 	// plain line when the progress changed, every few seconds at most.
@@ -136,12 +167,26 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 	} else {
 		bar = io.Discard
 	}
+	model := &progressModel{growing: co.growing, maxPages: co.maxPages}
+	// Its own count and rate are in the description (the library's rate
+	// is the rate between two redraws, which swings with group commits).
 	pb := progressbar.NewOptions(-1, progressbar.OptionSetWriter(bar), progressbar.OptionSetDescription("crawling"),
-		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("pages"),
 		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
 		// No spinner goroutine: the library's reads its state unlocked (a
 		// data race under -race); the bar is redrawn at every poll anyway.
 		progressbar.OptionSetSpinnerChangeInterval(0))
+	sized := false
+	show := func(p workflows.JobProgress, now time.Time) {
+		model.observe(now, p)
+		if model.total > 0 && !sized {
+			sized = true
+			pb.ChangeMax(model.total)
+		}
+		_ = pb.Set(model.done)
+		desc := model.describe(p)
+		pb.Describe(desc)
+		lines.show(now, desc)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -151,14 +196,46 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 		done <- jobOutcome(c.GetWorkflow(ctx, wid, "").Get(ctx, &final), &final)
 	}
 	go getResult()
+	type queried struct {
+		p   workflows.JobProgress
+		err error
+		at  time.Time
+	}
+	answers := make(chan queried, 1)
+	querying := false
 	tick := time.NewTicker(300 * time.Millisecond)
 	defer tick.Stop()
 	check := time.NewTicker(runnerCheckInterval)
 	defer check.Stop()
+	var giveUp *time.Timer // fires when --wait-for-runners runs out
+	var giveUpC <-chan time.Time
+	var armed time.Time // the deadline giveUp is set for
+	disarm := func() {
+		if giveUp != nil {
+			giveUp.Stop()
+		}
+		giveUp, giveUpC, armed = nil, nil, time.Time{}
+	}
+	defer disarm()
 	var last workflows.JobProgress
 	watch := runnerWatch{limit: co.waitForRunners, group: live.c.Group, w: errw}
 	tw := temporalWatch{w: errw, job: jobOf(wid)}
-	if err := watch.observe(ctx, live, time.Now()); err != nil {
+	fo := failoverNotes{w: errw, job: jobOf(wid)}
+	observe := func(now time.Time) error {
+		err := watch.observe(ctx, live, now)
+		// The countdown runs to the moment it ends, not to the next check.
+		deadline, ok := watch.deadline()
+		switch {
+		case !ok:
+			disarm()
+		case !deadline.Equal(armed):
+			disarm()
+			giveUp, armed = time.NewTimer(max(time.Until(deadline), 0)), deadline
+			giveUpC = giveUp.C
+		}
+		return err
+	}
+	if err := observe(time.Now()); err != nil {
 		return last, err
 	}
 	for {
@@ -171,6 +248,9 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 				time.AfterFunc(time.Second, getResult)
 				continue
 			}
+			if err == nil {
+				show(final, time.Now())
+			}
 			_ = pb.Finish()
 			fmt.Fprintln(bar)
 			if err != nil {
@@ -178,21 +258,26 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 			}
 			return final, nil
 		case <-tick.C:
-			qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
-			p, err := queryProgress(qctx, c, wid)
-			qcancel()
+			if querying {
+				continue
+			}
+			querying = true
+			go func() {
+				qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+				p, err := queryProgress(qctx, c, wid)
+				qcancel()
+				answers <- queried{p, err, time.Now()}
+			}()
+		case a := <-answers:
+			querying = false
 			if ctx.Err() != nil {
 				return last, ctx.Err()
 			}
-			tw.observe(ctx, c, err, time.Now())
-			if err == nil {
-				last = p
-				pb.ChangeMax(p.Stats.Seen)
-				_ = pb.Set(p.Stats.Recorded)
-				desc := fmt.Sprintf("%s: done %d, failed %d, queued %d, in flight %d batches",
-					p.State, p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, len(p.InFlight))
-				pb.Describe(desc)
-				lines.show(time.Now(), desc)
+			tw.observe(ctx, c, a.err, a.at)
+			if a.err == nil {
+				fo.progress(last, a.p)
+				last = a.p
+				show(a.p, a.at)
 			}
 		case now := <-check.C:
 			if tw.holding(now) {
@@ -202,7 +287,19 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 				watch.since = time.Time{}
 				continue
 			}
-			if err := watch.observe(ctx, live, now); err != nil {
+			if err := observe(now); err != nil {
+				_ = pb.Exit()
+				fmt.Fprintln(bar)
+				return last, err
+			}
+			fo.group(watch.state)
+		case now := <-giveUpC:
+			giveUp, giveUpC, armed = nil, nil, time.Time{}
+			if tw.holding(now) {
+				watch.since = time.Time{}
+				continue
+			}
+			if err := observe(now); err != nil {
 				_ = pb.Exit()
 				fmt.Fprintln(bar)
 				return last, err
@@ -210,6 +307,53 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 		case <-ctx.Done():
 			return last, ctx.Err()
 		}
+	}
+}
+
+// failoverNotes says on w when the job's cluster fails over while crawl
+// --wait waits: a Runner declared dead and the Backup Runner that takes
+// its work over (GroupState), a batch re-queued because its Runner died
+// with no backup to take over (the job's progress). The job goes on
+// either way; the notes say so.
+type failoverNotes struct {
+	w    io.Writer
+	job  string
+	prev *roles.GroupState
+}
+
+// group takes the group's state as last read (nil: not read).
+func (f *failoverNotes) group(gs *roles.GroupState) {
+	if gs == nil {
+		return
+	}
+	if f.prev != nil {
+		for _, dead := range gs.FailRunner {
+			if slices.Contains(f.prev.FailRunner, dead) {
+				continue
+			}
+			var took []string
+			for _, r := range gs.CurrentRunner {
+				if !slices.Contains(f.prev.CurrentRunner, r) && slices.Contains(f.prev.CurrentBackup, r) {
+					took = append(took, r)
+				}
+			}
+			by := "its Backup Runner takes its work over"
+			if len(took) > 0 {
+				by = strings.Join(took, ", ") + " took its work over"
+			}
+			fmt.Fprintf(f.w, "\nfail-over: Runner %s was declared dead; %s: job %s goes on\n", dead, by, f.job)
+		}
+	}
+	g := *gs
+	f.prev = &g
+}
+
+// progress compares two progress reads of the job.
+func (f *failoverNotes) progress(prev, p workflows.JobProgress) {
+	if prev.ID != "" && p.Requeued > prev.Requeued {
+		n := p.Requeued - prev.Requeued
+		fmt.Fprintf(f.w, "\nfail-over: %s re-queued: %s Runner died with no Backup Runner to take over; job %s goes on with the other Runners\n",
+			plural(n, "batch"), map[bool]string{true: "its", false: "their"}[n == 1], f.job)
 	}
 }
 
@@ -306,15 +450,15 @@ func (r *runnerCheck) Close() { r.close() }
 // the backups would need to declare it dead (update_timeout plus
 // heart_rhythm_timeout late checks, counted at update_time): a Runner
 // being replaced, or a ZooKeeper election, is not "no Runner".
-func (r *runnerCheck) live(ctx context.Context, now time.Time) (int, error) {
+func (r *runnerCheck) live(ctx context.Context, now time.Time) (int, *roles.GroupState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	gs, _, err := r.c.GetGroup(ctx)
 	if errors.Is(err, metadata.ErrNotFound) {
-		return 0, nil // no worker of the group has started yet
+		return 0, nil, nil // no worker of the group has started yet
 	}
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	n := 0
 	for _, name := range gs.CurrentCrawler {
@@ -329,7 +473,7 @@ func (r *runnerCheck) live(ctx context.Context, now time.Time) (int, error) {
 			n++
 		}
 	}
-	return n, nil
+	return n, &gs, nil
 }
 
 // liveFor returns a heartbeat's age and whether it is young enough to be
@@ -362,10 +506,24 @@ type runnerWatch struct {
 	w     io.Writer
 	since time.Time // when the group was first seen without a live Runner; zero: it has one
 	zkErr bool      // a failed read was reported
+	// state is the group's state at the last read (nil: none read).
+	state *roles.GroupState
+}
+
+// deadline is when the watch gives up, while the group has no live
+// Runner and --wait-for-runners is not 0.
+func (rw *runnerWatch) deadline() (time.Time, bool) {
+	if rw.since.IsZero() || rw.limit == 0 {
+		return time.Time{}, false
+	}
+	return rw.since.Add(rw.limit), true
 }
 
 func (rw *runnerWatch) observe(ctx context.Context, r *runnerCheck, now time.Time) error {
-	n, err := r.live(ctx, now)
+	n, gs, err := r.live(ctx, now)
+	if gs != nil {
+		rw.state = gs
+	}
 	if err != nil {
 		if ctx.Err() == nil && !rw.zkErr {
 			fmt.Fprintf(rw.w, "\nnote: cannot read the group's Runners in ZooKeeper (%v); still waiting for the job\n", err)
@@ -389,7 +547,7 @@ func (rw *runnerWatch) observe(ctx context.Context, r *runnerCheck, now time.Tim
 		}
 		fmt.Fprintf(rw.w, "\nno live Runner in group %s (no Runner with a fresh heartbeat in ZooKeeper): the job waits for one; %s\n", rw.group, giveUp)
 	}
-	if rw.limit > 0 && now.Sub(rw.since) >= rw.limit {
+	if deadline, ok := rw.deadline(); ok && !now.Before(deadline) {
 		return exitcode.With(exitcode.NoRunner, fmt.Errorf(
 			"no live Runner in group %s for %v: stopped waiting; job %s stays queued and runs when a Runner joins "+
 				"(start baton-worker for group %s, follow the job with 'baton status %s', or 'baton cancel %s')",

@@ -29,6 +29,7 @@ var specFlags = map[string]string{
 	"options.follow_deny":     "--follow-deny",
 	"options.labels":          "--label",
 	"options.label_selectors": "--select",
+	"options.field_order":     "--select",
 	"options.links_json":      "--links",
 }
 

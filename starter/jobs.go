@@ -201,7 +201,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				defer sub.File.Close()
 			}
 			opts := def
-			opts.Selectors, opts.Follow, opts.MaxDepth = lf.fields, follow, depth
+			opts.Selectors, opts.FieldOrder, opts.Follow, opts.MaxDepth = lf.fields, lf.order, follow, depth
 			opts.FollowAllow, opts.FollowDeny, opts.LinksJSON = followAllow, followDeny, lf.linksJSON
 			opts.Labels, opts.LabelSelectors = lf.labels, lf.labelFields
 			opts.IgnoreRobots, opts.Delay, opts.Parallelism, opts.Retries = ignoreRobots, delay, parallelism, retries
@@ -250,11 +250,12 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				l    jobs.Limits
 				ok   bool
 				note string
+				bad  error
 			}
 			lim := make(chan limitsRead, 1)
 			go func() {
-				l, ok, note := groupLimits(cmd.Context(), g)
-				lim <- limitsRead{l, ok, note}
+				l, ok, note, bad := groupLimits(cmd.Context(), g)
+				lim <- limitsRead{l, ok, note, bad}
 			}()
 			c, err := tf.dial(cmd.Context())
 			d := <-zk
@@ -262,6 +263,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if d.live != nil {
 				live = d.live
 				defer live.Close()
+			}
+			if d.err == nil {
+				d.err = lr.bad
 			}
 			if d.err != nil {
 				if c != nil {
@@ -282,7 +286,6 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				}
 				spec = plan.Spec
 			}
-			out := cmd.OutOrStdout()
 			if spec.SeedsStored > 0 {
 				// Large seed lists go to the job's frontier in the store,
 				// never into the workflow's input.
@@ -290,7 +293,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "%d URLs queued in the job store (seeds from %s)\n", n, seedsFile)
+				// A note, not data: stdout holds the job ID (-q) or the
+				// JSON document (--output json) alone.
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d URLs queued in the job store (seeds from %s)\n", n, seedsFile)
 			}
 			if !secrets.Empty() {
 				if err := storeSecrets(cmd.Context(), g, tf, &sf, id, secrets); err != nil {
@@ -322,6 +327,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				return fmt.Errorf("submit job: %w", err)
 			}
 			co.stats = func(w io.Writer) { printReport(cmd.Context(), w, g, tf, id) }
+			co.growing, co.maxPages = jobGrows(spec), spec.MaxPages
 			return co.report(cmd, c, submitted{ID: id, WorkflowID: wid, RunID: run.GetRunID(), WebUI: tf.link(wid)}, wait, live)
 		},
 	}
@@ -365,6 +371,13 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.BoolVar(&wait, "wait", false, "wait for the job, show a live progress bar (on stderr), then its stats; exit code 4 if it ends cancelled or failed")
 	co = addCrawlOutputFlags(cmd)
 	return cmd
+}
+
+// jobGrows reports whether a job may find more URLs than it has seen:
+// it follows links, reads sitemaps or runs a user crawler's handlers
+// (which enqueue links).
+func jobGrows(spec jobs.Spec) bool {
+	return spec.Options.Follow || len(spec.Sitemaps) > 0 || spec.Crawler != ""
 }
 
 // parseHeaders reads --header 'Name: value' pairs.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -15,20 +16,23 @@ import (
 // workers predate the limits records none, and a ZooKeeper the CLI cannot
 // reach gives a note to show; the job is then submitted as it is, and
 // every Runner still refuses it if it is above its own limits.
-func groupLimits(ctx context.Context, g *globals) (l jobs.Limits, ok bool, note string) {
+func groupLimits(ctx context.Context, g *globals) (l jobs.Limits, ok bool, note string, bad error) {
 	c, closeFn, err := g.dial(ctx)
+	if exitcode.Of(err) == exitcode.Usage {
+		return l, false, "", err // a bad --zk-hosts or credentials: bad input, not an outage
+	}
 	if err != nil {
-		return l, false, fmt.Sprintf("note: the group's operator limits could not be read (%v): the Runners check the job against theirs", err)
+		return l, false, fmt.Sprintf("note: the group's operator limits could not be read (%v): the Runners check the job against theirs", err), nil
 	}
 	defer closeFn()
 	gl, err := jobs.ReadLimits(ctx, c.Store, c.Root, c.Group)
 	switch {
 	case errors.Is(err, jobs.ErrNoLimits):
-		return l, false, ""
+		return l, false, "", nil
 	case err != nil:
-		return l, false, fmt.Sprintf("note: %v: the Runners check the job against their limits", err)
+		return l, false, fmt.Sprintf("note: %v: the Runners check the job against their limits", err), nil
 	}
-	return gl.Limits, true, ""
+	return gl.Limits, true, "", nil
 }
 
 // checkGroupLimits refuses a job above the group's limits before it is

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/batoncrawl/baton/activities/crawl"
@@ -14,12 +15,22 @@ type linkFlags struct {
 	// pages.
 	fields      map[string]string
 	labelFields map[string]map[string]string
+	// order are the field names in --select order, each once (the
+	// export's column order: crawl.Options.FieldOrder).
+	order []string
 	// labels are the --label NAME=REGEX rules, in order; seedLabel the
 	// bare --label NAME (the seeds' label).
 	labels    []crawl.LabelRule
 	seedLabel string
 	// linksJSON are the --links json:PATH paths, without "json:".
 	linksJSON []string
+}
+
+// addOrder appends a field name to order, once.
+func (lf *linkFlags) addOrder(name string) {
+	if !slices.Contains(lf.order, name) {
+		lf.order = append(lf.order, name)
+	}
 }
 
 // builtinOnly reports which of the flags only the built-in crawler takes
@@ -49,11 +60,13 @@ func parseLinkFlags(selects, labels, links []string) (linkFlags, error) {
 		label, name, scoped := strings.Cut(key, ":")
 		if !scoped {
 			lf.fields[key] = sel
+			lf.addOrder(key)
 			continue
 		}
 		if label == "" || name == "" {
 			return lf, usage("--select #%d %.80q: want LABEL:name=SELECTOR (a field of the pages of label LABEL)", i+1, s)
 		}
+		lf.addOrder(name)
 		if lf.labelFields == nil {
 			lf.labelFields = map[string]map[string]string{}
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -122,4 +123,34 @@ func TestExportLabelColumn(t *testing.T) {
 	assert.Equal(t, []string{"images", "price", "sku", "field_url"}, head[len(baseColumns):], "every label's fields too, once each")
 	assert.Equal(t, "product", rows[1][len(baseColumns)-1])
 	assert.Equal(t, "", rows[2][len(baseColumns)-1])
+}
+
+// CSV and Parquet columns come in --select order (label fields included,
+// each once), from the command line through the job's spec; they came
+// out sorted.
+func TestExportColumnsInSelectOrder(t *testing.T) {
+	lf, err := parseLinkFlags([]string{"url=link[rel=x]@href", "product:sku=.sku", "price=.price", "product:price=.price", "images=img@src"},
+		[]string{"product=/a$"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"url", "sku", "price", "images"}, lf.order)
+	js, spec := exportJob(t)
+	spec.Options.Selectors, spec.Options.FieldOrder = lf.fields, lf.order
+	spec.Options.Labels, spec.Options.LabelSelectors = lf.labels, lf.labelFields
+	require.NoError(t, spec.Validate())
+	var buf bytes.Buffer
+	require.NoError(t, writeResults(context.Background(), &buf, js, spec, formatCSV))
+	rows, err := csv.NewReader(&buf).ReadAll()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"field_url", "sku", "price", "images"}, rows[0][len(baseColumns):])
+	assert.Equal(t, []string{"x", "", "$1", "/1.jpg | /2.jpg"}, rows[1][len(baseColumns):])
+
+	buf.Reset()
+	require.NoError(t, writeResults(context.Background(), &buf, js, spec, formatParquet))
+	f, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	require.NoError(t, err)
+	var names []string
+	for _, c := range f.Schema().Fields()[len(baseColumns):] {
+		names = append(names, c.Name())
+	}
+	assert.Equal(t, []string{"field_url", "sku", "price", "images"}, names)
 }

@@ -65,7 +65,8 @@ Exit codes (the same for baton-worker):
   0 success                      4 the job ended cancelled or failed (--wait)
   1 failure at run time          5 ZooKeeper, Temporal or the store unreachable
   2 bad usage or input           6 crawl --wait: no live Runner (the job stays queued)
-  3 not found (no such job)
+  3 not found (no such job,    130 crawl --wait interrupted (Ctrl-C): the job goes on
+    group or instance)
 
 Secrets are read from files or the environment, never from the command
 line: ZooKeeper digest credentials user:password from --zk-auth-file or

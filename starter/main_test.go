@@ -33,6 +33,7 @@ func TestVersion(t *testing.T) {
 // Bad usage is exit code 2, with a pointer to the help, and contacts no
 // server (the addresses are closed ports: a dial would be exit code 5).
 func TestBadUsageExitsTwo(t *testing.T) {
+	t.Chdir(t.TempDir()) // results --output json must write no file named json
 	zk, temporal := testsuite.ClosedPort(t), testsuite.ClosedPort(t)
 	for _, tc := range []struct {
 		args []string
@@ -41,7 +42,21 @@ func TestBadUsageExitsTwo(t *testing.T) {
 		{[]string{"--bogus"}, "unknown flag: --bogus"},
 		{[]string{"nosuchcommand"}, `unknown command "nosuchcommand"`},
 		{[]string{"jobs", "extra"}, "unknown command"},
-		{[]string{"status"}, "accepts 1 arg(s)"},
+		{[]string{"status"}, "missing JOB: give the ID of the job (baton jobs lists them) ('baton status JOB')"},
+		{[]string{"results"}, "missing JOB"},
+		{[]string{"cancel"}, "missing JOB"},
+		{[]string{"pause", "a", "b"}, "one JOB only, got 2 ('a' 'b')"},
+		{[]string{"task", "show"}, "missing NAME"},
+		{[]string{"--zk-hosts", "notaport", "cluster"}, `--zk-hosts "notaport": "notaport" is not host:port`},
+		{[]string{"--zk-hosts", "127.0.0.1:x", "task", "show", "sc-crawler_1"}, `port "x" is not a number`},
+		{[]string{"--zk-hosts", "notaport", "crawl", "http://127.0.0.1:1/"}, `--zk-hosts "notaport"`},
+		{[]string{"--temporal-address", "notaport", "cancel", "j"}, `--temporal-address "notaport": "notaport" is not host:port`},
+		{[]string{"--temporal-address", "notaport", "status", "j"}, `--temporal-address "notaport"`},
+		{[]string{"results", "j", "--output", "json"}, "in 'baton results', -o/--output names the FILE to write, not the format"},
+		{[]string{"results", "j", "-o", "csv"}, "to write a file named csv: -o ./csv"},
+		{[]string{"results", "j", "--stats", "--output", "json"}, "--stats --format json"},
+		{[]string{"results", "j", "--stats", "--format", "csv"}, "one JSON document with --format json"},
+		{[]string{"results", "j", "--format", "json"}, "--format json is for --stats"},
 		{[]string{"jobs", "--output", "yaml"}, `invalid argument "yaml" for "--output" flag: want table or json`},
 		{[]string{"crawl", "http://127.0.0.1:1/", "-q", "--output", "json"}, "exclude each other"},
 		{[]string{"crawl", "http://127.0.0.1:1/", "--wait-for-runners", "1m"}, "--wait-for-runners applies to --wait only"},
@@ -61,6 +76,9 @@ func TestBadUsageExitsTwo(t *testing.T) {
 		assert.Contains(t, errw, "--help' for usage", "%v", tc.args)
 		assert.NotContains(t, errw, "max_depth")
 	}
+	entries, err := os.ReadDir(".")
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a usage error wrote a file")
 }
 
 // A command's own flags are never read from the environment, and its help

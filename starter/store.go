@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,13 +92,12 @@ func (s *storeFlags) openWith(ctx context.Context, g *globals, existing bool) (*
 	js, err := sqlstore.Open(octx, cfg)
 	switch {
 	case err == nil:
-	case errors.Is(err, sqlstore.ErrNoSchema):
-		// The database answered but holds no store of this version: the
-		// wrong database, or no worker of this version has opened it.
-		return nil, exitcode.With(exitcode.Usage, err)
-	case errors.Is(err, fs.ErrNotExist):
-		// Read-only commands create nothing: a wrong --data-dir is bad input.
-		return nil, exitcode.With(exitcode.Usage, err)
+	case errors.Is(err, sqlstore.ErrNoSchema), errors.Is(err, fs.ErrNotExist):
+		// The database answered but holds no store of this version (the
+		// wrong database, or no worker of this version has opened it),
+		// or there is none (read-only commands create nothing): bad
+		// input, and ZooKeeper may say where the group's store is.
+		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("%w%s", err, s.groupStoreHint(ctx, g)))
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, exitcode.With(exitcode.Unavailable, fmt.Errorf("the job store did not answer within %v (%w); "+
 			"check --store (BATON_STORE) and that the database is reachable from this machine", g.connectTimeout, err))
@@ -113,6 +113,9 @@ func (s *storeFlags) openWith(ctx context.Context, g *globals, existing bool) (*
 
 func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identity) error {
 	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
+	if exitcode.Of(err) == exitcode.Usage {
+		return err // a bad --zk-hosts or credentials
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "note: ZooKeeper did not answer (%v): not checking that %s is group %s's store\n", err, id, g.group)
 		return nil
@@ -129,7 +132,40 @@ func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identit
 		fmt.Fprintf(os.Stderr, "note: could not read %s (%v): not checking the store\n", p, err)
 		return nil
 	}
-	return jobs.CheckGroup(g.group, p, data, id)
+	if err := jobs.CheckGroup(g.group, p, data, id); err != nil {
+		if errors.Is(err, jobs.ErrOtherStore) {
+			return exitcode.With(exitcode.Usage, err) // a configuration error: the wrong --store/--data-dir
+		}
+		return err
+	}
+	return nil
+}
+
+// groupStoreHint says which store the group keeps its data in, as its
+// workers recorded it in ZooKeeper (jobs.StorePath), for the error of a
+// store not found: "" when ZooKeeper does not answer quickly or has none.
+func (s *storeFlags) groupStoreHint(ctx context.Context, g *globals) string {
+	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
+	if err != nil {
+		return ""
+	}
+	defer closeZK()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	p := jobs.StorePath(g.zk.Root, g.group)
+	data, _, err := c.Store.Get(ctx, p)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return fmt.Sprintf("; group %s has no store recorded in ZooKeeper (%s): has a worker of the group started?", g.group, p)
+	}
+	var id jobs.Identity
+	if err != nil || json.Unmarshal(data, &id) != nil || id.ID == "" {
+		return ""
+	}
+	flag := "--store postgres://USER@" + id.Location
+	if id.Engine == "sqlite" {
+		flag = "--data-dir " + filepath.Dir(id.Location) + " (on the workers' machine)"
+	}
+	return fmt.Sprintf("; group %s keeps its crawl data in %s (recorded in ZooKeeper at %s): give %s", g.group, id, p, flag)
 }
 
 func notFound(js jobs.ReaderStore, job string, err error) error {
@@ -171,7 +207,10 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 				}
 				return nil
 			}
-			status := workflowStatuses(cmd.Context(), tf, g.group)
+			status, err := workflowStatuses(cmd.Context(), tf, g.group)
+			if err != nil {
+				return err
+			}
 			rows := []jobRow{}
 			for _, j := range all {
 				if j.Group != g.group {
@@ -203,7 +242,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 		Short: "Show a job's progress; a finished job answers without any worker running",
 		Example: `  baton status JOB
   baton status JOB --output json | jq .stats.recorded`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("JOB", "the ID of the job (baton jobs lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := jobs.ValidID(args[0]); err != nil {
 				return usage("%v", err)
@@ -244,10 +283,10 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
   baton results my-job --bodies-out bodies/              # the bodies kept by crawl --store-bodies
   baton results shop-job --items --format csv            # a user crawler's items, one row each
   baton results shop-job --items --follow                # stream items as they are recorded`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("JOB", "the ID of the job (baton jobs lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != formatJSONL && format != formatCSV && format != formatParquet {
-				return usage("--format %q: want jsonl, csv or parquet", format)
+			if err := checkResultsFlags(cmd, format, output, stats); err != nil {
+				return err
 			}
 			if err := jobs.ValidID(args[0]); err != nil {
 				return usage("%v", err)
@@ -292,35 +331,89 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "job %s\n", args[0])
-				return rep.Write(cmd.OutOrStdout())
+				return writeTo(cmd.OutOrStdout(), output, func(w io.Writer) error {
+					if format == formatJSON {
+						return writeJSON(w, jobStats{Job: args[0], Report: rep})
+					}
+					fmt.Fprintf(w, "job %s\n", args[0])
+					return rep.Write(w)
+				})
 			}
-			var w io.Writer = cmd.OutOrStdout()
-			if !toStdout {
-				// Written whole to a new file, then renamed over OUTPUT: an
-				// existing file is never truncated in place, and a symbolic
-				// link at OUTPUT is replaced, not followed.
-				f, err := createAtomic(output)
-				if err != nil {
-					return err
-				}
-				defer f.Abort()
-				if err := writeResultsCSV(cmd.Context(), f, js, spec, format, csvRaw); err != nil {
-					return err
-				}
-				return f.Commit()
-			}
-			return writeResultsCSV(cmd.Context(), w, js, spec, format, csvRaw)
+			// To a FILE: written whole to a new file, then renamed over it:
+			// an existing file is never truncated in place, and a symbolic
+			// link at it is replaced, not followed.
+			return writeTo(cmd.OutOrStdout(), output, func(w io.Writer) error {
+				return writeResultsCSV(cmd.Context(), w, js, spec, format, csvRaw)
+			})
 		},
 	}
-	results.Flags().StringVar(&format, "format", formatJSONL, "jsonl (every field of every page), csv (one column per extracted field, several values joined by ' | ') or parquet")
-	results.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	results.Flags().StringVar(&format, "format", formatJSONL, "jsonl (every field of every page), csv (one column per extracted field, several values joined by ' | ') or parquet; "+
+		"with --stats: json for one JSON document (default: a text block)")
+	results.Flags().StringVarP(&output, "output", "o", "", "write to this FILE instead of stdout (here -o/--output names a file: the format is --format)")
 	results.Flags().BoolVar(&csvRaw, "csv-raw", false, "CSV: keep cells that start with =, +, -, @ as they are (by default they get a leading ' so a spreadsheet does not run them as formulas)")
 	results.Flags().StringVar(&bodiesOut, "bodies-out", "", "write the response bodies the job kept in the store (crawl --store-bodies) to this directory instead, with an index.tsv")
 	results.Flags().BoolVar(&items, "items", false, "export the items a user crawler pushed instead of the pages: one row per item with its stable ID, page URL, label and index (CSV/Parquet: a column per key of the items, typed in Parquet)")
 	results.Flags().BoolVar(&follow, "follow", false, "with --items: stream the items as they are recorded (JSON lines) until the job ends or Ctrl-C")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
 	return append(append([]*cobra.Command{list, status}, controlCmds(g, tf)...), results)
+}
+
+// jobStats is a job's stats as `baton results --stats --format json`
+// writes them: the job's ID and its report.
+type jobStats struct {
+	Job string `json:"job"`
+	jobs.Report
+}
+
+// formatJSON is --format json: the stats of `results --stats` as one JSON
+// document.
+const formatJSON = "json"
+
+// checkResultsFlags refuses the --format and --output of `baton results`
+// that do not fit: a format name given to -o/--output (elsewhere in the
+// CLI --output is the format; here it names the file, and
+// `results --output json` would silently write a file named json), a
+// format --stats has no form in, json for pages.
+func checkResultsFlags(cmd *cobra.Command, format, output string, stats bool) error {
+	switch output {
+	case "json", "table", formatJSONL, formatCSV, formatParquet:
+		hint := "--format jsonl (the default), csv or parquet"
+		if stats {
+			hint = "--stats --format json"
+		}
+		return usage("--output %s: in 'baton results', -o/--output names the FILE to write, not the format; for the format give %s "+
+			"(to write a file named %s: -o ./%s)", output, hint, output, output)
+	}
+	if stats {
+		if cmd.Flags().Changed("format") && format != formatJSON {
+			return usage("--format %q with --stats: the stats are a text block, or one JSON document with --format json", format)
+		}
+		return nil
+	}
+	switch format {
+	case formatJSONL, formatCSV, formatParquet:
+		return nil
+	case formatJSON:
+		return usage("--format json is for --stats: the pages are JSON lines with --format jsonl (the default)")
+	}
+	return usage("--format %q: want jsonl, csv or parquet (with --stats: json)", format)
+}
+
+// writeTo writes with write to stdout, or whole to file output (a new
+// file renamed over it: see createAtomic) when output is set and not -.
+func writeTo(stdout io.Writer, output string, write func(io.Writer) error) error {
+	if output == "" || output == "-" {
+		return write(stdout)
+	}
+	f, err := createAtomic(output)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if err := write(f); err != nil {
+		return err
+	}
+	return f.Commit()
 }
 
 // jobRow is a job as `baton jobs` lists it.
@@ -360,13 +453,17 @@ func writesToTerminal(w io.Writer) bool {
 }
 
 // workflowStatuses maps job IDs to their workflow status, if Temporal
-// answers within a few seconds (else an empty map).
-func workflowStatuses(ctx context.Context, tf *temporalFlags, group string) map[string]string {
+// answers within a few seconds (else an empty map); its error is a bad
+// Temporal setting (exit code 2).
+func workflowStatuses(ctx context.Context, tf *temporalFlags, group string) (map[string]string, error) {
 	out := map[string]string{}
 	c, err := tf.dialWithin(ctx, min(4*time.Second, tf.g.connectTimeout))
+	if exitcode.Of(err) == exitcode.Usage {
+		return nil, err
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "note: Temporal did not answer: job statuses unknown (%v)\n", err)
-		return out
+		return out, nil
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
@@ -375,7 +472,7 @@ func workflowStatuses(ctx context.Context, tf *temporalFlags, group string) map[
 		Query: fmt.Sprintf("WorkflowType = 'CrawlJob' AND BatonCluster = '%s'", group), PageSize: 1000})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "note: could not list job workflows: %v\n", err)
-		return out
+		return out, nil
 	}
 	for _, e := range resp.Executions {
 		id := strings.TrimPrefix(e.Execution.WorkflowId, workflows.JobWorkflowID(group, ""))
@@ -383,7 +480,7 @@ func workflowStatuses(ctx context.Context, tf *temporalFlags, group string) map[
 			out[id] = statusState(e.Status, memoState(e.Memo))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // jobStatus reads a job's progress: a finished job's result from its
@@ -395,6 +492,9 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 	p := workflows.JobProgress{ID: job}
 	var temporalErr error
 	if c, err := tf.dial(ctx); err != nil {
+		if exitcode.Of(err) == exitcode.Usage {
+			return p, err // a bad --temporal-address: nothing to fall back on
+		}
 		temporalErr = err
 	} else {
 		defer c.Close()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/roles"
 )
@@ -66,7 +67,7 @@ func taskCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Print an instance's Task znode as JSON",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("NAME", "the name of an instance (baton cluster lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, closeFn, err := g.dial(cmd.Context())
 			if err != nil {
@@ -74,8 +75,12 @@ func taskCmd(g *globals) *cobra.Command {
 			}
 			defer closeFn()
 			t, _, err := c.GetTask(cmd.Context(), args[0])
+			if errors.Is(err, metadata.ErrNotFound) {
+				return exitcode.With(exitcode.NotFound, fmt.Errorf("no instance %s under ZooKeeper root %s (no Task znode %s): 'baton cluster' lists the group's instances",
+					args[0], c.Root, c.TaskPath(args[0])))
+			}
 			if err != nil {
-				return err
+				return fmt.Errorf("instance %s: %w", args[0], err)
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
@@ -148,6 +153,9 @@ var errBusy = errors.New("the instance's Task is still running (use --force to r
 // the epoch increasing.
 func assignTask(ctx context.Context, c *metadata.Cluster, node string, t roles.Task, force bool, out io.Writer) error {
 	ns, _, err := c.GetNode(ctx, node)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return exitcode.With(exitcode.NotFound, fmt.Errorf("no instance %s under ZooKeeper root %s: 'baton cluster' lists the group's instances", node, c.Root))
+	}
 	if err != nil {
 		return fmt.Errorf("node %s: %w", node, err)
 	}

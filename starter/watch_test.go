@@ -117,7 +117,7 @@ func TestWatchClusterRedrawsOnATerminal(t *testing.T) {
 func TestWatchClusterShowsErrorsAndGoesOn(t *testing.T) {
 	c := metadata.NewCluster(metadata.NewMemory(), "", "nogroup")
 	out := watchFrames(t, c, false, 3)
-	if n := strings.Count(out, "error: group nogroup"); n != 3 {
+	if n := strings.Count(out, "error: no group nogroup"); n != 3 {
 		t.Fatalf("%d error frames, want 3:\n%s", n, out)
 	}
 }
@@ -179,14 +179,14 @@ func TestLiveInstances(t *testing.T) {
 	c := memCluster(t) // heartbeats 1.5 s old at t0, fast timers (dead after 0.5 s + 2 × 0.1 s)
 	r := &runnerCheck{c: c}
 	ctx := context.Background()
-	n, err := r.live(ctx, t0.Add(-1400*time.Millisecond))
+	n, _, err := r.live(ctx, t0.Add(-1400*time.Millisecond))
 	if err != nil || n != 2 {
 		t.Fatalf("fresh heartbeats: %d live (%v), want 2", n, err)
 	}
-	if n, _ := r.live(ctx, t0.Add(-800*time.Millisecond)); n != 2 {
+	if n, _, _ := r.live(ctx, t0.Add(-800*time.Millisecond)); n != 2 {
 		t.Fatalf("0.7 s old heartbeats (late, not yet dead): %d live, want 2", n)
 	}
-	if n, _ := r.live(ctx, t0); n != 0 {
+	if n, _, _ := r.live(ctx, t0); n != 0 {
 		t.Fatalf("1.5 s old heartbeats: %d live, want 0", n)
 	}
 	hb := roles.NewHeartbeat(t0, roles.FastTimers())
@@ -198,11 +198,11 @@ func TestLiveInstances(t *testing.T) {
 	if _, err := c.Put(ctx, c.HeartbeatPath("sc-crawler_2"), hb, metadata.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := r.live(ctx, t0); n != 1 {
+	if n, _, _ := r.live(ctx, t0); n != 1 {
 		t.Fatalf("a stopped runner and a fresh backup: %d live, want 1", n)
 	}
 	empty := &runnerCheck{c: metadata.NewCluster(metadata.NewMemory(), "", "nogroup")}
-	if n, err := empty.live(ctx, t0); n != 0 || err != nil {
+	if n, _, err := empty.live(ctx, t0); n != 0 || err != nil {
 		t.Fatalf("a group that never formed: %d live (%v), want 0 and no error", n, err)
 	}
 }

@@ -91,14 +91,14 @@ func TestCrawlControlsThroughTheCLI(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Len(t, rows, 15, "a header, 12 pages and 2 sitemaps")
 	head := rows[0]
-	assert.Equal(t, []string{"hrefs", "price"}, head[len(head)-2:])
+	assert.Equal(t, []string{"price", "hrefs"}, head[len(head)-2:], "the fields in --select order")
 	p3, _ := site.Page("/page/3.html")
 	found := false
 	for _, r := range rows[1:] {
 		if r[0] == srv.URL+"/page/3.html" {
 			found = true
-			assert.Equal(t, p3.Price, r[len(r)-1])
-			assert.Contains(t, r[len(r)-2], "/ | ", "hrefs, joined")
+			assert.Equal(t, p3.Price, r[len(r)-2])
+			assert.Contains(t, r[len(r)-1], srv.URL+"/ | ", "hrefs, absolute, joined")
 		}
 	}
 	assert.True(t, found, "page 3 in the CSV")

@@ -17,6 +17,7 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -56,6 +57,9 @@ type Config struct {
 	// as a crash would (a backup takes its Task over).
 	LeaveTimeout time.Duration
 	MetricsAddr  string // host:port of /metrics; "" turns metrics off
+	// MetricsJobGrace is how long a crawl job's series stay exported
+	// after its last activity on this worker (telemetry.Options.JobGrace).
+	MetricsJobGrace time.Duration
 	// PprofAddr is host:port of Go's profiler (/debug/pprof/); "" (the
 	// default) turns it off. Never served on MetricsAddr.
 	PprofAddr string
@@ -118,7 +122,7 @@ func DefaultConfig() Config {
 		Timers: roles.DefaultTimers(), ZK: connect.DefaultZooKeeper(),
 		ZKSessionTimeout: 10 * time.Second, Temporal: connect.DefaultTemporal(),
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
-		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr, ConnectTimeout: 30 * time.Second,
+		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr, MetricsJobGrace: telemetry.DefaultJobGrace, ConnectTimeout: 30 * time.Second,
 		LeaveTimeout: 20 * time.Second,
 	}
 }
@@ -144,6 +148,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://<host:port>/metrics (empty: off)")
+	fs.DurationVar(&c.MetricsJobGrace, "metrics-job-grace", c.MetricsJobGrace, "drop a crawl job's series (crawl_job label) from /metrics once the job has been idle on this worker this long (Prometheus keeps what it scraped)")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "serve Go's profiler at http://<host:port>/debug/pprof/ (default empty: off; keep it on loopback)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded SQLite job store (crawl frontiers and results); one host's workers share it")
 	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
@@ -220,6 +225,12 @@ func (c Config) Validate() error {
 		}
 		return err
 	}
+	if err := c.ZK.Validate(); err != nil {
+		return err
+	}
+	if err := c.Temporal.Validate(); err != nil {
+		return err
+	}
 	if !strings.HasPrefix(c.ZK.Root, "/") || strings.HasSuffix(c.ZK.Root, "/") {
 		return fmt.Errorf("--zk-root: %q must start with '/' and not end with one", c.ZK.Root)
 	}
@@ -231,6 +242,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaveTimeout < 0 {
 		return fmt.Errorf("--leave-timeout: %v, must be >= 0", c.LeaveTimeout)
+	}
+	if c.MetricsJobGrace <= 0 {
+		return fmt.Errorf("--metrics-job-grace: is %v, must be > 0", c.MetricsJobGrace)
 	}
 	if c.PprofAddr != "" && c.PprofAddr == c.MetricsAddr {
 		return fmt.Errorf("--pprof-addr: %q is --metrics-addr too: the profiler has an address of its own", c.PprofAddr)

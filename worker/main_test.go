@@ -44,6 +44,9 @@ func TestWorkerBadUsageExitsTwo(t *testing.T) {
 		{[]string{"--name", "sc-crawler_1", "--log-level", "loud"}, `--log-level: "loud"`},
 		{[]string{"--name", "sc-crawler_1", "--store", "mysql://x"}, "--store: "},
 		{[]string{"--name", "sc-crawler_1", "--connect-timeout", "0s"}, "--connect-timeout: is 0s"},
+		{[]string{"--name", "sc-crawler_1", "--zk-hosts", "notaport"}, `--zk-hosts "notaport": "notaport" is not host:port`},
+		{[]string{"--name", "sc-crawler_1", "--temporal-address", "notaport"}, `--temporal-address "notaport"`},
+		{[]string{"--name", "sc-crawler_1", "--metrics-job-grace", "0s"}, "--metrics-job-grace: is 0s, must be > 0"},
 	} {
 		_, errw, code := runWorker(t, tc.args...)
 		assert.Equal(t, exitcode.Usage, code, "%v: %s", tc.args, errw)

@@ -48,8 +48,9 @@ func (s *metricsServer) Close() {
 	}
 }
 
-// startMetrics serves /metrics on addr; addr "" turns metrics off.
-func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
+// startMetrics serves /metrics on addr; addr "" turns metrics off. A
+// crawl job's series are dropped after jobGrace idle (0: the default).
+func startMetrics(addr string, jobGrace time.Duration, log *slog.Logger) (*metricsServer, error) {
 	if addr == "" {
 		return &metricsServer{}, nil
 	}
@@ -64,7 +65,7 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	baton, err := telemetry.New(reg)
+	baton, err := telemetry.NewWith(reg, telemetry.Options{JobGrace: jobGrace})
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -34,7 +34,7 @@ func get(t *testing.T, url string) string {
 }
 
 func TestMetricsServesTemporalAndBatonSeries(t *testing.T) {
-	m, err := startMetrics("127.0.0.1:0", quietLog())
+	m, err := startMetrics("127.0.0.1:0", 0, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestMetricsServesTemporalAndBatonSeries(t *testing.T) {
 }
 
 func TestMetricsOff(t *testing.T) {
-	m, err := startMetrics("", quietLog())
+	m, err := startMetrics("", 0, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestMetricsAddressTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if m, err := startMetrics(ln.Addr().String(), quietLog()); err == nil {
+	if m, err := startMetrics(ln.Addr().String(), 0, quietLog()); err == nil {
 		m.Close()
 		t.Fatal("an explicit address that is taken must fail the start")
 	}
@@ -136,7 +136,7 @@ func TestPprofOffByDefault(t *testing.T) {
 	if got := DefaultConfig().PprofAddr; got != "" {
 		t.Fatalf("default --pprof-addr %q, want off", got)
 	}
-	m, err := startMetrics("127.0.0.1:0", quietLog())
+	m, err := startMetrics("127.0.0.1:0", 0, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}

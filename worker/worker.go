@@ -32,6 +32,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -187,7 +188,7 @@ func advertised(crawlers map[string]*crawler.Crawler) roles.Crawlers {
 func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) error {
 	log := newLogger(cfg)
 	slog.SetDefault(log)
-	metrics, err := startMetrics(cfg.MetricsAddr, log)
+	metrics, err := startMetrics(cfg.MetricsAddr, cfg.MetricsJobGrace, log)
 	if err != nil {
 		return err
 	}
@@ -300,7 +301,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			break
 		}
 	}
-	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log}
+	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	var workers []worker.Worker
 	stopWorkers := func() {
@@ -313,7 +314,8 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
 		// A restarted instance gets its workflow tasks back quickly: after a
 		// crash, the sticky queue of the dead process is given up after 2 s.
-		opts := worker.Options{WorkerStopTimeout: 3 * time.Second, StickyScheduleToStartTimeout: 2 * time.Second}
+		opts := worker.Options{WorkerStopTimeout: 3 * time.Second, StickyScheduleToStartTimeout: 2 * time.Second,
+			Interceptors: []interceptor.WorkerInterceptor{&stopInterceptor{}}}
 		if fi := newFaultInterceptor(log); fi != nil {
 			opts.Interceptors = append(opts.Interceptors, fi)
 		}

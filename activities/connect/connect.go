@@ -17,6 +17,8 @@ package connect
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -58,11 +60,46 @@ func (z *ZooKeeper) AddFlags(fs *pflag.FlagSet) {
 	z.Auth.AddFlags(fs)
 }
 
+// Validate checks the hosts: each host:port with a port number, named
+// with the flag (--zk-hosts) when not. A bad address is bad input (exit
+// code 2), not a server that does not answer.
+func (z ZooKeeper) Validate() error {
+	for _, h := range strings.Split(z.Hosts, ",") {
+		if err := checkHostPort(h); err != nil {
+			return fmt.Errorf("--zk-hosts %q: %v (want comma-separated host:port, e.g. %s)", z.Hosts, err, DefaultZKHosts)
+		}
+	}
+	return nil
+}
+
+// checkHostPort accepts host:port with a port from 1 to 65535.
+func checkHostPort(hp string) error {
+	hp = strings.TrimSpace(hp)
+	if hp == "" {
+		return fmt.Errorf("an empty address")
+	}
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", hp)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from 1 to 65535", hp, port)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", hp)
+	}
+	return nil
+}
+
 // Config returns the configuration of a ZooKeeper session: the hosts, the
 // credentials read from their file or the environment, log for connection
 // events, and metadata.DefaultZooKeeperConfig's other fields. Its error is
-// security.ZooKeeper.Auth's, which names the flag or the variable.
+// Validate's, or security.ZooKeeper.Auth's, which names the flag or the
+// variable.
 func (z ZooKeeper) Config(log *slog.Logger) (metadata.ZooKeeperConfig, error) {
+	if err := z.Validate(); err != nil {
+		return metadata.ZooKeeperConfig{}, err
+	}
 	cfg := metadata.DefaultZooKeeperConfig()
 	cfg.Hosts = strings.Split(z.Hosts, ",")
 	cfg.Logger = log
@@ -116,11 +153,26 @@ func (t Temporal) PayloadCodec() (*PayloadCodec, error) {
 	return NewPayloadCodec(key)
 }
 
+// Validate checks the address: host:port with a port number, or a gRPC
+// target with a scheme (dns:///host:port), named with the flag when not.
+func (t Temporal) Validate() error {
+	if strings.Contains(t.Address, "://") {
+		return nil // a gRPC target (dns:///…): the client parses it
+	}
+	if err := checkHostPort(t.Address); err != nil {
+		return fmt.Errorf("--temporal-address %q: %v (want host:port, e.g. %s)", t.Address, err, DefaultTemporalAddress)
+	}
+	return nil
+}
+
 // Options returns the options of a Temporal client: the address, the
 // namespace, log (through the SDK's structured logger), TLS and the API
-// key. Its error is security.Temporal.Apply's, which names the flag and
-// the file.
+// key. Its error is Validate's, or security.Temporal.Apply's, which names
+// the flag and the file.
 func (t Temporal) Options(log *slog.Logger) (client.Options, error) {
+	if err := t.Validate(); err != nil {
+		return client.Options{}, err
+	}
 	opts := client.Options{HostPort: t.Address, Namespace: t.Namespace, Logger: tlog.NewStructuredLogger(log)}
 	if err := t.Security.Apply(&opts); err != nil {
 		return client.Options{}, err

@@ -96,3 +96,27 @@ func TestUnreachableHintsFitTheAddress(t *testing.T) {
 	assert.NotContains(t, prodT.Error(), "make stack-up")
 	assert.Contains(t, prodT.Error(), "Temporal at temporal.example:7233 did not answer within 2s")
 }
+
+// A malformed address is bad input, refused before any dial (the CLI's
+// exit code 2), naming the flag; a well-formed one passes.
+func TestAddressesAreHostPort(t *testing.T) {
+	for _, hosts := range []string{"notaport", "127.0.0.1:x", "127.0.0.1:0", "a:2181,b", ":2181", "a:2181,"} {
+		z := ZooKeeper{Hosts: hosts, Root: "/baton"}
+		err := z.Validate()
+		require.Error(t, err, hosts)
+		assert.Contains(t, err.Error(), "--zk-hosts "+`"`+hosts+`"`)
+		_, err = z.Config(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		assert.Error(t, err, hosts)
+	}
+	for _, hosts := range []string{"127.0.0.1:2181", "zk-0.zk:2181,zk-1.zk:2181", "[::1]:2181"} {
+		assert.NoError(t, ZooKeeper{Hosts: hosts}.Validate(), hosts)
+	}
+	for _, addr := range []string{"notaport", "temporal:port", ""} {
+		err := Temporal{Address: addr}.Validate()
+		require.Error(t, err, addr)
+		assert.Contains(t, err.Error(), "--temporal-address")
+	}
+	for _, addr := range []string{"127.0.0.1:7233", "temporal.example.com:443", "dns:///temporal:7233"} {
+		assert.NoError(t, Temporal{Address: addr}.Validate(), addr)
+	}
+}

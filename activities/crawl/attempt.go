@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -179,14 +178,9 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		}
 		rooted = true
 		doc := el.DOM.Nodes[0]
+		base := baseOf(doc, el.Request.URL) // honours <base href>
 		if len(sels) > 0 {
-			r.fields = extractHTML(doc, sels)
-		}
-		base := el.Request.URL
-		if abs := el.Request.AbsoluteURL("."); abs != "" { // honours <base href>
-			if u, err := url.Parse(abs); err == nil {
-				base = u
-			}
+			r.fields = extractHTML(doc, sels, base)
 		}
 		r.canonical = canonicalOf(doc, base)
 		r.jsonld = jsonLDOf(doc)

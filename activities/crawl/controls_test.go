@@ -165,8 +165,8 @@ func TestSelectors(t *testing.T) {
 		t.Fatal(p.Error)
 	}
 	want := map[string][]string{
-		"title": {"Widget"}, "images": {"/a.jpg", "/b.jpg"}, "ids": {"1"}, "mail": {"mail"},
-		"x_title": {"Widget"}, "x_hrefs": {"/a.jpg", "/b.jpg"}, "x_count": {"3"}, "x_str": {"2"},
+		"title": {"Widget"}, "images": {srv.URL + "/a.jpg", srv.URL + "/b.jpg"}, "ids": {"1"}, "mail": {"mail"},
+		"x_title": {"Widget"}, "x_hrefs": {srv.URL + "/a.jpg", srv.URL + "/b.jpg"}, "x_count": {"3"}, "x_str": {"2"},
 		"j_names": {},
 	}
 	if fmt.Sprint(p.Fields) != fmt.Sprint(want) {
@@ -491,5 +491,54 @@ func TestSitemapDenyPrivate(t *testing.T) {
 	o.DenyPrivate = false
 	if p := e.FetchSitemap(context.Background(), get(srv.URL+"/sitemap.xml"), Auth{}, o); len(p.Links) != 3 {
 		t.Errorf("without deny_private: %+v", p)
+	}
+}
+
+// The values of URL attributes (@href, @src, srcset, the lazy-loading
+// data-src…) are made absolute against the page, or its <base href>, as
+// a browser resolves them; other attributes stay as written. A relative
+// ../page/78.html came out as written.
+func TestURLAttributesAreAbsolute(t *testing.T) {
+	t.Parallel()
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/shop/list/index.html":
+			fmt.Fprint(w, `<html><body>
+<a class="p" href="../page/78.html">78</a><a class="p" href="?page=2">next</a><a class="p" href="#top">top</a>
+<a class="p" href="mailto:x@y.z">mail</a><a class="p" href="https://other.example/x">other</a><a class="p" href="">empty</a>
+<img src="img/a.jpg" srcset="img/a-2x.jpg 2x, /img/a-3x.jpg 3x" data-src="lazy/a.jpg" data-id="../not-a-url" alt="../alt">
+<form action="/search"></form></body></html>`)
+		case "/based.html":
+			fmt.Fprint(w, `<html><head><base href="https://cdn.example/assets/"></head><body><img src="x.png"><a href="../y.html">y</a></body></html>`)
+		}
+	})
+	e := NewEngine()
+	o := testOptions()
+	o.IgnoreRobots = true
+	o.Selectors = map[string]string{
+		"links": "a.p@href", "src": "img@src", "srcset": "img@srcset", "lazy": "img@data-src", "id": "img@data-id",
+		"alt": "img@alt", "action": "form@action", "x_src": "xpath://img/@src", "x_id": "xpath://img/@data-id",
+	}
+	page := srv.URL + "/shop/list/index.html"
+	p := e.Fetch(context.Background(), get(page), Auth{}, 0, o)
+	if !p.OK() {
+		t.Fatal(p.Error)
+	}
+	want := map[string][]string{
+		"links": {srv.URL + "/shop/page/78.html", page + "?page=2", page + "#top", "mailto:x@y.z", "https://other.example/x", ""},
+		"src":   {srv.URL + "/shop/list/img/a.jpg"}, "x_src": {srv.URL + "/shop/list/img/a.jpg"},
+		"srcset": {srv.URL + "/shop/list/img/a-2x.jpg 2x, " + srv.URL + "/img/a-3x.jpg 3x"},
+		"lazy":   {srv.URL + "/shop/list/lazy/a.jpg"}, "id": {"../not-a-url"}, "x_id": {"../not-a-url"}, "alt": {"../alt"},
+		"action": {srv.URL + "/search"},
+	}
+	if fmt.Sprint(p.Fields) != fmt.Sprint(want) {
+		t.Errorf("fields:\n got %v\nwant %v", p.Fields, want)
+	}
+	o.Selectors = map[string]string{"src": "img@src", "href": "a@href"}
+	p = e.Fetch(context.Background(), get(srv.URL+"/based.html"), Auth{}, 0, o)
+	want = map[string][]string{"src": {"https://cdn.example/assets/x.png"}, "href": {"https://cdn.example/y.html"}}
+	if !p.OK() || fmt.Sprint(p.Fields) != fmt.Sprint(want) {
+		t.Errorf("<base href>: got %v (%s), want %v", p.Fields, p.Error, want)
 	}
 }

@@ -48,13 +48,78 @@ func (b *budget) take(s string) (string, bool) {
 	return s, true
 }
 
+// URLAttrs are the attributes whose values are URLs: a CSS "@attr" or an
+// XPath attribute of these gives the URL made absolute against the page
+// (its <base href> honoured), as a browser resolves it. They are HTML's
+// URL attributes (href, src, action, formaction, poster, cite, data,
+// background, longdesc, manifest, codebase, ping), the image candidate
+// lists srcset and imagesrcset (each URL resolved, its descriptor kept),
+// and the lazy-loading attributes of common scripts (data-src,
+// data-srcset, data-href, data-original, data-lazy-src, data-url). Other
+// attributes (data-id, alt, content…) are given as written; a value that
+// is no URL reference (empty, or one that does not parse) is given as
+// written too, and an absolute one (mailto:, https:…) unchanged.
+var URLAttrs = map[string]bool{
+	"href": true, "src": true, "action": true, "formaction": true, "poster": true, "cite": true, "data": true,
+	"background": true, "longdesc": true, "manifest": true, "codebase": true, "ping": true,
+	"srcset": true, "imagesrcset": true,
+	"data-src": true, "data-srcset": true, "data-href": true, "data-original": true, "data-lazy-src": true, "data-url": true,
+}
+
+// resolveAttr makes the value v of attribute name absolute against base
+// when name is one of URLAttrs (nil base: as written).
+func resolveAttr(base *url.URL, name, v string) string {
+	name = strings.ToLower(name)
+	if base == nil || v == "" || !URLAttrs[name] {
+		return v
+	}
+	if strings.HasSuffix(name, "srcset") {
+		return resolveSrcset(base, v)
+	}
+	if name == "ping" { // space-separated URLs
+		parts := strings.Fields(v)
+		for i, p := range parts {
+			parts[i] = resolveRef(base, p)
+		}
+		return strings.Join(parts, " ")
+	}
+	return resolveRef(base, v)
+}
+
+// resolveRef resolves one URL reference against base (as written when it
+// does not parse).
+func resolveRef(base *url.URL, ref string) string {
+	u, err := base.Parse(strings.TrimSpace(ref))
+	if err != nil {
+		return ref
+	}
+	return u.String()
+}
+
+// resolveSrcset resolves each candidate of a srcset ("a.jpg 1x, b.jpg
+// 2x"), keeping its descriptor.
+func resolveSrcset(base *url.URL, v string) string {
+	cands := strings.Split(v, ",")
+	out := make([]string, 0, len(cands))
+	for _, c := range cands {
+		f := strings.Fields(c)
+		if len(f) == 0 {
+			continue
+		}
+		f[0] = resolveRef(base, f[0])
+		out = append(out, strings.Join(f, " "))
+	}
+	return strings.Join(out, ", ")
+}
+
 // extractHTML evaluates the CSS and XPath selectors over the document of
 // root: the trimmed text (or attribute value) of every match, bounded to
 // MaxFieldBytes in all (Colly's own OnHTML computes the whole text of every
 // match, which nested matches make quadratic). JSON selectors match nothing
 // in HTML. Names are visited in order, so the budget is spent the same way
-// on every run.
-func extractHTML(root *html.Node, sels map[string]Selector) map[string][]string {
+// on every run. The values of URLAttrs are made absolute against base (the
+// page's URL, or its <base href>; nil: as written).
+func extractHTML(root *html.Node, sels map[string]Selector, base *url.URL) map[string][]string {
 	doc := root
 	for doc.Parent != nil {
 		doc = doc.Parent
@@ -74,7 +139,7 @@ func extractHTML(root *html.Node, sels map[string]Selector) map[string][]string 
 						if !ok {
 							continue
 						}
-						v = strings.TrimSpace(a)
+						v = resolveAttr(base, sel.Attr, strings.TrimSpace(a))
 					} else {
 						v = strings.TrimSpace(boundedText(n, max(b.left, 0)))
 					}
@@ -84,16 +149,16 @@ func extractHTML(root *html.Node, sels map[string]Selector) map[string][]string 
 				}
 			})
 		case KindXPath:
-			out[name] = evalXPath(doc, sel, b)
+			out[name] = evalXPath(doc, sel, b, base)
 		}
 	}
 	return out
 }
 
 // evalXPath evaluates an XPath selector: the text of each element, the
-// value of each attribute or text node, or the value of an expression
-// giving a string, number or boolean.
-func evalXPath(doc *html.Node, sel Selector, b *budget) []string {
+// value of each attribute (absolute against base for URLAttrs) or text
+// node, or the value of an expression giving a string, number or boolean.
+func evalXPath(doc *html.Node, sel Selector, b *budget, base *url.URL) []string {
 	// An xpath.Expr is not safe for concurrent evaluation: compile anew.
 	x, err := xpath.Compile(sel.Expr)
 	if err != nil {
@@ -112,9 +177,12 @@ func evalXPath(doc *html.Node, sel Selector, b *budget) []string {
 			if !ok {
 				continue
 			}
-			if nav.NodeType() == xpath.AttributeNode || nav.NodeType() == xpath.TextNode {
+			switch nav.NodeType() {
+			case xpath.AttributeNode:
+				add(resolveAttr(base, nav.LocalName(), strings.TrimSpace(nav.Value())))
+			case xpath.TextNode:
 				add(nav.Value())
-			} else {
+			default:
 				add(boundedText(nav.Current(), max(b.left, 0)))
 			}
 			if b.left <= 0 {
@@ -207,6 +275,20 @@ func isHTML(contentType string) bool {
 	mt, _, _ := strings.Cut(contentType, ";")
 	mt = strings.TrimSpace(strings.ToLower(mt))
 	return mt == "text/html" || mt == "application/xhtml+xml"
+}
+
+// baseOf is the URL the document's relative references resolve against:
+// its first <base href> (resolved against page, http or https only),
+// else page itself.
+func baseOf(doc *html.Node, page *url.URL) *url.URL {
+	base := page
+	if s := goquery.NewDocumentFromNode(doc).Find("base[href]").First(); s.Length() > 0 {
+		href, _ := s.Attr("href")
+		if u, err := page.Parse(strings.TrimSpace(href)); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			base = u
+		}
+	}
+	return base
 }
 
 // canonicalOf returns the absolute URL of the document's first

@@ -55,6 +55,12 @@ type Options struct {
 	// attribute ("a.next@href"), "xpath:…" or, on JSON responses,
 	// "json:…"; the field's value lists every match in document order.
 	Selectors map[string]string `json:"selectors,omitempty"`
+	// FieldOrder is the order of the fields as they were given (baton
+	// crawl's --select order): the names of Selectors and of
+	// LabelSelectors' fields, each once. Exports put their columns in it
+	// (FieldNames); a field it does not name follows, sorted. A map has
+	// no order: without it the columns come out sorted.
+	FieldOrder []string `json:"field_order,omitempty"`
 	// Headers are sent with every request, unless the request sets the
 	// same header (cookies and authorization are separate).
 	Headers map[string]string `json:"headers,omitempty"`

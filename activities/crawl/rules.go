@@ -157,26 +157,59 @@ func compileLabelSelectors(o Options, sels map[string]Selector) map[string]map[s
 }
 
 // FieldNames are the names of every field a job's pages may have: those
-// of Selectors and of every label's LabelSelectors, sorted, once each.
+// of Selectors and of every label's LabelSelectors, once each, in
+// FieldOrder, then those FieldOrder does not name, sorted.
 func (o Options) FieldNames() []string {
+	fields := o.fieldSet()
+	var names, rest []string
 	seen := map[string]bool{}
-	var names []string
-	add := func(n string) {
-		if !seen[n] {
+	for _, n := range o.FieldOrder {
+		if fields[n] && !seen[n] {
 			seen[n] = true
 			names = append(names, n)
 		}
 	}
-	for n := range o.Selectors {
-		add(n)
-	}
-	for _, fields := range o.LabelSelectors {
-		for n := range fields {
-			add(n)
+	for n := range fields {
+		if !seen[n] {
+			rest = append(rest, n)
 		}
 	}
-	sort.Strings(names)
-	return names
+	sort.Strings(rest)
+	return append(names, rest...)
+}
+
+// fieldSet is the set of the names of Selectors and LabelSelectors.
+func (o Options) fieldSet() map[string]bool {
+	fields := map[string]bool{}
+	for n := range o.Selectors {
+		fields[n] = true
+	}
+	for _, fs := range o.LabelSelectors {
+		for n := range fs {
+			fields[n] = true
+		}
+	}
+	return fields
+}
+
+// validateFieldOrder checks that FieldOrder names fields, each once.
+func (o Options) validateFieldOrder() error {
+	if len(o.FieldOrder) == 0 {
+		return nil
+	}
+	fields := o.fieldSet()
+	seen := map[string]bool{}
+	for i, n := range o.FieldOrder {
+		field := fmt.Sprintf("field_order[%d]", i)
+		switch {
+		case !fields[n]:
+			return fieldErr(field, "%.80q is no field of selectors or label_selectors", n)
+		case seen[n]:
+			return fieldErr(field, "%.80q twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // validateRules checks the follow rules, labels, label selectors and
@@ -240,6 +273,9 @@ func (o Options) validateRules() error {
 				return fieldErr(field, "%v", err)
 			}
 		}
+	}
+	if err := o.validateFieldOrder(); err != nil {
+		return err
 	}
 	if len(o.LinksJSON) > MaxLinksJSON {
 		return fieldErr("links_json", "%d paths, at most %d", len(o.LinksJSON), MaxLinksJSON)

@@ -325,3 +325,34 @@ func TestFollowLinkRules(t *testing.T) {
 	page.Label = "x"
 	assert.Same(t, co.compiled, page.compiled)
 }
+
+// FieldNames keeps FieldOrder (the --select order), label fields
+// included, each once; fields it does not name follow, sorted.
+func TestFieldNamesInFieldOrder(t *testing.T) {
+	o := DefaultOptions()
+	o.Selectors = map[string]string{"title": "h1", "price": ".price", "zeta": ".z", "alpha": ".a"}
+	o.Labels = []LabelRule{{Name: "product", Pattern: "/p/"}}
+	o.LabelSelectors = map[string]map[string]string{"product": {"sku": ".sku", "price": ".p2"}}
+	if got := fmt.Sprint(o.FieldNames()); got != "[alpha price sku title zeta]" {
+		t.Errorf("no order: %s, want sorted", got)
+	}
+	o.FieldOrder = []string{"zeta", "sku", "price", "title"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(o.FieldNames()); got != "[zeta sku price title alpha]" {
+		t.Errorf("in field order: %s", got)
+	}
+	for _, tc := range []struct {
+		order []string
+		want  string
+	}{
+		{[]string{"title", "nope"}, `field_order[1]: "nope" is no field`},
+		{[]string{"title", "title"}, `field_order[1]: "title" twice`},
+	} {
+		o.FieldOrder = tc.order
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %s", tc.order, err, tc.want)
+		}
+	}
+}

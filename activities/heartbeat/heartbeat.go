@@ -16,6 +16,10 @@ import (
 	"github.com/batoncrawl/baton/roles"
 )
 
+// ErrStopping is BeatHeart's error when its worker stops (SIGTERM): the
+// heartbeat ends with the worker, it did not fail.
+var ErrStopping = errors.New("worker stopping")
+
 // Activities are the heartbeat's: BeatHeart, the activity of the
 // Heartbeat workflow. Temporal registers them by method name.
 type Activities struct {
@@ -80,7 +84,7 @@ func (a *Activities) BeatHeart(ctx context.Context, m cluster.Member) error {
 		select {
 		case <-stopping:
 			lastBeat()
-			return errors.New("worker stopping")
+			return ErrStopping
 		case <-ctx.Done():
 			lastBeat()
 			return ctx.Err()

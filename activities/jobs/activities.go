@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -33,6 +34,9 @@ type Activities struct {
 	Now func() time.Time
 	// Log is the worker's logger.
 	Log *slog.Logger
+	// Metrics gets the queued URLs of the jobs supervised here at each
+	// read of their counters (nil: none).
+	Metrics *telemetry.Metrics
 }
 
 func (a *Activities) now() time.Time {
@@ -93,6 +97,9 @@ func (a *Activities) JobStart(ctx context.Context, spec Spec) (Stats, error) {
 	st, err := js.CreateJob(ctx, spec, seeds)
 	if errors.Is(err, ErrJobExists) {
 		return st, badJob("%w: choose another job ID", err)
+	}
+	if err == nil {
+		a.Metrics.Queued(spec.ID, st.Queued)
 	}
 	return st, err
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -19,6 +20,7 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/telemetry"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -982,4 +984,37 @@ func TestJobAwaitUsesTheGroupsTimers(t *testing.T) {
 	res, err := f.a.JobAwait(ctx, spec, []jobs.BatchRef{ref})
 	require.NoError(t, err, "the orphan was not re-queued: the default timers were used")
 	assert.Equal(t, []jobs.BatchRef{ref}, res.Requeued)
+}
+
+// The job's supervisor sets baton_frontier_queued_urls at each read of the
+// job's counters: JobStart, JobAssign (and JobAwait).
+func TestSupervisorSetsTheQueuedGauge(t *testing.T) {
+	f := newFixture(t, 3, 1)
+	reg := prometheus.NewRegistry()
+	m, err := telemetry.New(reg)
+	require.NoError(t, err)
+	f.a.Metrics = m
+	spec := f.spec("job-q", 2, seedURLs(10)...)
+	queued := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "baton_frontier_queued_urls" {
+				for _, s := range mf.GetMetric() {
+					for _, l := range s.GetLabel() {
+						if l.GetName() == telemetry.LabelJob && l.GetValue() == spec.ID {
+							return s.GetGauge().GetValue()
+						}
+					}
+				}
+			}
+		}
+		t.Fatal("no baton_frontier_queued_urls series of the job")
+		return 0
+	}
+	f.start(spec)
+	assert.Equal(t, 10.0, queued())
+	f.assign(spec, 0)
+	assert.Equal(t, 4.0, queued(), "3 batches of 2 handed out")
 }

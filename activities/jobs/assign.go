@@ -144,6 +144,9 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		seq++
 	}
 	res.Stats, err = js.Stats(ctx, in.Spec.ID)
+	if err == nil {
+		a.Metrics.Queued(in.Spec.ID, res.Stats.Queued)
+	}
 	if err != nil || !in.Start || len(res.Assigned) == 0 {
 		return res, err
 	}

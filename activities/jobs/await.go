@@ -154,6 +154,7 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 		if err != nil {
 			return res, err
 		}
+		a.Metrics.Queued(spec.ID, res.Stats.Queued)
 		someIdle := handOut && len(a.idleRunners(ctx, c, g, tasks, inflight, 0)) > 0
 		res.Idle = someIdle && res.Stats.Queued > 0
 		if len(res.Done) > 0 || len(res.Requeued) > 0 || len(res.Failed) > 0 || res.Idle ||
@@ -185,6 +186,7 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 			if err != nil {
 				return res, err
 			}
+			a.Metrics.Queued(spec.ID, st.Queued)
 			if st.Queued > 0 {
 				res.Stats, res.Idle = st, true
 				return res, nil

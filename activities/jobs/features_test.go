@@ -125,7 +125,7 @@ func TestSitemapsDuplicatesAndStoredBodies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "<title>"+p0.Title+"</title>")
 	assert.Equal(t, []string{p0.Price}, recs["/page/0.html"].Fields["price"])
-	assert.Contains(t, recs["/page/0.html"].Fields["links"], "/")
+	assert.Contains(t, recs["/page/0.html"].Fields["links"], srv.URL+"/", "@href made absolute")
 
 	rep, err := jobs.BuildReport(testCtx(t), st, spec.ID)
 	require.NoError(t, err)

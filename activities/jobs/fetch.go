@@ -46,9 +46,11 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	if page.Disallowed {
 		// Refused by robots.txt: not fetched, so not a page of the results.
 		r.Metrics.PageError(in.Job)
+		r.Metrics.RobotsRefusal(in.Job)
 		return rec, nil
 	}
 	r.Metrics.Page(in.Job, page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
+	r.Metrics.Retries(in.Job, page.Attempts)
 	pr := PageRecord{Page: page, Job: in.Job, Batch: in.Batch, Runner: in.Runner, Epoch: in.Epoch}
 	if pr.URL == "" {
 		pr.URL = e.URL

@@ -566,7 +566,7 @@ func TestRunBatchMetrics(t *testing.T) {
 	e.pages.pages[urls[1]] = crawl.Page{URL: urls[1], StatusCode: 301, Bytes: 10, DurationMS: 10}
 	e.pages.pages[urls[2]] = crawl.Page{URL: urls[2], StatusCode: 404, Error: "HTTP 404", Bytes: 5, DurationMS: 10}
 	e.pages.pages[urls[3]] = crawl.Page{URL: urls[3], StatusCode: 503, Error: "HTTP 503", DurationMS: 10}
-	e.pages.pages[urls[4]] = crawl.Page{URL: urls[4], Error: "timeout after 15s", DurationMS: 15000}
+	e.pages.pages[urls[4]] = crawl.Page{URL: urls[4], Error: "timeout after 15s", DurationMS: 15000, Attempts: 3}
 	e.pages.pages[urls[5]] = crawl.Page{URL: urls[5], Error: "disallowed by robots.txt", Disallowed: true}
 	out, err := e.run()
 	require.NoError(t, err)
@@ -575,8 +575,13 @@ func TestRunBatchMetrics(t *testing.T) {
 	mfs := gather(t, reg)
 	assert.Equal(t, map[string]float64{"2xx": 1, "3xx": 1, "4xx": 1, "5xx": 1, "error": 2}, pagesByClass(t, mfs, e.spec.ID),
 		"the timeout and the disallowed page are errors, all labelled with the job")
-	assert.Equal(t, map[string]float64{"2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0, "error": 0}, pagesByClass(t, mfs, ""),
-		"nothing counted without the job label")
+	assert.Empty(t, pagesByClass(t, mfs, ""), "no series without the job label")
+	for name, want := range map[string]float64{"baton_retries_total": 2, "baton_robots_refusals_total": 1} {
+		require.NotNil(t, mfs[name], name)
+		ms := ofJob(mfs[name], e.spec.ID)
+		require.Len(t, ms, 1, name)
+		assert.Equal(t, want, ms[0].GetCounter().GetValue(), name)
+	}
 	h := mfs["baton_fetch_duration_seconds"]
 	require.NotNil(t, h)
 	hs := ofJob(h, e.spec.ID)

@@ -37,6 +37,10 @@ func (a *Activities) fetchRequest(ctx context.Context, owner string, t roles.Tas
 	}
 	d := detailOf(req, p)
 	a.Deps.Metrics.Page("", p.StatusCode, d.State == roles.TaskError, p.Bytes, time.Duration(p.DurationMS)*time.Millisecond)
+	a.Deps.Metrics.Retries("", p.Attempts)
+	if p.Disallowed {
+		a.Deps.Metrics.RobotsRefusal("")
+	}
 	return fetched{d: d}
 }
 

@@ -41,6 +41,11 @@ func TestScrapeHasEverySeries(t *testing.T) {
 	m.Page("news", 503, true, 5, time.Millisecond)
 	m.Page("", 0, true, 0, 15*time.Second)
 	m.PageError("news")
+	m.Retries("shop", 3)
+	m.Retries("shop", 1) // no retry
+	m.Retries("", 2)
+	m.RobotsRefusal("news")
+	m.Queued("shop", 42)
 	m.Failover(KindRunner)
 	m.Failover(KindRunner)
 	m.Failover(KindBackup)
@@ -65,6 +70,10 @@ func TestScrapeHasEverySeries(t *testing.T) {
 		`baton_fetch_duration_seconds_count{crawl_job="shop"} 4`,
 		`baton_fetch_duration_seconds_count{crawl_job=""} 1`,
 		`baton_fetch_duration_seconds_bucket{crawl_job="shop",le="0.025"} 3`,
+		`baton_retries_total{crawl_job="shop"} 2`,
+		`baton_retries_total{crawl_job=""} 1`,
+		`baton_robots_refusals_total{crawl_job="news"} 1`,
+		`baton_frontier_queued_urls{crawl_job="shop"} 42`,
 		`baton_failovers_total{kind="runner"} 2`,
 		`baton_failovers_total{kind="backup"} 1`,
 		`baton_detection_seconds_count 1`,
@@ -84,16 +93,66 @@ func TestScrapeHasEverySeries(t *testing.T) {
 	}
 }
 
-func TestSeriesExistBeforeFirstObservation(t *testing.T) {
+// The fail-over kinds and the gauges are there from the start; no
+// series is made up for no job (every worker exported empty
+// crawl_job="" series of pages, bytes and fetch time it never fetched).
+func TestSeriesBeforeFirstObservation(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	if _, err := New(reg); err != nil {
 		t.Fatal(err)
 	}
 	out := scrape(t, reg)
-	for _, want := range []string{`baton_pages_total{class="error",crawl_job=""} 0`, `baton_page_bytes_total{crawl_job=""} 0`, `baton_failovers_total{kind="backup"} 0`, `baton_tasks_in_flight 0`} {
+	for _, want := range []string{`baton_failovers_total{kind="backup"} 0`, `baton_tasks_in_flight 0`} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("scrape lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "crawl_job=") {
+		t.Errorf("job series before any page:\n%s", out)
+	}
+}
+
+// A job's series are exported while it is active here and dropped once it
+// has been idle for the grace period; a queued gauge not refreshed within
+// QueuedTTL is dropped sooner (another worker supervises the job now).
+// Every past job stayed a series of every Runner before.
+func TestJobSeriesDroppedAfterGrace(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, err := NewWith(reg, Options{JobGrace: 10 * time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Page("old", 200, false, 10, time.Millisecond)
+	m.Retries("old", 2)
+	m.RobotsRefusal("old")
+	m.Queued("old", 5)
+	m.Page("", 200, false, 10, time.Millisecond) // a Task's page
+	now = now.Add(time.Minute)
+	out := scrape(t, reg)
+	for _, want := range []string{`crawl_job="old"`, `crawl_job=""`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("an active job's series are gone: %s", want)
+		}
+	}
+	if strings.Contains(out, "baton_frontier_queued_urls{") {
+		t.Errorf("a queued gauge not refreshed for %v is still exported", time.Minute)
+	}
+	now = now.Add(5 * time.Minute)
+	m.Page("new", 200, false, 10, time.Millisecond)
+	m.Queued("new", 7)
+	now = now.Add(5*time.Minute + time.Second) // "old" and the Task idle for 11 min, "new" for 5
+	out = scrape(t, reg)
+	if strings.Contains(out, `crawl_job="old"`) || strings.Contains(out, `crawl_job=""`) {
+		t.Errorf("idle jobs' series still exported:\n%s", out)
+	}
+	if !strings.Contains(out, `baton_pages_total{class="2xx",crawl_job="new"} 1`+"\n") {
+		t.Errorf("the active job's series are gone:\n%s", out)
+	}
+	// A job active again starts its series again.
+	m.Page("old", 200, false, 10, time.Millisecond)
+	if out = scrape(t, reg); !strings.Contains(out, `baton_pages_total{class="2xx",crawl_job="old"} 1`+"\n") {
+		t.Errorf("a job active again:\n%s", out)
 	}
 }
 
@@ -111,6 +170,9 @@ func TestNilMetricsIsNoOp(t *testing.T) {
 	var m *Metrics
 	m.Page("j", 200, false, 1, time.Second)
 	m.PageError("j")
+	m.Retries("j", 3)
+	m.RobotsRefusal("j")
+	m.Queued("j", 1)
 	m.Failover(KindRunner)
 	m.Detected(time.Second)
 	m.PeerAge("p", time.Second)

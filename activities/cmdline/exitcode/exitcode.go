@@ -6,12 +6,14 @@
 //	1  failure at run time (the catch-all)
 //	2  bad usage or input: unknown command or flag, bad flag value or
 //	   configuration; nothing was done
-//	3  not found: no such job
+//	3  not found: no such job, group or instance
 //	4  the job ended cancelled or failed (baton crawl --wait)
 //	5  unavailable: ZooKeeper, Temporal or the job store could not be
 //	   reached within the connect timeout
 //	6  no live Runner: baton crawl --wait gave up waiting for one (the job
 //	   stays queued and runs when a Runner joins)
+//	130 interrupted: Ctrl-C (or SIGTERM) stopped baton crawl --wait; the
+//	   job goes on (128 + SIGINT, as a shell reports it)
 package exitcode
 
 import (
@@ -28,6 +30,7 @@ const (
 	JobFailed   = 4
 	Unavailable = 5
 	NoRunner    = 6
+	Interrupted = 130
 )
 
 // Error is an error with the exit code it ends the process with.

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/batoncrawl/baton/workflows"
+)
+
+// rateWindow is how far back crawl --wait's rate looks: pages are
+// recorded in group commits, so the rate between two polls (300 ms apart)
+// swings between 0 and several times the real one; over rateWindow it
+// does not.
+const rateWindow = 10 * time.Second
+
+// rateMinSpan is the least time the rate's samples must span before a
+// rate is shown.
+const rateMinSpan = 2 * time.Second
+
+// progressModel is what crawl --wait shows of a job's progress: the
+// pages done, their share of the job when its size is known, and a
+// steady rate. Not safe for concurrent use.
+//
+// A job that follows links (or reads sitemaps, or runs a user crawler's
+// handlers) grows as it goes: its URLs seen are no total, and a share of
+// them would fall each time the Runners find links (18 % → 5 % → 94 %).
+// Such a job shows no share until its size is fixed: when it has seen
+// max_pages URLs. A job of seeds only has its size from the start. Once
+// shown, the share never goes back, and a completed job shows 100 %
+// (pages refused by robots.txt are done without being recorded).
+type progressModel struct {
+	// growing: the job may find more URLs than it has seen (--follow,
+	// --sitemap, a user crawler).
+	growing bool
+	// maxPages is the job's max_pages (0: no limit).
+	maxPages int
+
+	total   int // the job's size once known; 0: not known
+	done    int // pages done, as shown (never goes back)
+	samples []rateSample
+}
+
+type rateSample struct {
+	at       time.Time
+	recorded int
+}
+
+// observe takes a progress read at now.
+func (m *progressModel) observe(now time.Time, p workflows.JobProgress) {
+	st := p.Stats
+	switch {
+	case !m.growing && st.Seen > 0:
+		m.total = max(m.total, st.Seen)
+	case m.maxPages > 0 && st.Seen >= m.maxPages:
+		m.total = m.maxPages
+	}
+	if p.State == workflows.JobCompleted && m.total == 0 && st.Seen > 0 {
+		m.total = st.Seen
+	}
+	m.done = max(m.done, st.Recorded)
+	if m.total > 0 {
+		m.done = min(m.done, m.total)
+	}
+	if p.State == workflows.JobCompleted {
+		m.done = max(m.done, m.total)
+	}
+	// The rate: recorded pages over the last rateWindow. A count that
+	// went back (a re-run took its failed pages out) starts it over.
+	if n := len(m.samples); n > 0 && st.Recorded < m.samples[n-1].recorded {
+		m.samples = m.samples[:0]
+	}
+	m.samples = append(m.samples, rateSample{now, st.Recorded})
+	i := 0
+	for i < len(m.samples)-2 && now.Sub(m.samples[i+1].at) >= rateWindow {
+		i++
+	}
+	m.samples = m.samples[i:]
+}
+
+// percent is the share of the job done, and whether it is known.
+func (m *progressModel) percent() (int, bool) {
+	if m.total <= 0 {
+		return 0, false
+	}
+	return m.done * 100 / m.total, true
+}
+
+// rate is the pages recorded per second over the last rateWindow, and
+// whether enough time has passed to tell.
+func (m *progressModel) rate() (float64, bool) {
+	if len(m.samples) < 2 {
+		return 0, false
+	}
+	first, last := m.samples[0], m.samples[len(m.samples)-1]
+	span := last.at.Sub(first.at)
+	if span < rateMinSpan {
+		return 0, false
+	}
+	return float64(last.recorded-first.recorded) / span.Seconds(), true
+}
+
+// describe is the progress as one line: state, pages done (with the share
+// when known), failed, queued, batches in flight and the rate.
+func (m *progressModel) describe(p workflows.JobProgress) string {
+	done := fmt.Sprintf("done %d", m.done)
+	if pc, ok := m.percent(); ok {
+		done = fmt.Sprintf("done %d of %d (%d%%)", m.done, m.total, pc)
+	}
+	s := fmt.Sprintf("%s: %s, failed %d, queued %d, in flight %d batches", p.State, done, p.Stats.Failed, p.Stats.Queued, len(p.InFlight))
+	if r, ok := m.rate(); ok {
+		s += fmt.Sprintf(", %.1f pages/s", r)
+	}
+	return s
+}

@@ -156,7 +156,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 			}
 		}
 	})
-	var parseErr error
+	var parseErr, selErr error
 	c.OnError(func(_ *colly.Response, err error) {
 		// Colly reports an HTML parse error (e.g. nesting deeper than
 		// x/net/html's 512 levels) only here: Request returns nil.
@@ -180,7 +180,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		doc := el.DOM.Nodes[0]
 		base := baseOf(doc, el.Request.URL) // honours <base href>
 		if len(sels) > 0 {
-			r.fields = extractHTML(doc, sels, base)
+			r.fields, selErr = extractHTML(doc, sels, base)
 		}
 		r.canonical = canonicalOf(doc, base)
 		r.jsonld = jsonLDOf(doc)
@@ -213,6 +213,9 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		return r
 	case parseErr != nil:
 		r.err = fmt.Errorf("parse HTML: %v", parseErr)
+		return r
+	case selErr != nil:
+		r.err = selErr // not transient: the next fetch would cost the same
 		return r
 	case r.status == http.StatusTooManyRequests || r.status >= 500:
 		r.err, r.transient = statusError(r.status), true

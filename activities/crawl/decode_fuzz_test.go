@@ -122,7 +122,7 @@ func FuzzXPathSelector(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fields := extractHTML(root, map[string]Selector{"f": sel}, nil)
+		fields, _ := extractHTML(root, map[string]Selector{"f": sel}, nil)
 		total := 0
 		for _, v := range fields["f"] {
 			total += len(v)

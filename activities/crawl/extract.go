@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/PuerkitoBio/goquery"
-	"github.com/antchfx/htmlquery"
 	"github.com/antchfx/xpath"
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/html"
@@ -119,19 +118,31 @@ func resolveSrcset(base *url.URL, v string) string {
 // in HTML. Names are visited in order, so the budget is spent the same way
 // on every run. The values of URLAttrs are made absolute against base (the
 // page's URL, or its <base href>; nil: as written).
-func extractHTML(root *html.Node, sels map[string]Selector, base *url.URL) map[string][]string {
+//
+// The selectors share a step and time budget (MaxSelectorSteps,
+// MaxSelectorTime): past it, the fields extracted so far are returned with
+// an error wrapping ErrSelectorBudget.
+func extractHTML(root *html.Node, sels map[string]Selector, base *url.URL) (map[string][]string, error) {
 	doc := root
 	for doc.Parent != nil {
 		doc = doc.Parent
 	}
 	out := make(map[string][]string, len(sels))
 	b := &budget{left: MaxFieldBytes}
+	steps := newStepBudget()
+	for _, name := range sortedNames(sels) {
+		out[name] = []string{}
+	}
+	err := steps.guard(func() { extractInto(out, doc, sels, base, b, steps) })
+	return out, err
+}
+
+func extractInto(out map[string][]string, doc *html.Node, sels map[string]Selector, base *url.URL, b *budget, steps *stepBudget) {
 	for _, name := range sortedNames(sels) {
 		sel := sels[name]
-		out[name] = []string{}
 		switch sel.Kind {
 		case KindCSS:
-			goquery.NewDocumentFromNode(doc).FindMatcher(sel.css).Each(func(_ int, s *goquery.Selection) {
+			goquery.NewDocumentFromNode(doc).FindMatcher(countingMatcher{m: sel.css, b: steps}).Each(func(_ int, s *goquery.Selection) {
 				for _, n := range s.Nodes {
 					var v string
 					if sel.Attr != "" {
@@ -149,16 +160,17 @@ func extractHTML(root *html.Node, sels map[string]Selector, base *url.URL) map[s
 				}
 			})
 		case KindXPath:
-			out[name] = evalXPath(doc, sel, b, base)
+			out[name] = evalXPath(doc, sel, b, base, steps, func(v []string) { out[name] = v })
 		}
 	}
-	return out
 }
 
 // evalXPath evaluates an XPath selector: the text of each element, the
 // value of each attribute (absolute against base for URLAttrs) or text
 // node, or the value of an expression giving a string, number or boolean.
-func evalXPath(doc *html.Node, sel Selector, b *budget, base *url.URL) []string {
+// keep is called with the values as they are found, so that a budget
+// panic leaves the values found so far in place.
+func evalXPath(doc *html.Node, sel Selector, b *budget, base *url.URL, steps *stepBudget, keep func([]string)) []string {
 	// An xpath.Expr is not safe for concurrent evaluation: compile anew.
 	x, err := xpath.Compile(sel.Expr)
 	if err != nil {
@@ -168,15 +180,17 @@ func evalXPath(doc *html.Node, sel Selector, b *budget, base *url.URL) []string 
 	add := func(v string) {
 		if v, ok := b.take(strings.TrimSpace(v)); ok {
 			vals = append(vals, v)
+			keep(vals)
 		}
 	}
-	switch r := x.Evaluate(htmlquery.CreateXPathNavigator(doc)).(type) {
+	switch r := x.Evaluate(newCountingNav(doc, steps)).(type) {
 	case *xpath.NodeIterator:
 		for r.MoveNext() {
-			nav, ok := r.Current().(*htmlquery.NodeNavigator)
+			cn, ok := r.Current().(*countingNav)
 			if !ok {
 				continue
 			}
+			nav := cn.NodeNavigator
 			switch nav.NodeType() {
 			case xpath.AttributeNode:
 				add(resolveAttr(base, nav.LocalName(), strings.TrimSpace(nav.Value())))

@@ -110,7 +110,7 @@ func TestWorkerOnAnotherStoreRefusesToStart(t *testing.T) {
 	assert.Contains(t, w.Logs(), "--store")
 
 	out, code := baton(c, "results", "some-job", "--data-dir", other)
-	assert.Equal(t, 1, code, out)
+	assert.Equal(t, 2, code, "the wrong store is a configuration error (exit 2): %s", out)
 	assert.Contains(t, out, groupStore.ID)
 	assert.Contains(t, out, otherID.ID)
 }

@@ -221,7 +221,7 @@ func upgradedIndexes(d *dialect) []string {
 }
 
 // fillHosts sets the host of the frontier rows that have none (rows of a
-// store older than version 4); a URL without one keeps ''.
+// store older than version 4); a URL without one keeps ”.
 func (s *Store) fillHosts(ctx context.Context, tx *sql.Tx) error {
 	type row struct{ job, url string }
 	rows, err := queryTx(ctx, s, tx, `SELECT job, url FROM baton_frontier WHERE host = ''`, nil, func(rows *sql.Rows) (row, error) {

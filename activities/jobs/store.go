@@ -130,8 +130,8 @@ type Recorded struct {
 //     ReaderStore and RunnerStore take the part each needs.
 //
 // Their contracts hold for Store. It adds what no product code holds a
-// narrow interface for (Record, Entries, Recorded: the tests and the
-// conformance suite use them) and Close.
+// narrow interface for (Record, Entries, Recorded, Leases: the tests and
+// the conformance suite use them) and Close.
 //
 // Every method is safe for concurrent use by goroutines and by processes
 // (on other machines too, for a networked engine). Every write is one
@@ -155,6 +155,9 @@ type Store interface {
 	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
 	// Recorded reports whether a page for url is in the results.
 	Recorded(ctx context.Context, job, url string) (bool, error)
+	// Leases returns the host leases a batch holds and that have not
+	// expired (Wait as a Pull would answer it), by host.
+	Leases(ctx context.Context, job, batch string) ([]HostLease, error)
 	// Close releases the store.
 	Close() error
 }

@@ -97,8 +97,9 @@ type queryer interface {
 
 // held is a lease of the batch at hand.
 type held struct {
-	share int
-	last  int64 // ms: the host's last request by another holder, or its hand-over
+	share   int
+	last    int64 // ms: the host's last request by another holder, or its hand-over
+	expires int64 // ms
 }
 
 // leaseView is a job's live leases as one batch sees them.
@@ -138,7 +139,7 @@ func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol host
 		}
 		switch {
 		case holder == batch:
-			v.mine[host] = &held{share: share, last: last}
+			v.mine[host] = &held{share: share, last: last, expires: expires}
 		case expires > now:
 			v.others[host] += share
 		default:

@@ -372,3 +372,30 @@ func (s *Store) Available(ctx context.Context, job string) (bool, error) {
 	})
 	return ok, err
 }
+
+// Leases returns a batch's live host leases (see jobs.Store).
+func (s *Store) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
+	var out []jobs.HostLease
+	err := s.read(ctx, func() error {
+		pol, err := s.policy(ctx, s.db, job)
+		if err != nil {
+			return err
+		}
+		now, err := s.nowMS(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		v, err := s.view(ctx, s.db, job, batch, pol, now)
+		if err != nil {
+			return err
+		}
+		for host, h := range v.mine {
+			if h.expires <= now {
+				delete(v.mine, host)
+			}
+		}
+		out, err = v.leases(ctx)
+		return err
+	})
+	return out, err
+}

@@ -252,10 +252,17 @@ func TestPolitenessManyHostsKeepEveryRunnerBusy(t *testing.T) {
 
 // A Runner SIGKILLed mid-crawl of several hosts held with a delay: its
 // hosts stay its batch's only until the fail-over acts on the batch (the
-// backup takes it over with its host leases, or the job re-queues it):
-// each is fetched again within the fail-over's bound of the kill, still
-// at most 2 in flight and 50 ms apart, and every page is recorded once.
+// backup takes it over with its host leases; with no backup left, the
+// job re-queues it, which frees them): each is fetched again within the
+// fail-over's bound of the kill (jobs.LeaseTTL: twice the detection
+// bound plus 2 s), still at most 2 in flight and 50 ms apart, and every
+// page is recorded once.
 func TestPolitenessRunnerKilledFreesItsHostsWithinTheFailover(t *testing.T) {
+	t.Run("backup takes over", func(t *testing.T) { politeKill(t, false) })
+	t.Run("re-queued", func(t *testing.T) { politeKill(t, true) })
+}
+
+func politeKill(t *testing.T, noBackup bool) {
 	const delay = 50 * time.Millisecond
 	c := testsuite.NewCluster(t, 3, 1, testsuite.FastTimers, testsuite.WithWorkerArgs("--concurrency", "4"))
 	site := &politeSite{pages: 60, latency: 20 * time.Millisecond}
@@ -265,6 +272,9 @@ func TestPolitenessRunnerKilledFreesItsHostsWithinTheFailover(t *testing.T) {
 	}
 	c.StartAll()
 	c.WaitElected(electTimeout)
+	if noBackup {
+		c.Kill(4) // the only backup
+	}
 
 	args := []string{"--follow", "--depth", "100", "--max-pages", "0", "--parallelism", "2", "--delay", delay.String()}
 	for _, b := range bases {
@@ -294,11 +304,14 @@ func TestPolitenessRunnerKilledFreesItsHostsWithinTheFailover(t *testing.T) {
 	t.Logf("runner 2 SIGKILLed holding batch %s with hosts %v", batch, held)
 
 	by := crawled(t, c, p, "polite-kill", site, bases...)
-	// When the batch changed hands in the store (a Claim raised its epoch,
-	// or it was re-queued): the fail-over.
 	bs, err := js.Batches(ctx, "polite-kill", []string{batch})
 	require.NoError(t, err)
 	require.Len(t, bs, 1)
+	if noBackup {
+		assert.Equal(t, jobs.BatchRequeued, bs[0].State, "no backup: the job re-queued the batch")
+	} else {
+		assert.Equal(t, testsuite.Name(4), bs[0].Holder, "the backup took the batch over")
+	}
 	bound := jobs.LeaseTTL(roles.FastTimers())
 	hosts := site.byHost()
 	for _, l := range held {
@@ -315,7 +328,7 @@ func TestPolitenessRunnerKilledFreesItsHostsWithinTheFailover(t *testing.T) {
 		gap, at := minGap(pages)
 		t.Logf("%s: next request %v after the kill (fail-over bound %v); at most %d in flight, least gap %v (request %d)",
 			l.Host, after.Sub(killed).Round(time.Millisecond), bound, maxInFlight(spans), gap.Round(10*time.Microsecond), at)
-		assert.Less(t, after.Sub(killed), bound+2*time.Second, "%s locked no longer than the fail-over takes", l.Host)
+		assert.Less(t, after.Sub(killed), bound+3*time.Second, "%s locked no longer than the fail-over takes (and the next pull)", l.Host)
 		assert.LessOrEqual(t, maxInFlight(spans), 2, "%s: requests in flight at once", l.Host)
 		assert.GreaterOrEqual(t, gap, delay, "%s: least gap between two starts (request %d)", l.Host, at)
 	}

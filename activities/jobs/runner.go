@@ -418,6 +418,11 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		case state := <-halt:
 			stopFetching("job "+state, "control state")
 		case <-renewTick.C:
+			if since := time.Since(lastPull); since >= 4*leases.renewEvery() {
+				// Not renewed for a lease's TTL (the store unreachable):
+				// another batch may hold our hosts by now.
+				stopFetching("host leases not renewed", fmt.Sprintf("no renewal for %v", since.Round(time.Millisecond)))
+			}
 			if !stopping && !renewing && !extending && time.Since(lastPull) >= leases.renewEvery() {
 				renewing = true
 				go func() {

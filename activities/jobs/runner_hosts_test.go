@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -177,4 +178,51 @@ func TestJobAwaitDoesNotHandOutAHostHeldByAnotherBatch(t *testing.T) {
 	next := f.assign(spec, 1)
 	require.Len(t, next.Assigned, 1, "the host is free again, for one batch")
 	assert.Positive(t, next.Assigned[0].Size)
+}
+
+// failingRenewals is a store whose renewals (Pull of n 0) fail after the
+// first, with a short TTL: the store unreachable for the leases.
+type failingRenewals struct {
+	jobs.Store
+	ttl   time.Duration
+	calls atomic.Int32
+}
+
+func (s *failingRenewals) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
+	if n == 0 && s.calls.Add(1) > 1 {
+		return jobs.Pulled{}, errors.New("store unreachable")
+	}
+	p, err := s.Store.Pull(ctx, job, id, epoch, n, want)
+	p.TTL = s.ttl
+	return p, err
+}
+
+// A Runner that could not renew its leases for a TTL starts no more
+// fetches (another batch may hold its hosts by then) and gives the rest
+// back.
+func TestRunBatchStopsWhenItsLeasesMayHaveExpired(t *testing.T) {
+	e := politeEnv(t, 1, 40, 2)
+	e.br.Store = &failingRenewals{Store: e.store, ttl: 200 * time.Millisecond}
+	e.pages.gate = make(chan struct{})
+	ch := e.runAsync()
+	done := make(chan struct{})
+	go func() { // one page every 50 ms
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for range 40 {
+			<-tick.C
+			select {
+			case e.pages.gate <- struct{}{}:
+			case <-done:
+				return
+			}
+		}
+	}()
+	out, err := e.wait(ch)
+	close(done)
+	require.NoError(t, err)
+	assert.Less(t, out.Ran, 40, "it stopped")
+	st := e.stats()
+	assert.Equal(t, 40, st.Recorded+st.Queued, "the rest is queued again")
+	assert.Equal(t, jobs.BatchDone, e.info().State)
 }

@@ -30,7 +30,10 @@ const maxCommits = 2
 // BatchRunner runs crawl-job batches for a Runner on the job store (it is
 // the Batches of cluster.Deps): up to Concurrency URLs of a batch are
 // fetched at once (the job's per-domain parallelism and delay, robots.txt
-// Crawl-delay and Retry-After still apply, in the fetcher), and each page
+// Crawl-delay and Retry-After still apply, in the fetcher, for the whole
+// job: the batch holds its hosts' leases in the store, RunnerStore.Pull,
+// and fetches each host within its share; the job's robots.txt files are
+// kept in the store), and each page
 // is recorded soon after it finishes, in any order, exactly once: pages
 // are recorded in group commits, the store's RecordAll writing the pages
 // that finished meanwhile, with their items and links, in one transaction

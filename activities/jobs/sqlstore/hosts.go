@@ -226,7 +226,9 @@ type candidate struct {
 }
 
 // How far a hand-out looks for URLs it may take: the first scanMax queued
-// URLs in frontier order, in pages of scanPage; then, if it has found too
+// URLs in frontier order, in pages that double from twice what it wants
+// up to scanPage (the first page usually has them all); then, if it has
+// found too
 // few, up to hostProbes hosts of the queued URLs (by the frontier's host
 // index), for the URLs of those it may take.
 const (
@@ -304,12 +306,12 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 		return len(got), last, nil
 	}
 	var last int64 = -1 << 62
-	for scanned := 0; len(out) < n; {
-		k, l, err := scan(v.s.d.seqCol+` > ?`, []any{last}, scanPage)
+	for scanned, page := 0, min(scanPage, max(16, 2*n)); len(out) < n; page = min(scanPage, 2*page) {
+		k, l, err := scan(v.s.d.seqCol+` > ?`, []any{last}, page)
 		if err != nil {
 			return nil, nil, err
 		}
-		if k < scanPage {
+		if k < page {
 			return out, acquired, nil // the whole queue seen
 		}
 		last = l

@@ -297,3 +297,14 @@ func testHostLeaseRelease(t *testing.T, f *fixture) {
 	assert.Empty(t, p.Hosts, "no unfinished URL of the host left")
 	assert.True(t, f.available(job))
 }
+
+// A queue whose first few thousand URLs are all of a host another batch
+// holds does not hide the hosts further on: a new batch gets their URLs.
+func testHostLeasesLookPastAHeldHost(t *testing.T, f *fixture) {
+	seeds := append(hostURLs("big.example", 3000), hostURLs("small.example", 3)...)
+	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.Delay, o.IgnoreRobots = 2, 10*time.Millisecond, true }, seeds...)
+	require.Len(t, f.takeAs(job, "b1", "r1", 4), 4)
+	assert.True(t, f.available(job), "small.example is free")
+	assert.Equal(t, hostURLs("small.example", 3), f.takeAs(job, "b2", "r2", 10))
+	assert.False(t, f.available(job))
+}

@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"HostLeaseExpiry", testHostLeaseExpiry},
 		{"HostLeaseHandOver", testHostLeaseHandOver},
 		{"HostLeaseRelease", testHostLeaseRelease},
+		{"HostLeasesLookPastAHeldHost", testHostLeasesLookPastAHeldHost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,7 +85,9 @@ func (f *fixture) available(job string) bool {
 // host, and the holder pulls the rest of its host's URLs.
 func testHostLeasesExclusive(t *testing.T, f *fixture) {
 	seeds := append(hostURLs("a.example", 6), hostURLs("b.example", 2)...)
-	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.Delay, o.IgnoreRobots = 2, 50*time.Millisecond, true }, seeds...)
+	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) {
+		o.Parallelism, o.Delay, o.IgnoreRobots = 2, 50*time.Millisecond, true
+	}, seeds...)
 	got := f.takeAs(job, "b1", "r1", 2)
 	assert.Equal(t, hostURLs("a.example", 2), got, "frontier order, one host leased")
 	assert.Equal(t, map[string]jobs.HostLease{"a.example": {Host: "a.example", Share: 2, Exclusive: true}}, f.leases(job, "b1"))
@@ -229,7 +231,9 @@ func testHostLeaseExpiry(t *testing.T, f *fixture) {
 // batch's leases: no other batch gets the host meanwhile, and the new
 // holder's first request waits for the delay from the hand-over.
 func testHostLeaseHandOver(t *testing.T, f *fixture) {
-	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.Delay, o.IgnoreRobots = 2, 400*time.Millisecond, true },
+	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) {
+		o.Parallelism, o.Delay, o.IgnoreRobots = 2, 400*time.Millisecond, true
+	},
 		hostURLs("a.example", 6)...)
 	require.Len(t, f.takeAs(job, "b1", "r1", 2), 2)
 	f.claim(job, "b1", "r2", 2)
@@ -249,7 +253,9 @@ func testHostLeaseHandOver(t *testing.T, f *fixture) {
 // URLs back (Release) or is re-queued (Requeue), and when it has no
 // unfinished URL of the host left (its next pull).
 func testHostLeaseRelease(t *testing.T, f *fixture) {
-	exclusive := func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.Delay, o.IgnoreRobots = 2, time.Millisecond, true }
+	exclusive := func(o *crawl.Options, _ *roles.Timers) {
+		o.Parallelism, o.Delay, o.IgnoreRobots = 2, time.Millisecond, true
+	}
 	job := f.politeJob("j", exclusive, hostURLs("a.example", 20)...)
 	next := func(id string) {
 		t.Helper()
@@ -302,7 +308,9 @@ func testHostLeaseRelease(t *testing.T, f *fixture) {
 // holds does not hide the hosts further on: a new batch gets their URLs.
 func testHostLeasesLookPastAHeldHost(t *testing.T, f *fixture) {
 	seeds := append(hostURLs("big.example", 3000), hostURLs("small.example", 3)...)
-	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.Delay, o.IgnoreRobots = 2, 10*time.Millisecond, true }, seeds...)
+	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) {
+		o.Parallelism, o.Delay, o.IgnoreRobots = 2, 10*time.Millisecond, true
+	}, seeds...)
 	require.Len(t, f.takeAs(job, "b1", "r1", 4), 4)
 	assert.True(t, f.available(job), "small.example is free")
 	assert.Equal(t, hostURLs("small.example", 3), f.takeAs(job, "b2", "r2", 10))

@@ -111,6 +111,7 @@ type leaseView struct {
 	now     int64
 	mine    map[string]*held
 	others  map[string]int // host → the other batches' live shares, summed
+	holders map[string]int // host → how many other batches hold it
 	expired bool           // some other batch's lease expired
 	delays  map[string]hostDelay
 }
@@ -124,7 +125,8 @@ type hostDelay struct {
 // yet): the batch's own ones even if expired (it renews them unless
 // another batch took the host meanwhile), the others' live ones.
 func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
-	v := &leaseView{s: s, q: q, job: job, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{}, delays: map[string]hostDelay{}}
+	v := &leaseView{s: s, q: q, job: job, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
+		holders: map[string]int{}, delays: map[string]hostDelay{}}
 	rows, err := q.QueryContext(ctx, s.q(`SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder <> ''`), job)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
@@ -142,6 +144,7 @@ func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol host
 			v.mine[host] = &held{share: share, last: last, expires: expires}
 		case expires > now:
 			v.others[host] += share
+			v.holders[host]++
 		default:
 			v.expired = true
 		}
@@ -173,9 +176,12 @@ func (v *leaseView) delay(ctx context.Context, host string) (hostDelay, error) {
 
 // share is the share of host a batch wanting spare more requests in
 // flight may take now (0 when none is free), and what it costs of spare:
-// the share of a shared host; 1 for a host held whole, which its delay
-// (or its robots.txt, while it is fetched) keeps to about one request in
-// flight, so that a batch holds as many of those as it has slots.
+// the share of a shared host, at most an equal part of it among its
+// holders (the batch grows into what the others leave at its next pulls:
+// tend), so that batches handed out one after the other all get some; 1
+// for a host held whole, which its delay (or its robots.txt, while it is
+// fetched) keeps to about one request in flight, so that a batch holds as
+// many of those as it has slots.
 func (v *leaseView) share(ctx context.Context, host string, spare int) (share, cost int, err error) {
 	if spare <= 0 {
 		return 0, 0, nil
@@ -191,7 +197,8 @@ func (v *leaseView) share(ctx context.Context, host string, spare int) (share, c
 		}
 		return v.pol.parallelism, 1, nil
 	}
-	share = max(0, min(v.pol.parallelism-used, spare))
+	equal := (v.pol.parallelism + v.holders[host]) / (v.holders[host] + 1) // rounded up
+	share = max(0, min(v.pol.parallelism-used, spare, equal))
 	return share, share, nil
 }
 

@@ -127,7 +127,7 @@ type hostDelay struct {
 func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
 	v := &leaseView{s: s, q: q, job: job, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
 		holders: map[string]int{}, delays: map[string]hostDelay{}}
-	rows, err := q.QueryContext(ctx, s.q(`SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder <> ''`), job)
+	rows, err := q.QueryContext(ctx, s.q(`SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`), job)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
 	}

@@ -43,7 +43,7 @@ func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, 
 	}
 	if v.expired {
 		// Their holders stopped renewing them a lease's TTL ago.
-		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder <> '' AND holder <> ? AND expires_ms <= ?`),
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder > '' AND holder <> ? AND expires_ms <= ?`),
 			job, batch, now); err != nil {
 			return nil, nil, fmt.Errorf("job %s: drop expired host leases: %w", job, err)
 		}

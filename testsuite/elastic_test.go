@@ -67,7 +67,10 @@ func TestElasticClusterGrowsAndShrinksMidCrawl(t *testing.T) {
 	c.StartAll()
 	c.WaitElected(electTimeout)
 
-	p := startCrawl(c, "elastic", srv.URL+"/", "--follow", "--depth", "100", "--max-pages", "0", "--parallelism", "2")
+	// One host: its parallelism holds for the whole job, shared among the
+	// Runners (2 each, their --concurrency): 8 leaves a share to each of
+	// the 4 Runners after the scale-up.
+	p := startCrawl(c, "elastic", srv.URL+"/", "--follow", "--depth", "100", "--max-pages", "0", "--parallelism", "8")
 	js := c.OpenStore()
 	recorded := func(n int) func() (bool, error) {
 		return func() (bool, error) { return len(readResults(t, js, "elastic")) >= n, nil }

@@ -232,7 +232,9 @@ func BenchmarkCrawlCluster(b *testing.B) {
 
 				o := crawl.DefaultOptions()
 				o.Follow, o.MaxDepth, o.AllowedDomains = true, 100, []string{"127.0.0.1"}
-				o.Parallelism = max(shape.conc, 8)
+				// The job's parallelism holds across its Runners: the
+				// host's, as bare Colly's, is the total concurrency.
+				o.Parallelism = shape.runners * shape.conc
 				writes0 := taskWrites(b, c, n)
 				b.ResetTimer()
 				t0 := time.Now()

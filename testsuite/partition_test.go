@@ -177,13 +177,14 @@ func TestRunnerHostPartitionedMidCrawlIsFencedAndRejoins(t *testing.T) {
 		job     = "part"
 	)
 	hosts, pg, c, site := hostsCluster(t, demosite.Config{Pages: 400, Seed: 21, BrokenLinks: 3, Latency: 60 * time.Millisecond},
-		testsuite.WithWorkerArgs("--zk-session-timeout", session.String()))
+		testsuite.WithWorkerArgs("--zk-session-timeout", session.String(), "--concurrency", "2"))
 	reachable := len(site.Reachable(true))
-	// Two requests in flight per Runner, and one lease per Runner for as
-	// long as the frontier has work (--batch-size 0): the cut-off Runner
-	// holds its batch at the cut.
+	// Two requests in flight per Runner (the site's parallelism of 4, a
+	// share of 2 each), and one lease per Runner for as long as the
+	// frontier has work (--batch-size 0): the cut-off Runner holds its
+	// batch at the cut.
 	p := startCrawl(c, job, site.srv.URL+"/", "--follow", "--depth", "100", "--max-pages", "0",
-		"--parallelism", "2", "--batch-size", "0", "--timeout", "5s")
+		"--parallelism", "4", "--batch-size", "0", "--timeout", "5s")
 	crawlDone := make(chan time.Time, 1) // when the crawl's CLI exited
 	go func() {
 		<-p.Done()

@@ -149,8 +149,9 @@ func pauseCancelResumeRerun(t *testing.T, c *testsuite.Cluster, tc client.Client
 		return report(what, run, returned)
 	}
 
+	// The site's parallelism holds for the job: 32, 16 for each Runner.
 	p := startCrawl(c, job, srv.URL+"/", "--follow", "--depth", "100", "--max-pages", "0",
-		"--batch-size", fmt.Sprint(batch), "--parallelism", "16")
+		"--batch-size", fmt.Sprint(batch), "--parallelism", "32")
 
 	// Pause: nothing new is fetched; resume goes on.
 	waitRecorded(150)

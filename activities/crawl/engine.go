@@ -271,8 +271,10 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		case guard:
 			key += " guarded"
 		}
-		rules, err := e.robots.get(ctx, key, func(c context.Context) *robotsRules {
-			return fetchRobots(c, &http.Client{Transport: base()}, origin, agent, opts.Headers, min(opts.Timeout, 30*time.Second), checkRedirect)
+		rules, err := e.robots.get(ctx, robotsKey(key, opts.Robots), func(c context.Context) *robotsRules {
+			return robotsOf(c, opts.Robots, origin, agent, func(c context.Context) RobotsFile {
+				return fetchRobots(c, &http.Client{Transport: base()}, origin, agent, opts.Headers, min(opts.Timeout, 30*time.Second), checkRedirect)
+			})
 		})
 		if err != nil {
 			page.Error = "waiting for robots.txt: " + err.Error()
@@ -289,7 +291,7 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 	wantLinks := opts.Follow && depth < opts.MaxDepth
 	var res attemptResult
 	for attempt := 1; ; attempt++ {
-		release, err := e.limits.acquire(ctx, domain, opts.Parallelism, delay)
+		release, err := e.limits.acquire(ctx, domain, opts.Parallelism, delay, opts.NotBefore)
 		if err != nil {
 			if attempt == 1 {
 				res = attemptResult{err: fmt.Errorf("waiting for %s: %w", domain, err)}

@@ -26,10 +26,11 @@ type domainState struct {
 
 func newLimiter() *limiter { return &limiter{domains: map[string]*domainState{}} }
 
-// acquire waits for a slot of domain and returns its release function.
-// It fails when ctx ends, or at once when ctx's deadline comes before the
-// delay would let the request start.
-func (l *limiter) acquire(ctx context.Context, domain string, parallelism int, delay time.Duration) (func(), error) {
+// acquire waits for a slot of domain and returns its release function;
+// the request starts no earlier than notBefore (when set). It fails when
+// ctx ends, or at once when ctx's deadline comes before the delay would
+// let the request start.
+func (l *limiter) acquire(ctx context.Context, domain string, parallelism int, delay time.Duration, notBefore time.Time) (func(), error) {
 	if parallelism < 1 {
 		parallelism = 1
 	}
@@ -52,6 +53,9 @@ func (l *limiter) acquire(ctx context.Context, domain string, parallelism int, d
 		if d.active < parallelism {
 			now := time.Now()
 			next := d.last.Add(delay)
+			if notBefore.After(next) {
+				next = notBefore
+			}
 			if !next.After(now) {
 				d.active++
 				d.last = now

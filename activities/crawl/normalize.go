@@ -78,6 +78,17 @@ func normalizeHost(scheme, host string) string {
 // lower-cased host, with a non-default port.
 func hostKey(u *url.URL) string { return normalizeHost(strings.ToLower(u.Scheme), u.Host) }
 
+// HostKey is the host of raw as the per-domain limits key it (the
+// lower-cased host, with a non-default port): the host a crawl job's
+// politeness holds across its Runners. "" when raw is not an absolute URL.
+func HostKey(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return hostKey(u)
+}
+
 // removeDotSegments implements RFC 3986 section 5.2.4.
 func removeDotSegments(p string) string {
 	if p == "" {

@@ -134,6 +134,15 @@ type Options struct {
 	// Parallelism is the maximum number of concurrent requests to one
 	// domain (host:port), across all the Fetch calls of an Engine.
 	Parallelism int `json:"parallelism"`
+	// NotBefore, when set, is the earliest a request of the fetch may
+	// start (the domain's last request by another Engine, plus the delay:
+	// a crawl job's host lease hands it over); never serialised.
+	NotBefore time.Time `json:"-"`
+	// Robots, when set, keeps the robots.txt files of the fetch's crawl
+	// job for every Engine crawling it (the job store): a file kept there
+	// and fresh is used instead of fetching robots.txt again, and a file
+	// fetched is kept there. Never serialised.
+	Robots RobotsStore `json:"-"`
 	// Retries is how many times a transient failure (timeout, connection
 	// error, HTTP 429 or 5xx) is retried, with exponential backoff from
 	// RetryBackoff, honouring Retry-After (seconds or HTTP date); no wait

@@ -114,8 +114,9 @@ func (c *robotsCache) pruneLocked() {
 	}
 }
 
-// fetchRobots GETs origin/robots.txt with client and parses it (see
-// parseRobots). Redirects are followed as RFC 9309 (section 2.3.1.2) says:
+// fetchRobots GETs origin/robots.txt with client and returns it as
+// fetched, with how long it stays fresh (RobotsFile.rules reads it).
+// Redirects are followed as RFC 9309 (section 2.3.1.2) says:
 // up to robotsMaxRedirects, to another host too (example.com/robots.txt
 // commonly redirects to www.example.com/robots.txt), and the rules found
 // there apply to origin; more redirects make robots.txt unavailable,
@@ -127,13 +128,13 @@ func (c *robotsCache) pruneLocked() {
 // (see leftHost). checkRedirect, when set, checks each redirect's request
 // (DenyPrivate through a proxy); a refused redirect makes robots.txt
 // unreachable.
-func fetchRobots(ctx context.Context, client *http.Client, origin, agent string, headers map[string]string, timeout time.Duration, checkRedirect func(*http.Request) error) *robotsRules {
-	now := time.Now()
+func fetchRobots(ctx context.Context, client *http.Client, origin, agent string, headers map[string]string, timeout time.Duration, checkRedirect func(*http.Request) error) RobotsFile {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	unreachable := RobotsFile{TTL: robotsFailTTL} // status 0: allow all
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/robots.txt", nil)
 	if err != nil {
-		return &robotsRules{expires: now.Add(robotsFailTTL)}
+		return unreachable
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
@@ -160,17 +161,21 @@ func fetchRobots(ctx context.Context, client *http.Client, origin, agent string,
 	}
 	resp, err := c.Do(req)
 	if errors.Is(err, errRobotsRedirects) {
-		return &robotsRules{expires: now.Add(robotsTTL)} // unavailable: allow all
+		return RobotsFile{TTL: robotsTTL} // unavailable: allow all
 	}
 	if err != nil {
-		return &robotsRules{expires: now.Add(robotsFailTTL)}
+		return unreachable
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, robotsMaxBytes))
 	if err != nil && resp.StatusCode < 300 {
-		return &robotsRules{status: resp.StatusCode, expires: now.Add(robotsFailTTL)}
+		return unreachable
 	}
-	return parseRobots(resp.StatusCode, body, now)
+	f := RobotsFile{Status: resp.StatusCode, Body: body, TTL: robotsTTL}
+	if s := resp.StatusCode; s < 200 || s >= 300 && s < 400 || s >= 500 {
+		f.TTL = robotsFailTTL // 5xx (disallows all), and what was not followed
+	}
+	return f
 }
 
 var errRobotsRedirects = fmt.Errorf("robots.txt: more than %d redirects", robotsMaxRedirects)

@@ -17,7 +17,7 @@ import (
 
 // JobAwait waits until a batch in flight finishes, fails or must be
 // re-queued, or an idle Runner could take more work (while the frontier has
-// some), and returns at least every few seconds with fresh counters. A
+// some a new batch can take: SupervisorStore.Available), and returns at least every few seconds with fresh counters. A
 // batch's state and holder come from the job store; ZooKeeper says whether
 // the holder lives, and its watches (GroupState, the holders' Tasks, which
 // a Runner writes when its batch ends) wake the wait. A batch whose holder
@@ -156,7 +156,15 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 		}
 		a.Metrics.Queued(spec.ID, res.Stats.Queued)
 		someIdle := handOut && len(a.idleRunners(ctx, c, g, tasks, inflight, 0)) > 0
-		res.Idle = someIdle && res.Stats.Queued > 0
+		// An idle Runner gets a batch only of what a new batch can take:
+		// not while every queued URL is of a host another batch holds in
+		// full (the job's politeness), which would hand out empty batches
+		// in a loop.
+		if someIdle && res.Stats.Queued > 0 {
+			if res.Idle, err = js.Available(ctx, spec.ID); err != nil {
+				return res, err
+			}
+		}
 		if len(res.Done) > 0 || len(res.Requeued) > 0 || len(res.Failed) > 0 || res.Idle ||
 			a.now().After(deadline) || len(inflight) == 0 && (res.Stats.Queued == 0 || !handOut) {
 			return res, nil
@@ -188,8 +196,14 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 			}
 			a.Metrics.Queued(spec.ID, st.Queued)
 			if st.Queued > 0 {
-				res.Stats, res.Idle = st, true
-				return res, nil
+				ok, err := js.Available(ctx, spec.ID)
+				if err != nil {
+					return res, err
+				}
+				if ok {
+					res.Stats, res.Idle = st, true
+					return res, nil
+				}
 			}
 			if activity.IsActivity(ctx) {
 				activity.RecordHeartbeat(ctx, st)

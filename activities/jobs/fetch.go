@@ -21,11 +21,15 @@ import (
 // handed to the handler of their label (fetchHandled), whose links and
 // items are recorded with the page; the built-in crawler's links are the
 // engine's.
-func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth crawl.Auth, e Entry) (Record, error) {
+func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth crawl.Auth, e Entry, leases *hostLeases) (Record, error) {
 	spec := jr.spec
 	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
 	opts := spec.Options
 	opts.KeepBody = spec.Bodies != ""
+	// The batch's share of the host's parallelism, and the host's next
+	// start after a hand-over (the job's parallelism and delay hold across
+	// its Runners).
+	leases.limit(e.URL, &opts)
 	var page crawl.Page
 	var h handled
 	custom := jr.crawler != nil && e.Depth != SitemapDepth

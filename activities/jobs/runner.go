@@ -30,7 +30,10 @@ const maxCommits = 2
 // BatchRunner runs crawl-job batches for a Runner on the job store (it is
 // the Batches of cluster.Deps): up to Concurrency URLs of a batch are
 // fetched at once (the job's per-domain parallelism and delay, robots.txt
-// Crawl-delay and Retry-After still apply, in the fetcher), and each page
+// Crawl-delay and Retry-After still apply, in the fetcher, for the whole
+// job: the batch holds its hosts' leases in the store, RunnerStore.Pull,
+// and fetches each host within its share; the job's robots.txt files are
+// kept in the store), and each page
 // is recorded soon after it finishes, in any order, exactly once: pages
 // are recorded in group commits, the store's RecordAll writing the pages
 // that finished meanwhile, with their items and links, in one transaction
@@ -100,6 +103,9 @@ func (r *BatchRunner) job(ctx context.Context, job string, log *slog.Logger) (*j
 	if s.Options, err = s.Options.Compile(); err != nil {
 		return nil, fmt.Errorf("%w: options: %w", ErrBadSpec, err)
 	}
+	// The job's robots.txt files are kept in the store: a host's is
+	// fetched once for the job, whichever Runners crawl it.
+	s.Options.Robots = jobRobots{store: r.Store, job: s.ID}
 	jr := &jobRun{spec: s, bodiesRoot: bodiesRoot}
 	if jr.crawler, jr.options, err = r.crawlerFor(s); err != nil {
 		return nil, err
@@ -290,13 +296,31 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		err      error
 	}
 	type pulled struct {
-		entries []Entry
-		gen     int // linksGen when the pull started
-		err     error
+		p   Pulled
+		at  time.Time // when it answered
+		gen int       // linksGen when the pull started
+		err error
 	}
 	fetched := make(chan fetchedPage, conc)
 	committed := make(chan commit, maxCommits)
 	extended := make(chan pulled, 1)
+	renewed := make(chan pulled, 1)
+	// The batch's host leases: renewed (and sized to conc) before the
+	// first fetch, with every pull, and every TTL/4 without one. A host
+	// whose lease is lost (expired, taken by another batch) stops the
+	// batch: what it did not fetch goes back to the frontier.
+	leases := &hostLeases{}
+	first, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, conc)
+	switch {
+	case errors.Is(err, ErrStale):
+		return 0, err.Error(), nil
+	case err != nil:
+		return 0, "", err
+	}
+	leases.set(first, time.Now())
+	lastPull, renewing := time.Now(), false
+	renewTick := time.NewTicker(leases.renewEvery())
+	defer renewTick.Stop()
 	queue := todo
 	var pending []Record // fetched, waiting for the next commit
 	inflight, recording, extending := 0, 0, false
@@ -314,8 +338,15 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		}
 		halted = state
 		abandon()
-		in.Log.Info("job "+state+": no more fetches; the URLs not fetched go back to the frontier", "why", why, "ran", ran,
+		in.Log.Info("batch stops fetching ("+state+"): the URLs not fetched go back to the frontier", "why", why, "ran", ran,
 			"in_flight", inflight, "to_commit", len(pending)+committing, "not_fetched", len(queue))
+	}
+	checkLeases := func(p pulled) {
+		leases.set(p.p, p.at)
+		lastPull = p.at
+		if h := leases.lost(queue); h != "" {
+			stopFetching("host lease lost", "the batch no longer holds host "+h+" (its lease expired and another batch took it)")
+		}
 	}
 	stop := func(e error) {
 		if fenced != "" || err != nil {
@@ -328,6 +359,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		}
 		cancel()
 	}
+	checkLeases(pulled{p: first, at: lastPull}) // a hand-over's URLs of a host lost meanwhile
 	for {
 		stopping := fenced != "" || err != nil
 		// Pull, commit and fetch all run at once: none waits for another.
@@ -336,12 +368,12 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			exhausted, draining = true, true
 			in.Log.Info("batch draining: no more URLs pulled", "ran", ran, "held", len(queue)+inflight+len(pending)+committing)
 		}
-		if !stopping && halted == "" && !extending && !exhausted && size < limit && len(queue) <= conc/2 {
+		if !stopping && halted == "" && !extending && !renewing && !exhausted && size < limit && len(queue) <= conc/2 {
 			extending = true
 			n, gen := min(conc, limit-size), linksGen
 			go func() {
-				more, err := r.Store.Extend(ctx, in.Job, in.Batch, in.Epoch, n)
-				extended <- pulled{more, gen, err}
+				p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, n, conc)
+				extended <- pulled{p: p, at: time.Now(), gen: gen, err: err}
 			}()
 		}
 		// Fetching runs ahead of the commits by at most two rounds of slots.
@@ -350,7 +382,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			queue = queue[1:]
 			inflight++
 			go func() {
-				rec, err := r.fetch(fctx, in, jr, auth, e)
+				rec, err := r.fetch(fctx, in, jr, auth, e, leases)
 				fetched <- fetchedPage{rec, err}
 			}()
 		}
@@ -376,7 +408,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 				if rerr != nil {
 					stop(rerr)
 				} else {
-					in.Log.Info("job "+halted+": URLs not fetched given back to the frontier", "released", n, "ran", ran)
+					in.Log.Info("batch stopped ("+halted+"): URLs not fetched given back to the frontier", "released", n, "ran", ran)
 				}
 				break
 			}
@@ -387,7 +419,31 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		}
 		select {
 		case state := <-halt:
-			stopFetching(state, "control state")
+			stopFetching("job "+state, "control state")
+		case <-renewTick.C:
+			if since := time.Since(lastPull); since >= 4*leases.renewEvery() {
+				// Not renewed for a lease's TTL (the store unreachable):
+				// another batch may hold our hosts by now.
+				stopFetching("host leases not renewed", fmt.Sprintf("no renewal for %v", since.Round(time.Millisecond)))
+			}
+			if !stopping && !renewing && !extending && time.Since(lastPull) >= leases.renewEvery() {
+				renewing = true
+				go func() {
+					p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, conc)
+					renewed <- pulled{p: p, at: time.Now(), err: err}
+				}()
+			}
+		case p := <-renewed:
+			renewing = false
+			switch {
+			case errors.Is(p.err, ErrStale):
+				stop(p.err)
+			case p.err != nil:
+				// Tried again at the next tick; the lease lasts TTL.
+				in.Log.Warn("host leases not renewed", "err", p.err)
+			case !stopping:
+				checkLeases(p)
+			}
 		case f := <-fetched:
 			inflight--
 			switch {
@@ -422,16 +478,18 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 				if s, cerr := r.Store.Control(ctx, in.Job); cerr == nil && s != ControlRunning {
 					state = s
 				}
-				stopFetching(state, p.err.Error())
+				stopFetching("job "+state, p.err.Error())
 			case p.err != nil:
 				if ctx.Err() == nil || errors.Is(p.err, ErrStale) {
 					stop(p.err)
 				}
-			case len(p.entries) == 0:
+			case len(p.p.Entries) == 0:
+				checkLeases(p)
 				exhausted = p.gen == linksGen
 			default:
-				size += len(p.entries)
-				queue = append(queue, p.entries...)
+				size += len(p.p.Entries)
+				queue = append(queue, p.p.Entries...)
+				checkLeases(p)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawler"
 )
 
@@ -129,8 +130,8 @@ type Recorded struct {
 //     ReaderStore and RunnerStore take the part each needs.
 //
 // Their contracts hold for Store. It adds what no product code holds a
-// narrow interface for (Record, Entries, Recorded: the tests and the
-// conformance suite use them) and Close.
+// narrow interface for (Record, Entries, Recorded, Leases: the tests and
+// the conformance suite use them) and Close.
 //
 // Every method is safe for concurrent use by goroutines and by processes
 // (on other machines too, for a networked engine). Every write is one
@@ -154,6 +155,9 @@ type Store interface {
 	Entries(ctx context.Context, job, id string) ([]BatchEntry, error)
 	// Recorded reports whether a page for url is in the results.
 	Recorded(ctx context.Context, job, url string) (bool, error)
+	// Leases returns the host leases a batch holds and that have not
+	// expired (Wait as a Pull would answer it), by host.
+	Leases(ctx context.Context, job, batch string) ([]HostLease, error)
 	// Close releases the store.
 	Close() error
 }
@@ -232,16 +236,28 @@ type SupervisorStore interface {
 	// TakeBatch moves up to n queued URLs (fewer once max_pages URLs were
 	// handed out) into a new batch id, or returns the batch as it is if id
 	// exists (a retried call); an empty frontier gives a batch of size 0
-	// that is not stored.
+	// that is not stored. The batch takes only URLs of hosts it can hold
+	// (see RunnerStore.Pull: host leases), as a batch that wants n requests
+	// at once; none free gives a batch of size 0, not stored.
 	TakeBatch(ctx context.Context, job, id string, n int) (BatchInfo, error)
 	// Claim makes holder the batch's holder at epoch, raising the epoch;
 	// it refuses with ErrStale when the batch's epoch is higher already.
 	// Records of the old holder are refused from then on. A batch that is
-	// no longer running is returned as it is.
+	// no longer running is returned as it is. The batch's host leases go
+	// with it, renewed; taken from another holder (a hand-over), each
+	// holds its host's next request back by the host's delay from now.
 	Claim(ctx context.Context, job, id, holder string, epoch int64) (BatchInfo, error)
 	// Batches returns the rows of the batches named (missing ones are left
 	// out).
 	Batches(ctx context.Context, job string, ids []string) ([]BatchInfo, error)
+	// Available reports whether a new batch of the job could take a
+	// queued URL now: one whose host no batch holds, or holds with a
+	// share of its parallelism left (see RunnerStore.Pull). The job hands
+	// a batch to an idle Runner only then, not while every queued URL is
+	// of a host held in full by another batch. A read; it may look at
+	// only the first few thousand queued URLs and hosts (then it may say
+	// false while one further on could be taken).
+	Available(ctx context.Context, job string) (bool, error)
 	// Requeue fences a running batch at epoch (raising it) and puts its
 	// unfinished URLs back in the frontier; it returns how many. It
 	// commits twice: the fence first (from then on the old holder's
@@ -292,7 +308,30 @@ type RunnerStore interface {
 	// is not the batch's, ErrHalted (nothing handed out) when the job is
 	// paused or cancelled. A Runner pulls work this way as it frees slots,
 	// so it never waits for the next batch while the frontier has URLs.
+	// It is Pull with want n, without the leases.
 	Extend(ctx context.Context, job, id string, epoch int64, n int) ([]Entry, error)
+	// Pull is Extend for a Runner that keeps the job's politeness: the
+	// batch takes only URLs of hosts it holds a lease on, or can lease
+	// (HostLease: a host is held by one batch at a time when a delay
+	// applies to it, its parallelism is shared among batches when none
+	// does), as a batch that wants want requests in flight at once. It
+	// renews the batch's leases, sizes the shares it holds to at most want
+	// (and grows them up to it from what the other batches leave), drops
+	// the leases of hosts the batch has no unfinished URL of, and returns
+	// the URLs handed out with every lease the batch holds after it. With
+	// n 0 it hands nothing out (and is not refused while the job is
+	// paused): a Runner renews its leases so. Leases expire Pulled.TTL
+	// after their last renewal; FinishBatch, FailBatch, Release and
+	// Requeue drop a batch's leases.
+	Pull(ctx context.Context, job, id string, epoch int64, n, want int) (Pulled, error)
+	// Robots returns the robots.txt of origin kept for the job (PutRobots)
+	// and still fresh (crawl.RobotsFile.TTL is what is left), or ok false.
+	Robots(ctx context.Context, job, origin string) (f crawl.RobotsFile, ok bool, err error)
+	// PutRobots keeps the robots.txt of origin as a Runner fetched it for
+	// the job (replacing the one kept): every Runner of the job reads it
+	// from there, and its Crawl-delay decides whether the host's
+	// parallelism may be shared among batches.
+	PutRobots(ctx context.Context, job, origin string, f crawl.RobotsFile) error
 	// RecordAll records finished URLs of one batch at one epoch in one
 	// transaction, checked against the batch's epoch (a group commit: one
 	// commit, one fsync, for them all). For each URL it inserts the page
@@ -317,7 +356,8 @@ type RunnerStore interface {
 	FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error
 	// Release puts the unfinished URLs of a running batch held at epoch
 	// back in the frontier (queued again, ahead of the URLs queued after
-	// them) and returns how many; ErrStale when epoch is not the batch's.
+	// them), drops the batch's host leases, and returns how many;
+	// ErrStale when epoch is not the batch's.
 	// The batch stays running with its holder, who ends it with
 	// FinishBatch: a Runner that stops because the job was paused or
 	// cancelled gives back what it did not fetch.

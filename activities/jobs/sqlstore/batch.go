@@ -24,9 +24,16 @@ func (s *Store) batchRow(ctx context.Context, q querier, job, id, lock string) (
 }
 
 // TakeBatch hands out up to n queued URLs as batch id; idempotent per id.
+// The batch takes URLs only of hosts it can lease (hosts.go), as a batch
+// wanting n requests in flight.
 func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.BatchInfo, error) {
 	var out jobs.BatchInfo
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		// The job's lock first: a retried call waits for the first one and
+		// then finds its batch.
+		if err := s.lockJob(ctx, tx, job); err != nil {
+			return err
+		}
 		b, err := s.batchRow(ctx, tx, job, id, "")
 		if err == nil {
 			out = b
@@ -36,7 +43,7 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 			return err
 		}
 		out = jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}
-		taken, err := s.handOut(ctx, tx, job, id, "~assign", n)
+		taken, _, err := s.pull(ctx, tx, job, id, "~assign", n, n)
 		if err != nil || len(taken) == 0 {
 			return err
 		}
@@ -50,82 +57,11 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 	return out, err
 }
 
-// handOut moves up to n queued URLs of job into batch id (within
-// max_pages URLs handed out in all), counts them as taken by shard, and
-// returns them in frontier order.
-func (s *Store) handOut(ctx context.Context, tx *sql.Tx, job, id, shard string, n int) ([]jobs.Entry, error) {
-	maxPages, err := s.jobMaxPages(ctx, tx, job)
-	if err != nil {
-		return nil, err
-	}
-	if maxPages > 0 {
-		if s.d.forUpdate != "" {
-			// Serialise the job's hand-outs: two transactions reading the
-			// same counters would both take the remainder and hand out
-			// more than max_pages URLs. (SQLite has one writer.)
-			var one int
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM baton_jobs WHERE id = ?`+s.d.forUpdate), job).Scan(&one); err != nil {
-				return nil, fmt.Errorf("hand out job %s: lock the job: %w", job, err)
-			}
-		}
-		c, err := s.sums(ctx, tx, job) // a new snapshot, after the lock
-		if err != nil {
-			return nil, err
-		}
-		n = min(n, maxPages-(c.taken-c.requeued))
-	}
-	if n <= 0 {
-		return nil, nil
-	}
-	rows, err := tx.QueryContext(ctx, s.q(`UPDATE baton_frontier SET state = 1, batch = ?
-		WHERE job = ? AND url IN (SELECT url FROM baton_frontier WHERE job = ? AND state = 0
-			ORDER BY `+s.d.seqCol+` LIMIT ?`+s.d.skipLocked+`)
-		RETURNING `+entryCols), id, job, job, n)
-	if err != nil {
-		return nil, fmt.Errorf("hand out job %s batch %s: %w", job, id, err)
-	}
-	var out []jobs.Entry
-	for rows.Next() {
-		e, err := scanEntry(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, s.count(ctx, tx, job, shard, counts{taken: len(out)})
-}
-
 // Extend moves up to n more queued URLs into a running batch held at
-// epoch (a Runner pulling work as it frees slots).
+// epoch (a Runner pulling work as it frees slots): Pull with want n.
 func (s *Store) Extend(ctx context.Context, job, id string, epoch int64, n int) ([]jobs.Entry, error) {
-	var out []jobs.Entry
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = nil
-		b, err := s.checkEpoch(ctx, tx, job, id, epoch, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		if err := s.checkRunning(ctx, tx, job); err != nil { // paused or cancelled: control.go
-			return err
-		}
-		// Counted on a row of its own, not the holder's: a group commit of
-		// the holder holds that one while it queues for the batch's lock,
-		// which this transaction holds.
-		if out, err = s.handOut(ctx, tx, job, id, b.Holder+"/pull", n); err != nil || len(out) == 0 {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(out), job, id)
-		return err
-	})
-	return out, err
+	p, err := s.Pull(ctx, job, id, epoch, n, n)
+	return p.Entries, err
 }
 
 // Claim makes holder the batch's holder at epoch.
@@ -149,6 +85,10 @@ func (s *Store) Claim(ctx context.Context, job, id, holder string, epoch int64) 
 			return err
 		}
 		out.Holder, out.Epoch = holder, epoch
+		if b.Holder != "" && b.Holder != holder {
+			// A hand-over: the host leases go with the batch.
+			return s.handOver(ctx, tx, job, id)
+		}
 		return nil
 	})
 	return out, err
@@ -208,7 +148,7 @@ func (s *Store) FinishBatch(ctx context.Context, job, id string, epoch int64) (j
 			return err
 		}
 		out.State = jobs.BatchDone
-		return nil
+		return s.releaseBatch(ctx, tx, job, id)
 	})
 	if err != nil {
 		return out, err
@@ -235,8 +175,10 @@ func (s *Store) FailBatch(ctx context.Context, job, id string, epoch int64, reas
 			_, err := s.checkEpoch(ctx, tx, job, id, epoch, "")
 			return err
 		}
-		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, error = ? WHERE job = ? AND id = ?`), jobs.BatchFailed, reason, job, id)
-		return err
+		if _, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, error = ? WHERE job = ? AND id = ?`), jobs.BatchFailed, reason, job, id); err != nil {
+			return err
+		}
+		return s.releaseBatch(ctx, tx, job, id)
 	})
 }
 
@@ -279,6 +221,11 @@ func (s *Store) Requeue(ctx context.Context, job, id string, epoch int64) (int, 
 		}
 		if k, _ := res.RowsAffected(); k == 0 {
 			return fmt.Errorf("requeue job %s batch %s at epoch %d: claimed meanwhile: %w", job, id, epoch, jobs.ErrStale)
+		}
+		// Its hosts are free at once: the fail-over, not a lease's TTL,
+		// bounds how long a dead Runner holds them.
+		if err := s.releaseBatch(ctx, tx, job, id); err != nil {
+			return err
 		}
 		return s.count(ctx, tx, job, "~assign", counts{requeued: n})
 	})

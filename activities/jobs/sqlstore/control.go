@@ -82,6 +82,9 @@ func (s *Store) Release(ctx context.Context, job, id string, epoch int64) (int, 
 		if err != nil {
 			return err
 		}
+		if err := s.releaseBatch(ctx, tx, job, id); err != nil {
+			return err
+		}
 		// Counted on the row Extend counts the holder's pulls on: both
 		// hold the batch's lock while they write it.
 		return s.count(ctx, tx, job, b.Holder+"/pull", counts{requeued: n})

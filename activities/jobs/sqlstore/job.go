@@ -29,7 +29,7 @@ func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entri
 		seen[e.URL] = true
 		rows = append(rows, entryRow(job, e))
 	}
-	added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, label, data) VALUES `, nil, "(?, ?, ?, 0, ?, ?)",
+	added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, label, data, host) VALUES `, nil, "(?, ?, ?, 0, ?, ?, ?)",
 		` ON CONFLICT (job, url) DO NOTHING RETURNING url`, rows)
 	if err != nil {
 		return 0, fmt.Errorf("queue URLs: %w", err)
@@ -38,13 +38,13 @@ func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entri
 }
 
 // entryRow is the values of a new frontier row (job, url, depth, label,
-// data) for e; no data is NULL.
+// data, host) for e; no data is NULL.
 func entryRow(job string, e jobs.Entry) []any {
 	var data any
 	if len(e.Data) > 0 {
 		data = text(string(e.Data))
 	}
-	return []any{job, e.URL, e.Depth, text(e.Label), data}
+	return []any{job, e.URL, e.Depth, text(e.Label), data, jobs.HostOf(e.URL)}
 }
 
 // entryCols are the columns scanEntry reads, in its order.

@@ -101,7 +101,7 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 					queue = nil
 				}
 			}
-			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, label, data) VALUES `, nil, "(?, ?, ?, 0, ?, ?)",
+			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, label, data, host) VALUES `, nil, "(?, ?, ?, 0, ?, ?, ?)",
 				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, queue)
 			if err != nil {
 				return fmt.Errorf("record: queue links: %w", err)

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // schemaVersion is recorded in baton_store; a store made by a newer Baton
@@ -24,7 +26,11 @@ import (
 //	   user data), baton_counters.items, baton_items (the items pages
 //	   pushed) and baton_sinks (sink cursors and leases); a store of
 //	   version 1 or 2 gains the columns (columns added: upgrades)
-const schemaVersion = 3
+//	4  politeness across the Runners: baton_frontier.host (the URL's host
+//	   as the per-domain limits key it; filled in for the rows of an
+//	   older store at the upgrade) and its index of queued URLs per host,
+//	   baton_host_leases and baton_robots
+const schemaVersion = 4
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -35,7 +41,7 @@ const schemaVersion = 3
 //	                batch, 2 finished), the batch it is in, an insertion
 //	                sequence (FIFO hand-out, breadth first), the label and
 //	                the user data (JSON; NULL: none) it was queued with
-//	                first
+//	                first, and its host (crawl.HostKey; '' for none)
 //	baton_batches   one row per batch: holder, epoch, size, state, error
 //	baton_results   one row per (job, URL): the page record (JSON)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
@@ -58,6 +64,14 @@ const schemaVersion = 3
 //	                clock), its cursor (the seq of the last item
 //	                delivered), how many were delivered, consecutive
 //	                failures and the last error
+//	baton_host_leases one row per (job, host, batch) holding the host: the
+//	                batch's share of the host's parallelism and until when
+//	                (ms, the database's clock) the lease lasts unrenewed;
+//	                the row of batch '' keeps when the host was last
+//	                released (last_ms); see hosts.go
+//	baton_robots    one row per (job, origin) whose robots.txt a Runner
+//	                fetched: its status, body, the Crawl-delay for the
+//	                job's agent and until when it is fresh
 //
 // Every statement is CREATE … IF NOT EXISTS, so an upgrade runs them all
 // and an older store gains the tables it lacks; the columns added to a
@@ -82,6 +96,7 @@ func schema(d *dialect) []string {
 			batch TEXT{seq},
 			label TEXT NOT NULL DEFAULT '',
 			data TEXT,
+			host TEXT NOT NULL DEFAULT '',
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
@@ -153,6 +168,25 @@ func schema(d *dialect) []string {
 			failures INTEGER NOT NULL DEFAULT 0,
 			last_error TEXT NOT NULL DEFAULT '',
 			PRIMARY KEY (job, sink))`,
+		`CREATE TABLE IF NOT EXISTS baton_host_leases (
+			job TEXT NOT NULL,
+			host TEXT NOT NULL,
+			holder TEXT NOT NULL,
+			share INTEGER NOT NULL DEFAULT 0,
+			expires_ms {big} NOT NULL DEFAULT 0,
+			last_ms {big} NOT NULL DEFAULT 0,
+			PRIMARY KEY (job, host, holder))`,
+		`CREATE INDEX IF NOT EXISTS baton_host_leases_holder ON baton_host_leases (job, holder)`,
+		`CREATE TABLE IF NOT EXISTS baton_robots (
+			job TEXT NOT NULL,
+			origin TEXT NOT NULL,
+			host TEXT NOT NULL,
+			status INTEGER NOT NULL,
+			body {blob} NOT NULL,
+			crawl_delay_ms {big} NOT NULL DEFAULT 0,
+			expires_ms {big} NOT NULL,
+			PRIMARY KEY (job, origin))`,
+		`CREATE INDEX IF NOT EXISTS baton_robots_host ON baton_robots (job, host)`,
 	}
 	for i, s := range stmts {
 		stmts[i] = r.Replace(s)
@@ -173,7 +207,40 @@ func upgrades(d *dialect) []column {
 		{"baton_frontier", "label", `label TEXT NOT NULL DEFAULT ''`},            // 3
 		{"baton_frontier", "data", `data TEXT`},                                  // 3
 		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 3
+		{"baton_frontier", "host", `host TEXT NOT NULL DEFAULT ''`},              // 4
 	}
+}
+
+// upgradedIndexes are the indexes on columns of upgrades: made after them.
+func upgradedIndexes(d *dialect) []string {
+	return []string{
+		// A hand-out finds the hosts of the queued URLs, and a host's
+		// queued URLs in frontier order, without reading the others.
+		`CREATE INDEX IF NOT EXISTS baton_frontier_host ON baton_frontier (job, host` + d.seqIndex + `) WHERE state = 0`,
+	}
+}
+
+// fillHosts sets the host of the frontier rows that have none (rows of a
+// store older than version 4); a URL without one keeps ”.
+func (s *Store) fillHosts(ctx context.Context, tx *sql.Tx) error {
+	type row struct{ job, url string }
+	rows, err := queryTx(ctx, s, tx, `SELECT job, url FROM baton_frontier WHERE host = ''`, nil, func(rows *sql.Rows) (row, error) {
+		var r row
+		return r, rows.Scan(&r.job, &r.url)
+	})
+	if err != nil {
+		return fmt.Errorf("upgrade schema: frontier hosts: %w", err)
+	}
+	for _, r := range rows {
+		h := jobs.HostOf(r.url)
+		if h == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET host = ? WHERE job = ? AND url = ?`), h, r.job, r.url); err != nil {
+			return fmt.Errorf("upgrade schema: frontier hosts: %w", err)
+		}
+	}
+	return nil
 }
 
 // addColumn adds c to its table unless it is there.
@@ -257,6 +324,14 @@ func (s *Store) migrate(ctx context.Context) error {
 			if err := s.addColumn(ctx, tx, c); err != nil {
 				return err
 			}
+		}
+		for _, st := range upgradedIndexes(s.d) {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		if err := s.fillHosts(ctx, tx); err != nil {
+			return err
 		}
 		b := make([]byte, 16)
 		_, _ = crand.Read(b)

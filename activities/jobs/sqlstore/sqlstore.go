@@ -65,6 +65,7 @@ type Store struct {
 	writeMu  sync.Mutex
 	found    int      // the schema version found at the open (0: none)
 	maxPages sync.Map // job → int (immutable once created)
+	policies sync.Map // job → hostPolicy (immutable once created)
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration

@@ -101,7 +101,12 @@ func checkUpgraded(t *testing.T, s *sqlstore.Store, job string) {
 	assert.Equal(t, "v2-store", s.Identity().ID, "the upgrade kept the identity")
 	var v string
 	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v))
-	assert.Equal(t, "3", v)
+	assert.Equal(t, "4", v)
+	// Version 4: every frontier row has its host (the host leases hold
+	// the rows queued before the upgrade too).
+	var hosted int
+	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM baton_frontier WHERE host = 'example.com'`).Scan(&hosted))
+	assert.Equal(t, 3, hosted, "the hosts of the rows queued before the upgrade")
 
 	assert.Equal(t, jobs.Stats{Seen: 3, Queued: 2}, mustStats(t, s, job))
 	un, err := s.Unfinished(ctx, job, "b0")
@@ -161,7 +166,7 @@ func TestSQLiteUpgradeFromV2(t *testing.T) {
 	again := openSQLite(t, dir)
 	from, err := again.Migrate(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 3, from, "upgraded once")
+	assert.Equal(t, 4, from, "upgraded once")
 }
 
 // TestPostgresUpgradeFromV2: as TestSQLiteUpgradeFromV2 on PostgreSQL; a
@@ -184,7 +189,7 @@ func TestPostgresUpgradeFromV2(t *testing.T) {
 	again := openPostgres(t, pg)
 	from, err := again.Migrate(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 3, from, "upgraded once")
+	assert.Equal(t, 4, from, "upgraded once")
 	ro, err := sqlstore.Open(ctx, sqlstore.Config{Store: pg.DSN(), Existing: true})
 	require.NoError(t, err, "a read-only open after the upgrade")
 	require.NoError(t, ro.Close())

@@ -71,6 +71,12 @@ func Spec(id string, maxPages int, seeds ...string) jobs.Spec {
 	opts.MaxDepth = 5
 	opts.AllowedDomains = []string{"example.com"}
 	opts.Selectors = map[string]string{"h1": "h1"}
+	// Every URL is of one host: a parallelism that leaves a share of it to
+	// every batch, and robots.txt ignored (a host whose robots.txt is not
+	// known is held by one batch), so that the batches of the other
+	// subtests never wait for each other's host leases (hosts.go tests
+	// those, with specs of their own).
+	opts.Parallelism, opts.IgnoreRobots = 1024, true
 	return jobs.Spec{
 		ID:            id,
 		Group:         "storetest",

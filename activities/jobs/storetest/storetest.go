@@ -74,6 +74,13 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"ConcurrentItems", testConcurrentItems},
 		{"SinkLeases", testSinkLeases},
 		{"ConcurrentLease", testConcurrentLease},
+		{"HostLeasesExclusive", testHostLeasesExclusive},
+		{"HostLeasesShares", testHostLeasesShares},
+		{"HostLeasesFollowRobots", testHostLeasesFollowRobots},
+		{"HostLeaseExpiry", testHostLeaseExpiry},
+		{"HostLeaseHandOver", testHostLeaseHandOver},
+		{"HostLeaseRelease", testHostLeaseRelease},
+		{"HostLeasesLookPastAHeldHost", testHostLeasesLookPastAHeldHost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

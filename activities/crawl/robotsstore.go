@@ -1,0 +1,72 @@
+package crawl
+
+import (
+	"context"
+	"time"
+)
+
+// RobotsStore keeps the robots.txt files of a crawl job for every Engine
+// that crawls it (the job store, shared by the job's Runners): an Engine
+// that finds an origin's file there, fresh, reads its rules from it
+// instead of fetching robots.txt, so a host's robots.txt is fetched once
+// per job, not once per worker. Options.Robots sets it per fetch.
+// Implementations are safe for concurrent use.
+type RobotsStore interface {
+	// Scope names what the files are kept for (the job): an Engine caches
+	// the rules it read per scope and origin.
+	Scope() string
+	// LoadRobots returns the robots.txt of origin (scheme://host[:port])
+	// kept and still fresh, its TTL what is left of its freshness; ok
+	// false when there is none.
+	LoadRobots(ctx context.Context, origin string) (f RobotsFile, ok bool, err error)
+	// SaveRobots keeps the robots.txt of origin as an Engine fetched it
+	// (TTL from now), replacing the one kept.
+	SaveRobots(ctx context.Context, origin string, f RobotsFile) error
+}
+
+// RobotsFile is a robots.txt as fetched: the answer's status (0: none,
+// robots.txt unreachable or unavailable, which allows all) and body, how
+// long it stays fresh, and the Crawl-delay it sets for the User-Agent of
+// the fetch that read it (at most a minute).
+type RobotsFile struct {
+	Status     int
+	Body       []byte
+	TTL        time.Duration
+	CrawlDelay time.Duration
+}
+
+// rules reads f at now (see parseRobots): a 2xx body is parsed, 4xx and
+// none allow all, 5xx disallows all; the rules expire after f.TTL.
+func (f RobotsFile) rules(now time.Time) *robotsRules {
+	r := parseRobots(f.Status, f.Body, now)
+	r.expires = now.Add(f.TTL)
+	return r
+}
+
+// robotsKey is the key of the robots.txt cache of an Engine: per store
+// scope (job) when a store keeps the files.
+func robotsKey(key string, rs RobotsStore) string {
+	if rs == nil {
+		return key
+	}
+	return key + " for " + rs.Scope()
+}
+
+// robotsOf returns the rules of origin: read from rs when it keeps a fresh
+// file, else fetched (and then kept in rs, with the Crawl-delay it sets for
+// agent). A store that cannot be read or written is passed over: the file
+// is fetched, and fetched again by the next Engine.
+func robotsOf(ctx context.Context, rs RobotsStore, origin, agent string, fetch func(context.Context) RobotsFile) *robotsRules {
+	if rs != nil {
+		if f, ok, err := rs.LoadRobots(ctx, origin); err == nil && ok && f.TTL > 0 {
+			return f.rules(time.Now())
+		}
+	}
+	f := fetch(ctx)
+	r := f.rules(time.Now())
+	if rs != nil {
+		_, f.CrawlDelay = r.allowed("/", agent)
+		_ = rs.SaveRobots(ctx, origin, f)
+	}
+	return r
+}

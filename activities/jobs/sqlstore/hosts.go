@@ -1,0 +1,374 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// This file holds the host leases (baton_host_leases): how a hand-out
+// (TakeBatch, Extend, Pull) gives a batch only URLs of hosts it holds or
+// can hold, so that a job's parallelism and delay per host hold across
+// its Runners, and how a batch's leases are renewed, handed over and
+// dropped.
+//
+// A host is held by one batch at a time (its share the job's whole
+// parallelism) when a delay applies to it: the job's delay, or its
+// robots.txt Crawl-delay (baton_robots), or its robots.txt is not known
+// yet (whoever holds it fetches it, once for the job). Otherwise its
+// parallelism is shared: each batch holds a share, at most what it wants
+// in flight, and the shares add up to at most the parallelism. A lease's
+// holder is the batch (so a hand-over's new holder has it with the
+// batch); the row of holder '' keeps when the host was last released
+// (last_ms), so that its next holder waits for the delay.
+//
+// Every write of lease rows holds the job's row lock (PostgreSQL; SQLite
+// has one writer), taken after the batch's row and before the counters,
+// as the hand-outs take them: the lease rows themselves are never waited
+// for, and the order of the locks (frontier rows, batch row, job row,
+// lease rows, counter rows) is the one every transaction keeps. The
+// group commit (RecordAll) takes none of them.
+
+// hostPolicy is what a job's leases keep (jobs.Spec.Politeness), read
+// once per job from its spec.
+type hostPolicy struct {
+	parallelism int
+	delayMS     int64
+	robots      bool
+	ttlMS       int64
+}
+
+func (s *Store) policy(ctx context.Context, q querier, job string) (hostPolicy, error) {
+	if v, ok := s.policies.Load(job); ok {
+		return v.(hostPolicy), nil
+	}
+	var data string
+	err := q.QueryRowContext(ctx, s.q(`SELECT spec FROM baton_jobs WHERE id = ?`), job).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return hostPolicy{}, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
+	}
+	if err != nil {
+		return hostPolicy{}, err
+	}
+	spec, err := jobs.DecodeSpec([]byte(data))
+	if err != nil {
+		return hostPolicy{}, fmt.Errorf("job %s in %s: %w", job, s.id, err)
+	}
+	p, delay, robots := spec.Politeness()
+	pol := hostPolicy{parallelism: p, delayMS: delay.Milliseconds(), robots: robots, ttlMS: jobs.LeaseTTL(spec.Timers).Milliseconds()}
+	s.policies.Store(job, pol)
+	return pol, nil
+}
+
+// lockJob takes the job's row lock up to the commit (PostgreSQL): the
+// job's hand-outs and lease writes run one at a time.
+func (s *Store) lockJob(ctx context.Context, tx *sql.Tx, job string) error {
+	if s.d.forUpdate == "" {
+		return nil
+	}
+	var one int
+	err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM baton_jobs WHERE id = ?`+s.d.forUpdate), job).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
+	}
+	if err != nil {
+		return fmt.Errorf("job %s: lock the job: %w", job, err)
+	}
+	return nil
+}
+
+func (s *Store) nowMS(ctx context.Context, q querier) (int64, error) {
+	var now int64
+	err := q.QueryRowContext(ctx, `SELECT `+s.d.nowMS).Scan(&now)
+	return now, err
+}
+
+// queryer runs queries: a transaction, or the database (reads).
+type queryer interface {
+	querier
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// held is a lease of the batch at hand.
+type held struct {
+	share   int
+	last    int64 // ms: the host's last request by another holder, or its hand-over
+	expires int64 // ms
+}
+
+// leaseView is a job's live leases as one batch sees them.
+type leaseView struct {
+	s       *Store
+	q       queryer
+	job     string
+	pol     hostPolicy
+	now     int64
+	mine    map[string]*held
+	others  map[string]int // host → the other batches' live shares, summed
+	holders map[string]int // host → how many other batches hold it
+	expired bool           // some other batch's lease expired
+	delays  map[string]hostDelay
+}
+
+type hostDelay struct {
+	exclusive bool
+	ms        int64
+}
+
+// view reads the job's leases for batch ("" for a batch that holds none
+// yet): the batch's own ones even if expired (it renews them unless
+// another batch took the host meanwhile), the others' live ones.
+func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
+	v := &leaseView{s: s, q: q, job: job, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
+		holders: map[string]int{}, delays: map[string]hostDelay{}}
+	rows, err := q.QueryContext(ctx, s.q(`SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`), job)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var host, holder string
+		var share int
+		var expires, last int64
+		if err := rows.Scan(&host, &holder, &share, &expires, &last); err != nil {
+			return nil, err
+		}
+		switch {
+		case holder == batch:
+			v.mine[host] = &held{share: share, last: last, expires: expires}
+		case expires > now:
+			v.others[host] += share
+			v.holders[host]++
+		default:
+			v.expired = true
+		}
+	}
+	return v, rows.Err()
+}
+
+// delay says whether host is held by one batch at a time, and its delay
+// in ms (the job's, or its robots.txt Crawl-delay when larger).
+func (v *leaseView) delay(ctx context.Context, host string) (hostDelay, error) {
+	if d, ok := v.delays[host]; ok {
+		return d, nil
+	}
+	d := hostDelay{ms: v.pol.delayMS}
+	if v.pol.robots {
+		var known int
+		var crawlDelay int64
+		if err := v.q.QueryRowContext(ctx, v.s.q(`SELECT COUNT(*), COALESCE(MAX(crawl_delay_ms), 0) FROM baton_robots WHERE job = ? AND host = ?`),
+			v.job, host).Scan(&known, &crawlDelay); err != nil {
+			return d, fmt.Errorf("job %s: robots.txt of %s: %w", v.job, host, err)
+		}
+		d.ms = max(d.ms, crawlDelay)
+		d.exclusive = known == 0
+	}
+	d.exclusive = d.exclusive || d.ms > 0
+	v.delays[host] = d
+	return d, nil
+}
+
+// share is the share of host a batch wanting spare more requests in
+// flight may take now (0 when none is free), and what it costs of spare:
+// the share of a shared host, at most an equal part of it among its
+// holders (the batch grows into what the others leave at its next pulls:
+// tend), so that batches handed out one after the other all get some; 1
+// for a host held whole, which its delay (or its robots.txt, while it is
+// fetched) keeps to about one request in flight, so that a batch holds as
+// many of those as it has slots.
+func (v *leaseView) share(ctx context.Context, host string, spare int) (share, cost int, err error) {
+	if spare <= 0 {
+		return 0, 0, nil
+	}
+	d, err := v.delay(ctx, host)
+	if err != nil {
+		return 0, 0, err
+	}
+	used := v.others[host]
+	if d.exclusive {
+		if used > 0 {
+			return 0, 0, nil
+		}
+		return v.pol.parallelism, 1, nil
+	}
+	equal := (v.pol.parallelism + v.holders[host]) / (v.holders[host] + 1) // rounded up
+	share = max(0, min(v.pol.parallelism-used, spare, equal))
+	return share, share, nil
+}
+
+// cost is what the batch's lease of host costs of what it wants in flight
+// (see share).
+func (v *leaseView) cost(ctx context.Context, host string, h *held) (int, error) {
+	d, err := v.delay(ctx, host)
+	if err != nil || d.exclusive {
+		return 1, err
+	}
+	return h.share, nil
+}
+
+// spare is how many more requests in flight the batch wants beyond what
+// its leases cost.
+func (v *leaseView) spare(ctx context.Context, want int) (int, error) {
+	for host, h := range v.mine {
+		c, err := v.cost(ctx, host, h)
+		if err != nil {
+			return 0, err
+		}
+		want -= c
+	}
+	return want, nil
+}
+
+// candidate is a queued URL a hand-out may take.
+type candidate struct {
+	seq  int64
+	host string
+	e    jobs.Entry
+}
+
+// How far a hand-out looks for URLs it may take: the first scanMax queued
+// URLs in frontier order, in pages that double from twice what it wants
+// up to scanPage (the first page usually has them all); then, if it has
+// found too
+// few, up to hostProbes hosts of the queued URLs (by the frontier's host
+// index), for the URLs of those it may take.
+const (
+	scanPage   = 256
+	scanMax    = 2048
+	hostProbes = 256
+)
+
+// choose picks up to n queued URLs the batch may take, in frontier order
+// (those of hosts found by the host probes after), and the shares of the
+// hosts it would lease for them (spare: how many more requests in flight
+// the batch wants).
+func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[string]int, error) {
+	acquired := map[string]int{}
+	refused := map[string]bool{}
+	takeable := func(host string) (bool, error) {
+		if host == "" {
+			return true, nil
+		}
+		if _, ok := v.mine[host]; ok {
+			return true, nil
+		}
+		if _, ok := acquired[host]; ok {
+			return true, nil
+		}
+		if refused[host] {
+			return false, nil
+		}
+		sh, cost, err := v.share(ctx, host, spare)
+		if err != nil || sh == 0 {
+			refused[host] = true
+			return false, err
+		}
+		acquired[host] = sh
+		spare -= cost
+		return true, nil
+	}
+	var out []candidate
+	scan := func(where string, args []any, limit int) (int, int64, error) {
+		rows, err := v.q.QueryContext(ctx, v.s.q(`SELECT `+entryCols+`, `+v.s.d.seqCol+`, host FROM baton_frontier
+			WHERE job = ? AND state = 0 AND `+where+` ORDER BY `+v.s.d.seqCol+` LIMIT ?`), append(append([]any{v.job}, args...), limit)...)
+		if err != nil {
+			return 0, 0, fmt.Errorf("job %s: queued URLs: %w", v.job, err)
+		}
+		var got []candidate
+		for rows.Next() {
+			var c candidate
+			if c.e, err = scanEntry(rows, &c.seq, &c.host); err != nil {
+				rows.Close()
+				return 0, 0, err
+			}
+			got = append(got, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, 0, err
+		}
+		var last int64
+		for _, c := range got {
+			last = c.seq
+			if len(out) == n {
+				break
+			}
+			if c.host == "" {
+				c.host = jobs.HostOf(c.e.URL) // a row queued by an older Baton
+			}
+			ok, err := takeable(c.host)
+			if err != nil {
+				return 0, 0, err
+			}
+			if ok {
+				out = append(out, c)
+			}
+		}
+		return len(got), last, nil
+	}
+	var last int64 = -1 << 62
+	for scanned, page := 0, min(scanPage, max(16, 2*n)); len(out) < n; page = min(scanPage, 2*page) {
+		k, l, err := scan(v.s.d.seqCol+` > ?`, []any{last}, page)
+		if err != nil {
+			return nil, nil, err
+		}
+		if k < page {
+			return out, acquired, nil // the whole queue seen
+		}
+		last = l
+		if scanned += k; scanned >= scanMax {
+			break
+		}
+	}
+	// Further on, the URLs of hosts not seen yet (or ours, past the
+	// pages read).
+	after, cmp := "", ">="
+	for range hostProbes {
+		if len(out) >= n {
+			break
+		}
+		var host sql.NullString
+		if err := v.q.QueryRowContext(ctx, v.s.q(`SELECT MIN(host) FROM baton_frontier WHERE job = ? AND state = 0 AND host `+cmp+` ?`),
+			v.job, after).Scan(&host); err != nil {
+			return nil, nil, fmt.Errorf("job %s: queued hosts: %w", v.job, err)
+		}
+		if !host.Valid {
+			break
+		}
+		after, cmp = host.String, ">"
+		ok, err := takeable(host.String)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			if _, _, err := scan(`host = ? AND `+v.s.d.seqCol+` > ?`, []any{host.String, last}, n-len(out)); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return out, acquired, nil
+}
+
+// leases is the batch's leases as a Runner reads them.
+func (v *leaseView) leases(ctx context.Context) ([]jobs.HostLease, error) {
+	out := make([]jobs.HostLease, 0, len(v.mine))
+	for host, h := range v.mine {
+		d, err := v.delay(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		l := jobs.HostLease{Host: host, Share: h.share, Exclusive: d.exclusive}
+		if wait := h.last + d.ms - v.now; wait > 0 && h.last > 0 {
+			l.Wait = time.Duration(wait) * time.Millisecond
+		}
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b jobs.HostLease) int { return strings.Compare(a.Host, b.Host) })
+	return out, nil
+}

@@ -1,0 +1,401 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// This file holds the writes of the host leases (see hosts.go): a
+// hand-out's, the renewal and sizing of a batch's leases, their release
+// and hand-over, and Pull and Available.
+
+// pull hands up to n queued URLs of job to batch (counted as taken by
+// shard) as a batch wanting want requests in flight, after renewing,
+// resizing and dropping the batch's leases; it returns the URLs in
+// frontier order and the batch's leases after it. The caller holds the
+// batch's row (Extend, Pull) or is making the batch (TakeBatch).
+func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int) ([]jobs.Entry, []jobs.HostLease, error) {
+	pol, err := s.policy(ctx, tx, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.lockJob(ctx, tx, job); err != nil {
+		return nil, nil, err
+	}
+	if n > 0 {
+		if n, err = s.underMaxPages(ctx, tx, job, n); err != nil {
+			return nil, nil, err
+		}
+	}
+	now, err := s.nowMS(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := s.view(ctx, tx, job, batch, pol, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.expired {
+		// Their holders stopped renewing them a lease's TTL ago.
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder > '' AND holder <> ? AND expires_ms <= ?`),
+			job, batch, now); err != nil {
+			return nil, nil, fmt.Errorf("job %s: drop expired host leases: %w", job, err)
+		}
+	}
+	if err := s.tend(ctx, tx, v, batch, want); err != nil {
+		return nil, nil, err
+	}
+	var out []jobs.Entry
+	if n > 0 {
+		spare, err := v.spare(ctx, want)
+		if err != nil {
+			return nil, nil, err
+		}
+		chosen, acquired, err := v.choose(ctx, n, spare)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := s.acquire(ctx, tx, v, batch, acquired); err != nil {
+			return nil, nil, err
+		}
+		if out, err = s.handTo(ctx, tx, job, batch, chosen); err != nil {
+			return nil, nil, err
+		}
+		if err := s.count(ctx, tx, job, shard, counts{taken: len(out)}); err != nil {
+			return nil, nil, err
+		}
+	}
+	leases, err := v.leases(ctx)
+	return out, leases, err
+}
+
+// underMaxPages bounds n by what max_pages leaves of the job (the job's
+// row is locked on PostgreSQL: two hand-outs never both take the
+// remainder).
+func (s *Store) underMaxPages(ctx context.Context, tx *sql.Tx, job string, n int) (int, error) {
+	maxPages, err := s.jobMaxPages(ctx, tx, job)
+	if err != nil || maxPages == 0 {
+		return n, err
+	}
+	c, err := s.sums(ctx, tx, job) // a new snapshot, after the lock
+	if err != nil {
+		return 0, err
+	}
+	return min(n, maxPages-(c.taken-c.requeued)), nil
+}
+
+// tend renews the batch's leases, drops those of hosts it has no
+// unfinished URL of, and sizes its shares: a shared host's to at most
+// want (grown up to it from what the others leave), an exclusive host's
+// to the whole parallelism while nobody else holds a share of it. A host
+// of its unfinished URLs it holds no lease of (its lease expired, or the
+// batch was handed out by an older Baton) is leased again if it can be;
+// else the Runner finds it missing from the leases and gives the batch
+// back.
+func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, want int) error {
+	open := map[string]bool{}
+	rows, err := queryTx(ctx, s, tx, `SELECT url, host FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1`, []any{v.job, batch},
+		func(rows *sql.Rows) (string, error) {
+			var u, h string
+			if err := rows.Scan(&u, &h); err != nil || h != "" {
+				return h, err
+			}
+			return jobs.HostOf(u), nil
+		})
+	if err != nil {
+		return fmt.Errorf("job %s batch %s: hosts of its URLs: %w", v.job, batch, err)
+	}
+	spare, err := v.spare(ctx, want)
+	if err != nil {
+		return err
+	}
+	adopt := map[string]int{}
+	for _, h := range rows {
+		if _, ok := v.mine[h]; !ok && !open[h] && h != "" {
+			sh, cost, err := v.share(ctx, h, max(spare, 1))
+			if err != nil {
+				return err
+			}
+			if sh > 0 {
+				adopt[h] = sh
+				spare -= cost
+			}
+		}
+		open[h] = true
+	}
+	if err := s.acquire(ctx, tx, v, batch, adopt); err != nil {
+		return err
+	}
+	if len(v.mine) == 0 {
+		return nil
+	}
+	var done []string
+	for host, h := range v.mine {
+		if !open[host] {
+			done = append(done, host)
+			delete(v.mine, host)
+			continue
+		}
+		d, err := v.delay(ctx, host)
+		if err != nil {
+			return err
+		}
+		share := h.share
+		switch {
+		case d.exclusive && v.others[host] == 0:
+			share = v.pol.parallelism
+		case !d.exclusive:
+			share = max(1, min(want, v.pol.parallelism-v.others[host]))
+		}
+		if share != h.share {
+			h.share = share
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_host_leases SET share = ? WHERE job = ? AND host = ? AND holder = ?`),
+				share, v.job, host, batch); err != nil {
+				return fmt.Errorf("job %s batch %s: share of %s: %w", v.job, batch, host, err)
+			}
+		}
+	}
+	if err := s.dropLeases(ctx, tx, v.job, batch, done, v.now); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_host_leases SET expires_ms = ? WHERE job = ? AND holder = ?`),
+		v.now+v.pol.ttlMS, v.job, batch); err != nil {
+		return fmt.Errorf("job %s batch %s: renew host leases: %w", v.job, batch, err)
+	}
+	return nil
+}
+
+// acquire writes the batch's new leases (host → share), each with the
+// time its host was last released.
+func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, acquired map[string]int) error {
+	if len(acquired) == 0 {
+		return nil
+	}
+	hosts := make([]string, 0, len(acquired))
+	for h := range acquired {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	last := map[string]int64{}
+	for chunk := range slices.Chunk(hosts, 200) {
+		args := []any{v.job}
+		for _, h := range chunk {
+			args = append(args, h)
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT host, last_ms FROM baton_host_leases WHERE job = ? AND holder = '' AND host IN (?`+
+			strings.Repeat(", ?", len(chunk)-1)+`)`), args...)
+		if err != nil {
+			return fmt.Errorf("job %s: hosts last released: %w", v.job, err)
+		}
+		for rows.Next() {
+			var host string
+			var ms int64
+			if err := rows.Scan(&host, &ms); err != nil {
+				rows.Close()
+				return err
+			}
+			last[host] = ms
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	var rows [][]any
+	for _, h := range hosts {
+		rows = append(rows, []any{v.job, h, batch, acquired[h], v.now + v.pol.ttlMS, last[h]})
+		v.mine[h] = &held{share: acquired[h], last: last[h]}
+	}
+	_, err := s.returning(ctx, tx, `INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms) VALUES `, nil, "(?, ?, ?, ?, ?, ?)",
+		` ON CONFLICT (job, host, holder) DO UPDATE SET share = excluded.share, expires_ms = excluded.expires_ms, last_ms = excluded.last_ms RETURNING host`, rows)
+	if err != nil {
+		return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
+	}
+	return nil
+}
+
+// handTo moves the chosen queued URLs into batch and returns those moved,
+// in frontier order.
+func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch string, chosen []candidate) ([]jobs.Entry, error) {
+	if len(chosen) == 0 {
+		return nil, nil
+	}
+	urls := make([][]any, len(chosen))
+	for i, c := range chosen {
+		urls[i] = []any{c.e.URL}
+	}
+	moved, err := s.returning(ctx, tx, `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND url IN (`,
+		[]any{batch, job}, "?", `) RETURNING url`, urls)
+	if err != nil {
+		return nil, fmt.Errorf("hand out job %s batch %s: %w", job, batch, err)
+	}
+	out := make([]jobs.Entry, 0, len(moved))
+	for _, c := range chosen {
+		if moved[c.e.URL] {
+			out = append(out, c.e)
+		}
+	}
+	return out, nil
+}
+
+// dropLeases drops the batch's leases of hosts, remembering when each
+// host was released (its next holder waits for its delay from then).
+func (s *Store) dropLeases(ctx context.Context, tx *sql.Tx, job, batch string, hosts []string, now int64) error {
+	if len(hosts) == 0 {
+		return nil
+	}
+	slices.Sort(hosts)
+	var rows [][]any
+	for _, h := range hosts {
+		rows = append(rows, []any{job, h, now})
+	}
+	if _, err := s.returning(ctx, tx, `INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms) VALUES `, nil, "(?, ?, '', 0, 0, ?)",
+		` ON CONFLICT (job, host, holder) DO UPDATE SET last_ms = excluded.last_ms RETURNING host`, rows); err != nil {
+		return fmt.Errorf("job %s batch %s: release hosts: %w", job, batch, err)
+	}
+	for chunk := range slices.Chunk(hosts, 200) {
+		args := []any{job, batch}
+		for _, h := range chunk {
+			args = append(args, h)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder = ? AND host IN (?`+
+			strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
+			return fmt.Errorf("job %s batch %s: release hosts: %w", job, batch, err)
+		}
+	}
+	return nil
+}
+
+// releaseBatch drops every lease of a batch that ends or gives its URLs
+// back (FinishBatch, FailBatch, Release, Requeue). The caller holds the
+// batch's row.
+func (s *Store) releaseBatch(ctx context.Context, tx *sql.Tx, job, batch string) error {
+	hosts, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ?`, []any{job, batch},
+		func(rows *sql.Rows) (string, error) {
+			var h string
+			return h, rows.Scan(&h)
+		})
+	if err != nil || len(hosts) == 0 {
+		return err
+	}
+	if err := s.lockJob(ctx, tx, job); err != nil {
+		return err
+	}
+	now, err := s.nowMS(ctx, tx)
+	if err != nil {
+		return err
+	}
+	return s.dropLeases(ctx, tx, job, batch, hosts, now)
+}
+
+// handOver renews a batch's leases for its new holder (Claim from
+// another holder): the host's next request waits for its delay from now,
+// since the old holder's last one may have just started.
+func (s *Store) handOver(ctx context.Context, tx *sql.Tx, job, batch string) error {
+	pol, err := s.policy(ctx, tx, job)
+	if err != nil {
+		return err
+	}
+	if err := s.lockJob(ctx, tx, job); err != nil {
+		return err
+	}
+	now, err := s.nowMS(ctx, tx)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_host_leases SET expires_ms = ?, last_ms = ? WHERE job = ? AND holder = ?`),
+		now+pol.ttlMS, now, job, batch)
+	return err
+}
+
+// Pull hands a running batch held at epoch more URLs of hosts it may hold
+// (see jobs.RunnerStore).
+func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
+	var out jobs.Pulled
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = jobs.Pulled{}
+		b, err := s.checkEpoch(ctx, tx, job, id, epoch, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if err := s.checkRunning(ctx, tx, job); err != nil { // paused or cancelled: control.go
+				return err
+			}
+		}
+		// Counted on a row of its own, not the holder's: a group commit of
+		// the holder holds that one while it queues for the batch's lock,
+		// which this transaction holds.
+		if out.Entries, out.Hosts, err = s.pull(ctx, tx, job, id, b.Holder+"/pull", n, max(want, 1)); err != nil {
+			return err
+		}
+		pol, err := s.policy(ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		out.TTL = time.Duration(pol.ttlMS) * time.Millisecond
+		if len(out.Entries) == 0 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(out.Entries), job, id)
+		return err
+	})
+	return out, err
+}
+
+// Available reports whether a new batch could take a queued URL of job
+// now (see jobs.SupervisorStore).
+func (s *Store) Available(ctx context.Context, job string) (bool, error) {
+	ok := false
+	err := s.read(ctx, func() error {
+		pol, err := s.policy(ctx, s.db, job)
+		if err != nil {
+			return err
+		}
+		now, err := s.nowMS(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		v, err := s.view(ctx, s.db, job, "", pol, now)
+		if err != nil {
+			return err
+		}
+		got, _, err := v.choose(ctx, 1, 1)
+		ok = len(got) > 0
+		return err
+	})
+	return ok, err
+}
+
+// Leases returns a batch's live host leases (see jobs.Store).
+func (s *Store) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
+	var out []jobs.HostLease
+	err := s.read(ctx, func() error {
+		pol, err := s.policy(ctx, s.db, job)
+		if err != nil {
+			return err
+		}
+		now, err := s.nowMS(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		v, err := s.view(ctx, s.db, job, batch, pol, now)
+		if err != nil {
+			return err
+		}
+		for host, h := range v.mine {
+			if h.expires <= now {
+				delete(v.mine, host)
+			}
+		}
+		out, err = v.leases(ctx)
+		return err
+	})
+	return out, err
+}

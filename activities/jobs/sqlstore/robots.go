@@ -1,0 +1,67 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// This file holds a job's robots.txt files (baton_robots): fetched once
+// for the job by the Runner that first holds a host, read by the others;
+// the hand-outs read their Crawl-delay (hosts.go).
+
+// Robots returns the robots.txt of origin kept for job and still fresh
+// (see jobs.RunnerStore).
+func (s *Store) Robots(ctx context.Context, job, origin string) (crawl.RobotsFile, bool, error) {
+	var f crawl.RobotsFile
+	var left, delay int64
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT status, body, crawl_delay_ms, expires_ms - `+s.d.nowMS+` FROM baton_robots
+			WHERE job = ? AND origin = ?`), job, origin).Scan(&f.Status, &f.Body, &delay, &left)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return crawl.RobotsFile{}, false, nil
+	}
+	if err != nil {
+		return crawl.RobotsFile{}, false, fmt.Errorf("job %s: robots.txt of %s: %w", job, origin, err)
+	}
+	if left <= 0 {
+		return crawl.RobotsFile{}, false, nil
+	}
+	f.TTL, f.CrawlDelay = time.Duration(left)*time.Millisecond, time.Duration(delay)*time.Millisecond
+	return f, true, nil
+}
+
+// PutRobots keeps the robots.txt of origin fetched for job (see
+// jobs.RunnerStore).
+func (s *Store) PutRobots(ctx context.Context, job, origin string, f crawl.RobotsFile) error {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("job %s: robots.txt of %q: want scheme://host[:port]", job, origin)
+	}
+	host := jobs.HostOf(origin + "/")
+	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
+		return err
+	}
+	body := f.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_robots (job, origin, host, status, body, crawl_delay_ms, expires_ms)
+			VALUES (?, ?, ?, ?, ?, ?, `+s.d.nowMS+` + ?)
+			ON CONFLICT (job, origin) DO UPDATE SET status = excluded.status, body = excluded.body,
+				crawl_delay_ms = excluded.crawl_delay_ms, expires_ms = excluded.expires_ms`),
+			job, origin, host, f.Status, body, f.CrawlDelay.Milliseconds(), f.TTL.Milliseconds())
+		if err != nil {
+			return fmt.Errorf("job %s: keep robots.txt of %s: %w", job, origin, err)
+		}
+		return nil
+	})
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/batoncrawl/baton/activities/runner"
 	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/roles"
+	"github.com/batoncrawl/baton/workflows"
 )
 
 // waitLimit bounds every wait for an asynchronous condition.
@@ -175,14 +176,9 @@ type acts struct {
 }
 
 func newActs(d *cluster.Deps, fetcher crawl.Fetcher) *acts {
-	fo := &failover.Activities{Deps: d}
-	return &acts{Deps: d,
-		membershipActs: &membership.Activities{Deps: d, Failover: fo},
-		heartbeatActs:  &heartbeat.Activities{Deps: d},
-		failoverActs:   fo,
-		runnerActs:     &runner.Activities{Deps: d, Fetcher: fetcher},
-		scaleActs:      &scale.Activities{Deps: d},
-	}
+	a := workflows.NewActivities(d, fetcher)
+	return &acts{Deps: d, membershipActs: a.Membership, heartbeatActs: a.Heartbeat,
+		failoverActs: a.Failover, runnerActs: a.Runner, scaleActs: a.Scale}
 }
 
 func (f *clusterFixture) c() *metadata.Cluster { return metadata.NewCluster(f.mem, "", group) }

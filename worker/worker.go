@@ -43,12 +43,9 @@ import (
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/failover"
-	"github.com/batoncrawl/baton/activities/heartbeat"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
-	"github.com/batoncrawl/baton/activities/membership"
 	"github.com/batoncrawl/baton/activities/metadata"
-	"github.com/batoncrawl/baton/activities/runner"
 	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/workflows"
@@ -396,19 +393,13 @@ func publishLimits(ctx context.Context, log *slog.Logger, store metadata.Store, 
 
 // activitySet returns the activities of every capability over deps, as
 // the worker registers them (with the crawl jobs', jobs.Activities) on
-// each of its task queues: Temporal knows an activity by the name of its
-// method. The Runner fetches the requests of plain Tasks with fetcher
-// (the crawl engine) and the default crawl options.
+// each of its task queues. The Runner fetches the requests of plain Tasks
+// with fetcher (the crawl engine) and the default crawl options.
 func activitySet(deps *cluster.Deps, fetcher crawl.Fetcher, maxResultDetail int, leaving *atomic.Bool, closer failover.InstanceCloser) []any {
-	fo := &failover.Activities{Deps: deps, Closer: closer}
-	return []any{
-		&membership.Activities{Deps: deps, Failover: fo},
-		&heartbeat.Activities{Deps: deps},
-		fo,
-		&runner.Activities{Deps: deps, Fetcher: fetcher, Options: crawl.DefaultOptions(),
-			MaxResultDetail: maxResultDetail, Leaving: leaving},
-		&scale.Activities{Deps: deps},
-	}
+	a := workflows.NewActivities(deps, fetcher)
+	a.Failover.Closer = closer
+	a.Runner.Options, a.Runner.MaxResultDetail, a.Runner.Leaving = crawl.DefaultOptions(), maxResultDetail, leaving
+	return a.All()
 }
 
 // leave takes the instance out of its group on SIGTERM (see

@@ -132,14 +132,9 @@ type activitySet struct {
 }
 
 func newActivitySet(d *cluster.Deps, f crawl.Fetcher) *activitySet {
-	fo := &failover.Activities{Deps: d}
-	return &activitySet{Deps: d,
-		membershipActs: &membership.Activities{Deps: d, Failover: fo},
-		heartbeatActs:  &heartbeat.Activities{Deps: d},
-		failoverActs:   fo,
-		runnerActs:     &runner.Activities{Deps: d, Fetcher: f},
-		scaleActs:      &scale.Activities{Deps: d},
-	}
+	a := NewActivities(d, f)
+	return &activitySet{Deps: d, membershipActs: a.Membership, heartbeatActs: a.Heartbeat,
+		failoverActs: a.Failover, runnerActs: a.Runner, scaleActs: a.Scale}
 }
 
 // register registers every capability's activities with r (a test

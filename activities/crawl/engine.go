@@ -547,6 +547,15 @@ func truncateUTF8(s string, n int) string {
 // there is no retry: exponential backoff from RetryBackoff, at least the
 // Retry-After, at most MaxRetryWait; a Retry-After beyond MaxRetryWait or
 // beyond ctx's deadline ends the retries.
+// RetryWait is the wait before retry number attempt (1-based) of a
+// request under o — the engine's own backoff, for a retry its caller
+// decides (a user crawler's crawler.Retry) — and false when there is none
+// (it would end after ctx's deadline).
+func (o Options) RetryWait(ctx context.Context, attempt int) (time.Duration, bool) {
+	w, why := retryWait(ctx, o, attempt, -1)
+	return w, why == ""
+}
+
 func retryWait(ctx context.Context, o Options, attempt int, retryAfter time.Duration) (time.Duration, string) {
 	wait := o.RetryBackoff
 	for i := 1; i < attempt && wait < o.MaxRetryWait; i++ {

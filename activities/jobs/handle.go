@@ -138,15 +138,16 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		}
 		out, err := jr.crawler.Run(ctx, p, log)
 		if err != nil && crawler.IsRetry(err) && attempt < opts.Retries && ctx.Err() == nil {
-			wait := opts.RetryBackoff << attempt
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
-			if ctx.Err() == nil {
-				continue
+			if wait, ok := opts.RetryWait(ctx, attempt+1); ok {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+				case <-t.C:
+				}
+				if ctx.Err() == nil {
+					continue
+				}
 			}
 		}
 		if err != nil {

@@ -82,6 +82,9 @@ func (d *Deliverer) Pass(ctx context.Context) int {
 	}
 	n := 0
 	for _, j := range jobs {
+		if j.Stats.Items == 0 {
+			continue // nothing to deliver, whatever its crawler
+		}
 		spec, err := d.spec(ctx, j.ID)
 		if err != nil {
 			continue
@@ -90,7 +93,22 @@ func (d *Deliverer) Pass(ctx context.Context) int {
 		if c == nil || (spec.CrawlerVersion != "" && c.Version() != spec.CrawlerVersion) {
 			continue
 		}
+		// Read-only first: a sink whose cursor has caught up with the
+		// job's items is neither leased nor written.
+		states, err := d.Store.Sinks(ctx, j.ID)
+		if err != nil {
+			continue
+		}
 		for _, s := range c.Sinks() {
+			var cursor int64
+			for _, st := range states {
+				if st.Sink == s.Name {
+					cursor = st.Cursor
+				}
+			}
+			if more, err := d.Store.Items(ctx, j.ID, cursor, 1); err != nil || len(more) == 0 {
+				continue
+			}
 			n += d.deliver(ctx, log.With("job", j.ID, "sink", s.Name), j.ID, s)
 		}
 	}

@@ -44,7 +44,7 @@ STACK_ENV := BATON_STACK_DIR="$(STACK_DIR)" BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)"
 # Environment for integration tests (they start their own servers on free ports).
 TEST_ENV := BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)" BATON_ZK_HOME="$(ZK_HOME)" BATON_PG_BIN="$(PG_BIN)"
 
-.PHONY: help build deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench fuzz vet clean distclean
+.PHONY: help build deps bench-deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench fuzz vet clean distclean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make <target> [VAR=value]\n\nTargets:\n"} \
@@ -59,6 +59,9 @@ deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing) and the Te
 	BATON_PG_BIN="$(PG_BIN)" bash $(SCRIPTS)/install-postgres.sh
 	BATON_STACK_DIR="$(STACK_DIR)" bash $(SCRIPTS)/install-temporal.sh
 	bash $(SCRIPTS)/install-chromium.sh
+
+bench-deps: ## Install what BenchmarkRealSite crawls: nginx and Debian's HTML manual of PostgreSQL (apt, if missing).
+	bash $(SCRIPTS)/install-realsite.sh
 
 stack-up: deps ## Start the local stack (ZooKeeper :2181 with digest auth, credentials in .stack/zk-auth; Temporal :7233, UI :8233) and wait until healthy.
 	$(STACK_ENV) bash $(SCRIPTS)/stack.sh up

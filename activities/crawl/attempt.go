@@ -186,9 +186,10 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		r.jsonld = jsonLDOf(doc)
 	})
 	if wantLinks && !sitemap {
+		var links linkResolver
 		c.OnHTML("a[href]", func(el *colly.HTMLElement) {
 			if len(rawLinks) < 4*MaxLinksPerPage {
-				if abs := el.Request.AbsoluteURL(el.Attr("href")); abs != "" {
+				if abs := links.resolve(el.Request, el.Attr("href")); abs != "" {
 					rawLinks = append(rawLinks, abs)
 				}
 			}

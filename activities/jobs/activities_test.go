@@ -1025,3 +1025,55 @@ func TestSupervisorSetsTheQueuedGauge(t *testing.T) {
 	f.assign(spec, 0)
 	assert.Equal(t, 4.0, queued(), "3 batches of 2 handed out")
 }
+
+// TestJobAssignStartHandsFirstLinksToIdleRunners: a new job's first
+// JobAssign gives the seed to one Runner and, while it lingers, gives the
+// links of the seed page to the Runners still idle as soon as they are
+// recorded, in the same call (before: they waited for a JobAwait and a
+// second JobAssign, two activity round trips, at the start of every crawl).
+func TestJobAssignStartHandsFirstLinksToIdleRunners(t *testing.T) {
+	f := newFixture(t, 3, 0)
+	spec := f.spec("job-start", 0, "http://example.test/")
+	done := make(chan jobs.AssignResult, 1)
+	go func() {
+		res, err := f.a.JobAssign(f.ctx, jobs.AssignInput{Spec: spec, Start: true})
+		assert.NoError(t, err)
+		done <- res
+	}()
+	// The seed's batch reaches one Runner; it records the seed page with
+	// six links while JobAssign lingers.
+	var holder string
+	var tk roles.Task
+	require.Eventually(t, func() bool {
+		for _, r := range f.runners {
+			if t := f.task(r); t.Job != nil {
+				holder, tk = r, t
+				return true
+			}
+		}
+		return false
+	}, waitLimit, time.Millisecond)
+	page := &jobs.PageRecord{Job: spec.ID, Batch: tk.Job.Batch, Runner: holder, Epoch: tk.Epoch}
+	page.URL, page.StatusCode = "http://example.test/", 200
+	rec := jobs.Record{Job: spec.ID, Batch: tk.Job.Batch, Runner: holder, Epoch: tk.Epoch, URL: page.URL, Page: page}
+	for i := range 6 {
+		rec.Links = append(rec.Links, jobs.Entry{URL: fmt.Sprintf("http://example.test/l%d", i), Depth: 1})
+	}
+	_, err := f.store.RecordAll(f.ctx, []jobs.Record{rec})
+	require.NoError(t, err)
+	var res jobs.AssignResult
+	select {
+	case res = <-done:
+	case <-time.After(waitLimit):
+		t.Fatalf("JobAssign did not return within %v", waitLimit)
+	}
+	require.Len(t, res.Assigned, 3, "the seed's batch, and one batch of its links for each Runner still idle")
+	assert.ElementsMatch(t, f.runners, runnersOf(res.Assigned))
+	handed := 0
+	for _, ref := range res.Assigned[1:] {
+		f.assertAssignedTask(spec, ref, 0)
+		handed += ref.Size
+	}
+	assert.Equal(t, 4, handed, "the six links split over the three Runners of the group: two each, the seed's Runner pulls its own")
+	assert.Equal(t, 2, f.stats(spec.ID).Queued)
+}

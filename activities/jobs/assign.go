@@ -28,7 +28,6 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	if err != nil {
 		return AssignResult{}, err
 	}
-	log := a.log(ctx, "job", in.Spec.ID)
 	if in.Start {
 		if _, err := a.JobStart(ctx, in.Spec); err != nil {
 			return AssignResult{}, err
@@ -65,83 +64,10 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
 		seq++
 	}
-	idle := a.idleRunners(ctx, c, g, nil, append(slices.Clone(in.InFlight), res.Assigned...), seq)
-	idle = carriers(ctx, c, idle, in.Spec)
-	// While the frontier is short (the start and the end of a crawl), share
-	// it among all the Runners instead of giving it to the first idle ones,
-	// so that no Runner is left with a long batch while the others idle.
-	size := in.Spec.BatchSize
-	if size == 0 {
-		// An unbounded batch starts with a Runner's first round or two;
-		// it pulls the rest as it frees slots.
-		size = firstTake
-	}
-	st, err := js.Stats(ctx, in.Spec.ID)
+	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...))
+	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
-	}
-	if n := max(len(idle), len(g.CurrentRunner)); n > 0 {
-		size = min(size, max(1, (st.Queued+n-1)/n))
-	}
-	undelivered := "" // a batch taken that no Runner got yet
-	for _, r := range idle {
-		batch := BatchID(in.Spec.ID, seq)
-		info, err := js.TakeBatch(ctx, in.Spec.ID, batch, size)
-		if err != nil {
-			return res, err
-		}
-		if info.Size == 0 {
-			break
-		}
-		undelivered = batch
-		cur, v, err := c.GetTask(ctx, r)
-		var ce *metadata.CorruptError
-		if err != nil && !errors.As(err, &ce) && !errors.Is(err, metadata.ErrNotFound) {
-			return res, err
-		}
-		// (A batch an earlier attempt delivered was reported above: this
-		// one is new, or was taken but never delivered.)
-		if cur.Pending() {
-			continue // became busy meanwhile; the batch goes to the next idle Runner
-		}
-		epoch := max(cur.Epoch, info.Epoch) + 1
-		if _, err := js.Claim(ctx, in.Spec.ID, batch, r, epoch); err != nil {
-			return res, err
-		}
-		t := roles.EmptyTask()
-		t.Job = &roles.JobRef{ID: in.Spec.ID, Batch: batch, Size: info.Size}
-		t.RunningStatus = roles.TaskProcessing
-		_, op := c.FenceTask(r, v, t, r, epoch)
-		if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
-			if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
-				continue
-			}
-			return res, err
-		}
-		log.Debug("batch assigned", "batch", batch, "runner", r, "epoch", epoch, "size", info.Size)
-		res.Assigned = append(res.Assigned, BatchRef{Batch: batch, Runner: r, Size: info.Size})
-		undelivered = ""
-		seq++
-	}
-	if undelivered != "" {
-		// Every Runner it was meant for became busy meanwhile: its URLs go
-		// back to the frontier, and it is reported (with no Runner) so that
-		// the job counts it re-queued and uses the next batch ID; otherwise
-		// nothing would be queued or in flight and the job would end with
-		// those URLs never crawled.
-		infos, err := js.Batches(ctx, in.Spec.ID, []string{undelivered})
-		if err != nil {
-			return res, err
-		}
-		if len(infos) == 1 && infos[0].State == BatchRunning {
-			n, err := js.Requeue(ctx, in.Spec.ID, undelivered, infos[0].Epoch+1)
-			if err != nil {
-				return res, err
-			}
-			log.Info("batch re-queued: its Runner became busy before it got it", "batch", undelivered, "urls", n)
-		}
-		res.Assigned = append(res.Assigned, BatchRef{Batch: undelivered})
-		seq++
 	}
 	res.Stats, err = js.Stats(ctx, in.Spec.ID)
 	if err == nil {
@@ -151,17 +77,135 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		return res, err
 	}
 	// A new job: wait a moment for its first batches here, so that a small
-	// job (one page) completes without a JobAwait round trip.
+	// job (one page) completes without a JobAwait round trip; and hand the
+	// links of its first pages to the Runners still idle as soon as they
+	// are recorded (polled every startIdlePoll), without the two activity
+	// round trips of a JobAwait and a JobAssign: the start of a crawl has
+	// every Runner busy within a few tens of milliseconds of its first
+	// page.
+	deadline := a.now().Add(startLinger)
 	actx, cancel := context.WithTimeout(ctx, startLinger)
 	defer cancel()
-	aw, err := a.await(actx, in.Spec, res.Assigned, a.now().Add(startLinger), true)
-	switch {
-	case err == nil:
-		res.Done, res.Stats = aw.Done, aw.Stats
-	case ctx.Err() != nil:
-		return res, ctx.Err()
+	inflight := slices.Clone(res.Assigned)
+	for {
+		aw, err := a.await(actx, in.Spec, inflight, deadline, true, startIdlePoll)
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			return res, nil // the linger ran out: JobAwait goes on
+		}
+		res.Stats = aw.Stats
+		res.Done = append(res.Done, aw.Done...)
+		if !aw.Idle || len(aw.Done) > 0 || len(aw.Requeued) > 0 || len(aw.Failed) > 0 || a.now().After(deadline) {
+			return res, nil
+		}
+		g, _, err := c.GetGroup(ctx)
+		if err != nil {
+			return res, err
+		}
+		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...))
+		res.Assigned, seq = append(res.Assigned, more...), next
+		if err != nil {
+			return res, err
+		}
+		if len(more) == 0 {
+			return res, nil
+		}
+		inflight = append(inflight, more...)
+		if st, err := js.Stats(ctx, in.Spec.ID); err == nil {
+			res.Stats = st
+		}
 	}
-	return res, nil
+}
+
+// handOut gives a batch of the frontier to each idle Runner of the group
+// that carries the job's crawler (busy: the batches in flight), with IDs
+// from seq on, and returns the batches and the next seq. A batch taken
+// whose Runner became busy before it got it is re-queued and reported with
+// no Runner (it used its ID).
+func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef) ([]BatchRef, int, error) {
+	log := a.log(ctx, "job", spec.ID)
+	var assigned []BatchRef
+	idle := a.idleRunners(ctx, c, g, nil, busy, seq)
+	idle = carriers(ctx, c, idle, spec)
+	// While the frontier is short (the start and the end of a crawl), share
+	// it among all the Runners instead of giving it to the first idle ones,
+	// so that no Runner is left with a long batch while the others idle.
+	size := spec.BatchSize
+	if size == 0 {
+		// An unbounded batch starts with a Runner's first round or two;
+		// it pulls the rest as it frees slots.
+		size = firstTake
+	}
+	st, err := js.Stats(ctx, spec.ID)
+	if err != nil {
+		return assigned, seq, err
+	}
+	if n := max(len(idle), len(g.CurrentRunner)); n > 0 {
+		size = min(size, max(1, (st.Queued+n-1)/n))
+	}
+	undelivered := "" // a batch taken that no Runner got yet
+	for _, r := range idle {
+		batch := BatchID(spec.ID, seq)
+		info, err := js.TakeBatch(ctx, spec.ID, batch, size)
+		if err != nil {
+			return assigned, seq, err
+		}
+		if info.Size == 0 {
+			break
+		}
+		undelivered = batch
+		cur, v, err := c.GetTask(ctx, r)
+		var ce *metadata.CorruptError
+		if err != nil && !errors.As(err, &ce) && !errors.Is(err, metadata.ErrNotFound) {
+			return assigned, seq, err
+		}
+		// (A batch an earlier attempt delivered was reported above: this
+		// one is new, or was taken but never delivered.)
+		if cur.Pending() {
+			continue // became busy meanwhile; the batch goes to the next idle Runner
+		}
+		epoch := max(cur.Epoch, info.Epoch) + 1
+		if _, err := js.Claim(ctx, spec.ID, batch, r, epoch); err != nil {
+			return assigned, seq, err
+		}
+		t := roles.EmptyTask()
+		t.Job = &roles.JobRef{ID: spec.ID, Batch: batch, Size: info.Size}
+		t.RunningStatus = roles.TaskProcessing
+		_, op := c.FenceTask(r, v, t, r, epoch)
+		if _, err := c.Store.Set(ctx, op.Path, op.Data, op.Version); err != nil {
+			if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
+				continue
+			}
+			return assigned, seq, err
+		}
+		log.Debug("batch assigned", "batch", batch, "runner", r, "epoch", epoch, "size", info.Size)
+		assigned = append(assigned, BatchRef{Batch: batch, Runner: r, Size: info.Size})
+		undelivered = ""
+		seq++
+	}
+	if undelivered != "" {
+		// Every Runner it was meant for became busy meanwhile: its URLs go
+		// back to the frontier, and it is reported (with no Runner) so that
+		// the job counts it re-queued and uses the next batch ID; otherwise
+		// nothing would be queued or in flight and the job would end with
+		// those URLs never crawled.
+		infos, err := js.Batches(ctx, spec.ID, []string{undelivered})
+		if err != nil {
+			return assigned, seq, err
+		}
+		if len(infos) == 1 && infos[0].State == BatchRunning {
+			n, err := js.Requeue(ctx, spec.ID, undelivered, infos[0].Epoch+1)
+			if err != nil {
+				return assigned, seq, err
+			}
+			log.Info("batch re-queued: its Runner became busy before it got it", "batch", undelivered, "urls", n)
+		}
+		assigned = append(assigned, BatchRef{Batch: undelivered})
+		seq++
+	}
+	return assigned, seq, nil
 }
 
 // firstTake is the size of an unbounded batch when it is handed out (a

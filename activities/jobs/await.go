@@ -25,7 +25,7 @@ import (
 // fenced (epoch raised in the store, its Task marked terminate) and its
 // unfinished URLs re-queued.
 func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRef) (AwaitResult, error) {
-	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second), true)
+	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second), true, awaitIdlePoll)
 }
 
 // JobDrain is JobAwait for a job that hands nothing out (paused, or
@@ -33,12 +33,13 @@ func (a *Activities) JobAwait(ctx context.Context, spec Spec, inflight []BatchRe
 // holder's batch to be re-queued), not for an idle Runner, and returns at
 // least every few seconds with fresh counters.
 func (a *Activities) JobDrain(ctx context.Context, spec Spec, inflight []BatchRef) (AwaitResult, error) {
-	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second), false)
+	return a.await(ctx, spec, inflight, a.now().Add(5*time.Second), false, awaitIdlePoll)
 }
 
 // await is JobAwait until deadline (on the activities' clock); with
-// handOut false (JobDrain), an idle Runner is no reason to return.
-func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, deadline time.Time, handOut bool) (AwaitResult, error) {
+// handOut false (JobDrain), an idle Runner is no reason to return. While a
+// Runner is idle, the frontier's counters are read every poll.
+func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, deadline time.Time, handOut bool, poll time.Duration) (AwaitResult, error) {
 	js, err := a.store()
 	if err != nil {
 		return AwaitResult{}, err
@@ -183,7 +184,7 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 			continue
 		}
 		for !a.now().After(deadline) {
-			fired, err := metadata.WaitAny(ctx, awaitIdlePoll, chans...)
+			fired, err := metadata.WaitAny(ctx, poll, chans...)
 			if err != nil || fired {
 				if err != nil {
 					return res, err
@@ -215,6 +216,10 @@ func (a *Activities) await(ctx context.Context, spec Spec, inflight []BatchRef, 
 // awaitIdlePoll is how often JobAwait re-reads the frontier's counters
 // while a Runner is idle.
 const awaitIdlePoll = 50 * time.Millisecond
+
+// startIdlePoll is awaitIdlePoll during a new job's start (startLinger):
+// the first pages' links reach the idle Runners within it.
+const startIdlePoll = 10 * time.Millisecond
 
 // holderGone reports whether holder is dead or silent for longer than d
 // and nobody (alive) claimed it.

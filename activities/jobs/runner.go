@@ -23,9 +23,16 @@ const DefaultConcurrency = 16
 const DefaultControlPoll = 200 * time.Millisecond
 
 // maxCommits is how many group commits of one batch may be under way at
-// once: they write their rows side by side and queue only for the batch's
-// epoch check and the commit.
-const maxCommits = 2
+// once. One: the pages that finish while it runs go into the next, so the
+// groups are larger and the transactions (each an fsync, and on
+// PostgreSQL a probe of the frontier's index per link) fewer. Two side by
+// side cost PostgreSQL about a sixth more CPU for the same pages
+// (3 Runners × 8 on a cross-linked site, BenchmarkPostgresCrawl) for no
+// throughput on SQLite, which has one writer anyway.
+const maxCommits = 1
+
+// minPull is the fewest URLs a Runner asks the frontier for at a time.
+const minPull = 16
 
 // BatchRunner runs crawl-job batches for a Runner on the job store (it is
 // the Batches of cluster.Deps): up to Concurrency URLs of a batch are
@@ -370,7 +377,9 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		}
 		if !stopping && halted == "" && !extending && !renewing && !exhausted && size < limit && len(queue) <= conc/2 {
 			extending = true
-			n, gen := min(conc, limit-size), linksGen
+			// At least minPull a pull: a Runner with few slots does not
+			// pay a hand-out (the job's lock, its leases) per few pages.
+			n, gen := min(max(conc, minPull), limit-size), linksGen
 			go func() {
 				p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, n, conc)
 				extended <- pulled{p: p, at: time.Now(), gen: gen, err: err}

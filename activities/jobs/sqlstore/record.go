@@ -40,16 +40,19 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 	out := make([]jobs.Recorded, len(rs))
 	// The links of the group, each once, owned by the first page that
 	// found it, in URL order.
+	// Links this process knows are in the frontier already are not sent
+	// (known.go).
 	var links [][]any
 	owner := map[string]int{}
 	refused := map[int][]jobs.RefusedLink{}
+	known := s.knownFor(job)
 	for i, r := range rs {
 		for _, l := range r.Links {
 			if err := jobs.CheckURLLength(l.URL); err != nil {
 				refused[i] = append(refused[i], jobs.RefusedLink{URL: l.URL[:256], Reason: err.Error()})
 				continue
 			}
-			if _, ok := owner[l.URL]; !ok {
+			if _, ok := owner[l.URL]; !ok && !known.has(l.URL) {
 				owner[l.URL] = i // its label and data are the first page's
 				links = append(links, entryRow(job, l))
 			}
@@ -61,8 +64,10 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		urls[i] = []any{r.URL}
 	}
 	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
+	queued := false // the links went into the frontier (not cut by max_pages)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		clear(out)
+		queued = false
 		// One statement per kind of row for the whole group, not per page,
 		// and every kind of row taken in one order by every recording, so
 		// no two recordings ever wait for each other in a cycle:
@@ -109,6 +114,7 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 			for u := range added {
 				out[owner[u]].Added++
 			}
+			queued = len(queue) > 0
 			c.seen = len(added)
 		}
 		finished, err := s.returning(ctx, tx, `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`,
@@ -188,6 +194,15 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		_, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate)
 		return err
 	})
+	if err == nil && queued {
+		// Committed: every link sent is in the frontier now (inserted, or
+		// there before).
+		urls := make([]string, len(links))
+		for i, l := range links {
+			urls[i] = l[1].(string)
+		}
+		known.add(urls)
+	}
 	return out, err
 }
 

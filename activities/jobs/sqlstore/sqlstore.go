@@ -66,6 +66,7 @@ type Store struct {
 	found    int      // the schema version found at the open (0: none)
 	maxPages sync.Map // job → int (immutable once created)
 	policies sync.Map // job → hostPolicy (immutable once created)
+	known    sync.Map // job → *knownURLs: URLs known to be in its frontier (known.go)
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration

@@ -152,15 +152,12 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				// another site first (its time to the first page, on the
 				// fresh cluster, is reported as cold-first-page-ms).
 				warmClock.Arm()
-				wo := crawl.DefaultOptions()
-				wo.Follow, wo.MaxDepth, wo.AllowedDomains = true, 100, []string{"127.0.0.1"}
-				wrun := submit(b, c, tc, fmt.Sprintf("warm-%d-%dx%d", pages, shape.runners, shape.conc), []string{warmSrv.URL + "/"}, wo, 0)
+				wrun := submit(b, c, tc, fmt.Sprintf("warm-%d-%dx%d", pages, shape.runners, shape.conc), []string{warmSrv.URL + "/"}, siteWide(), 0)
 				if err := wrun.Get(context.Background(), nil); err != nil {
 					b.Fatal(err)
 				}
 				cold := warmClock.FirstDistinct(1)
-				o := crawl.DefaultOptions()
-				o.Follow, o.MaxDepth, o.AllowedDomains = true, 100, []string{"127.0.0.1"}
+				o := siteWide()
 				o.Parallelism = 24
 				id := fmt.Sprintf("pg-%d-%dx%d", pages, shape.runners, shape.conc)
 				offset := pg.LogOffset()
@@ -197,4 +194,12 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 			})
 		}
 	}
+}
+
+// siteWide is a job's options for crawling the whole local site: every
+// link followed, on its host.
+func siteWide() crawl.Options {
+	o := crawl.DefaultOptions()
+	o.Follow, o.MaxDepth, o.AllowedDomains = true, 100, []string{"127.0.0.1"}
+	return o
 }

@@ -112,10 +112,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if len(more) == 0 {
 			return res, nil
 		}
-		inflight = append(inflight, more...)
-		if st, err := js.Stats(ctx, in.Spec.ID); err == nil {
-			res.Stats = st
-		}
+		inflight = append(inflight, more...) // the next await reads the counters again
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -1026,12 +1027,14 @@ func TestSupervisorSetsTheQueuedGauge(t *testing.T) {
 	assert.Equal(t, 4.0, queued(), "3 batches of 2 handed out")
 }
 
-// TestJobAssignStartHandsFirstLinksToIdleRunners: a new job's first
-// JobAssign gives the seed to one Runner and, while it lingers, gives the
-// links of the seed page to the Runners still idle as soon as they are
-// recorded, in the same call (before: they waited for a JobAwait and a
-// second JobAssign, two activity round trips, at the start of every crawl).
-func TestJobAssignStartHandsFirstLinksToIdleRunners(t *testing.T) {
+// TestJobAssignStartGivesEveryIdleRunnerABatch: a new job's first
+// JobAssign gives the seed to one Runner and a start batch (empty: it
+// pulls the first links itself, BatchRunner) to each Runner still idle,
+// so that every Runner crawls from the first links on (before: they
+// waited for the links to be recorded and handed out, tens of
+// milliseconds). It lingers until every batch ended (a one-page job
+// completes in that call), not only the first.
+func TestJobAssignStartGivesEveryIdleRunnerABatch(t *testing.T) {
 	f := newFixture(t, 3, 0)
 	spec := f.spec("job-start", 0, "http://example.test/")
 	done := make(chan jobs.AssignResult, 1)
@@ -1040,40 +1043,42 @@ func TestJobAssignStartHandsFirstLinksToIdleRunners(t *testing.T) {
 		assert.NoError(t, err)
 		done <- res
 	}()
-	// The seed's batch reaches one Runner; it records the seed page with
-	// six links while JobAssign lingers.
-	var holder string
-	var tk roles.Task
+	tasks := map[string]roles.Task{}
 	require.Eventually(t, func() bool {
 		for _, r := range f.runners {
 			if t := f.task(r); t.Job != nil {
-				holder, tk = r, t
-				return true
+				tasks[r] = t
 			}
 		}
-		return false
-	}, waitLimit, time.Millisecond)
-	page := &jobs.PageRecord{Job: spec.ID, Batch: tk.Job.Batch, Runner: holder, Epoch: tk.Epoch}
-	page.URL, page.StatusCode = "http://example.test/", 200
-	rec := jobs.Record{Job: spec.ID, Batch: tk.Job.Batch, Runner: holder, Epoch: tk.Epoch, URL: page.URL, Page: page}
-	for i := range 6 {
-		rec.Links = append(rec.Links, jobs.Entry{URL: fmt.Sprintf("http://example.test/l%d", i), Depth: 1})
+		return len(tasks) == 3
+	}, waitLimit, time.Millisecond, "every Runner's Task names a batch")
+	sizes := []int{}
+	for _, tk := range tasks {
+		sizes = append(sizes, tk.Job.Size)
 	}
-	_, err := f.store.RecordAll(f.ctx, []jobs.Record{rec})
-	require.NoError(t, err)
+	assert.ElementsMatch(t, []int{1, 0, 0}, sizes, "the seed's batch and two start batches")
+	// The batches end as their Runners would end them (the start batches
+	// first, empty; then the seed's page, without links): the Task
+	// written done after the batch.
+	order := slices.SortedFunc(maps.Keys(tasks), func(a, b string) int { return tasks[a].Job.Size - tasks[b].Job.Size })
+	for _, r := range order {
+		tk := tasks[r]
+		if tk.Job.Size > 0 {
+			require.NoError(t, f.record(spec.ID, tk.Job.Batch, r, tk.Epoch, "http://example.test/"))
+		}
+		_, err := f.store.FinishBatch(f.ctx, spec.ID, tk.Job.Batch, tk.Epoch)
+		require.NoError(t, err)
+		tk.RunningStatus = roles.TaskDone
+		f.setTask(r, tk)
+	}
 	var res jobs.AssignResult
 	select {
 	case res = <-done:
 	case <-time.After(waitLimit):
 		t.Fatalf("JobAssign did not return within %v", waitLimit)
 	}
-	require.Len(t, res.Assigned, 3, "the seed's batch, and one batch of its links for each Runner still idle")
+	require.Len(t, res.Assigned, 3)
 	assert.ElementsMatch(t, f.runners, runnersOf(res.Assigned))
-	handed := 0
-	for _, ref := range res.Assigned[1:] {
-		f.assertAssignedTask(spec, ref, 0)
-		handed += ref.Size
-	}
-	assert.Equal(t, 4, handed, "the six links split over the three Runners of the group: two each, the seed's Runner pulls its own")
-	assert.Equal(t, 2, f.stats(spec.ID).Queued)
+	assert.ElementsMatch(t, res.Assigned, res.Done, "it lingered until every batch ended")
+	assert.Equal(t, jobs.Stats{Seen: 1, Recorded: 1}, res.Stats)
 }

@@ -64,7 +64,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
 		seq++
 	}
-	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...))
+	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start)
 	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
@@ -77,12 +77,12 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		return res, err
 	}
 	// A new job: wait a moment for its first batches here, so that a small
-	// job (one page) completes without a JobAwait round trip; and hand the
-	// links of its first pages to the Runners still idle as soon as they
-	// are recorded (polled every startIdlePoll), without the two activity
-	// round trips of a JobAwait and a JobAssign: the start of a crawl has
-	// every Runner busy within a few tens of milliseconds of its first
-	// page.
+	// job (one page) completes without a JobAwait round trip (its start
+	// batches end as soon as its pages are recorded: BatchRunner); and
+	// hand the links of its first pages to the Runners still idle (those
+	// past maxStartBatches) as soon as they are recorded (polled every
+	// startIdlePoll), without the two activity round trips of a JobAwait
+	// and a JobAssign.
 	deadline := a.now().Add(startLinger)
 	actx, cancel := context.WithTimeout(ctx, startLinger)
 	defer cancel()
@@ -97,14 +97,18 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		}
 		res.Stats = aw.Stats
 		res.Done = append(res.Done, aw.Done...)
-		if !aw.Idle || len(aw.Done) > 0 || len(aw.Requeued) > 0 || len(aw.Failed) > 0 || a.now().After(deadline) {
+		inflight = slices.DeleteFunc(inflight, func(b BatchRef) bool { return slices.Contains(aw.Done, b) })
+		if len(aw.Requeued) > 0 || len(aw.Failed) > 0 || len(inflight) == 0 || a.now().After(deadline) {
 			return res, nil
+		}
+		if !aw.Idle {
+			continue // a batch ended: wait for the others (a start batch ends soon after the last batch with URLs)
 		}
 		g, _, err := c.GetGroup(ctx)
 		if err != nil {
 			return res, err
 		}
-		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...))
+		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false)
 		res.Assigned, seq = append(res.Assigned, more...), next
 		if err != nil {
 			return res, err
@@ -120,8 +124,12 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 // that carries the job's crawler (busy: the batches in flight), with IDs
 // from seq on, and returns the batches and the next seq. A batch taken
 // whose Runner became busy before it got it is re-queued and reported with
-// no Runner (it used its ID).
-func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef) ([]BatchRef, int, error) {
+// no Runner (it used its ID). With start (a job's first hand-out), the
+// idle Runners left once the frontier is empty (up to maxStartBatches in
+// all) get start batches: empty batches that pull the first pages' links
+// themselves as soon as they are recorded (SupervisorStore.OpenBatch,
+// BatchRunner).
+func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool) ([]BatchRef, int, error) {
 	log := a.log(ctx, "job", spec.ID)
 	var assigned []BatchRef
 	idle := a.idleRunners(ctx, c, g, nil, busy, seq)
@@ -143,14 +151,25 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 		size = min(size, max(1, (st.Queued+n-1)/n))
 	}
 	undelivered := "" // a batch taken that no Runner got yet
+	empty := false    // the frontier had nothing for the last TakeBatch
 	for _, r := range idle {
 		batch := BatchID(spec.ID, seq)
-		info, err := js.TakeBatch(ctx, spec.ID, batch, size)
-		if err != nil {
-			return assigned, seq, err
+		var info BatchInfo
+		if !empty {
+			if info, err = js.TakeBatch(ctx, spec.ID, batch, size); err != nil {
+				return assigned, seq, err
+			}
+			empty = info.Size == 0
 		}
-		if info.Size == 0 {
-			break
+		if empty {
+			opened, err := a.startBatch(ctx, js, spec.ID, batch, start && len(assigned) < maxStartBatches)
+			if err != nil {
+				return assigned, seq, err
+			}
+			if !opened {
+				break
+			}
+			info = BatchInfo{Job: spec.ID, ID: batch, State: BatchRunning}
 		}
 		undelivered = batch
 		cur, v, err := c.GetTask(ctx, r)
@@ -204,6 +223,24 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 	}
 	return assigned, seq, nil
 }
+
+// startBatch opens batch as an empty start batch when open, and reports
+// whether it is one: also without open when an earlier attempt of the
+// call stored it (a retried JobAssign delivers it; its ID is used).
+func (a *Activities) startBatch(ctx context.Context, js SupervisorStore, job, batch string, open bool) (bool, error) {
+	if open {
+		_, err := js.OpenBatch(ctx, job, batch)
+		return err == nil, err
+	}
+	bs, err := js.Batches(ctx, job, []string{batch})
+	return err == nil && len(bs) == 1 && bs[0].State == BatchRunning, err
+}
+
+// maxStartBatches bounds the start batches of a job (handOut): each polls
+// the store's counters every few milliseconds while it waits, so a large
+// cluster does not send every idle Runner to wait on the same first
+// links; the others get batches from the hand-outs that follow.
+const maxStartBatches = 8
 
 // firstTake is the size of an unbounded batch when it is handed out (a
 // Runner pulls the rest from the frontier as it frees slots).

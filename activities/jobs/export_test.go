@@ -5,3 +5,6 @@ import "encoding/json"
 // EncodeSpecForTest is the spec as it travels (workflow inputs, the jobs
 // table).
 func EncodeSpecForTest(s Spec) ([]byte, error) { return json.Marshal(s) }
+
+// StartWaitForTest is how long a start batch waits for the first links.
+const StartWaitForTest = startWait

@@ -34,6 +34,24 @@ const maxCommits = 1
 // minPull is the fewest URLs a Runner asks the frontier for at a time.
 const minPull = 16
 
+// A start batch (handed out empty to an idle Runner at a job's start,
+// SupervisorStore.OpenBatch) waits up to startWait for the first links of
+// the other batches' pages, reading the job's counters every startPoll,
+// and pulls them itself as soon as they are queued: the Runners of a
+// cluster start crawling as one does with all their slots, instead of
+// each waiting for the job's next hand-out (an await, an assignment and a
+// Task write, tens of milliseconds) once the first pages are recorded.
+// It stops waiting as soon as no batch of the job holds URLs (nothing
+// will queue links: a one-page job is not held up), when the job is
+// paused, cancelled or the worker leaves, and after startHeldOut pulls
+// that found URLs queued but none it may take (their hosts held by other
+// batches: the job's politeness).
+const (
+	startWait    = time.Second
+	startPoll    = 5 * time.Millisecond
+	startHeldOut = 3
+)
+
 // BatchRunner runs crawl-job batches for a Runner on the job store (it is
 // the Batches of cluster.Deps): up to Concurrency URLs of a batch are
 // fetched at once (the job's per-domain parallelism and delay, robots.txt
@@ -336,6 +354,13 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	// page of ours has added links since (linksGen counts the commits that
 	// added some).
 	exhausted, linksGen := false, 0
+	// A start batch waits for the first links (startWait); sawQueued: the
+	// last poll saw URLs queued, heldOut: pulls after such a poll that got
+	// none.
+	starting := size == 0 && len(todo) == 0
+	startBy := time.Now().Add(startWait)
+	var startTick <-chan time.Time
+	sawQueued, heldOut := false, 0
 	draining := false // Drain said stop growing: exhausted for good
 	halt := r.watchControl(ctx, in.Job)
 	halted := "" // the job's control state once it is not running
@@ -424,9 +449,32 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			if !stopping && len(queue) == 0 && !exhausted && size < limit {
 				continue // pull again: the frontier may have grown
 			}
-			break
+			if stopping || !starting || size > 0 || draining || heldOut >= startHeldOut || !time.Now().Before(startBy) {
+				break
+			}
+			if startTick == nil {
+				startTick = time.After(startPoll) // a start batch: wait for the first links
+			}
 		}
 		select {
+		case <-startTick:
+			startTick = nil
+			st, serr := r.Store.Stats(ctx, in.Job)
+			switch {
+			case serr != nil:
+				in.Log.Warn("start batch: job counters not read: it stops waiting for links", "err", serr)
+				starting = false
+			case in.Drain != nil && in.Drain():
+				starting = false
+			case st.Queued > 0:
+				exhausted, sawQueued = false, true // pull them
+			default:
+				n, aerr := r.Store.ActiveBatches(ctx, in.Job)
+				if aerr != nil {
+					in.Log.Warn("start batch: active batches not read: it stops waiting for links", "err", aerr)
+				}
+				starting = aerr == nil && n > 0 // no batch holds URLs: none will come
+			}
 		case state := <-halt:
 			stopFetching("job "+state, "control state")
 		case <-renewTick.C:
@@ -495,6 +543,10 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			case len(p.p.Entries) == 0:
 				checkLeases(p)
 				exhausted = p.gen == linksGen
+				if sawQueued {
+					heldOut++
+				}
+				sawQueued = false
 			default:
 				size += len(p.p.Entries)
 				queue = append(queue, p.p.Entries...)

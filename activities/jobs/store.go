@@ -240,6 +240,11 @@ type SupervisorStore interface {
 	// (see RunnerStore.Pull: host leases), as a batch that wants n requests
 	// at once; none free gives a batch of size 0, not stored.
 	TakeBatch(ctx context.Context, job, id string, n int) (BatchInfo, error)
+	// OpenBatch stores batch id running with no URL, or returns the batch
+	// as it is if id exists (a retried call): a start batch, handed to an
+	// idle Runner at a job's start, that pulls the first links from the
+	// frontier itself as soon as they are recorded (BatchRunner).
+	OpenBatch(ctx context.Context, job, id string) (BatchInfo, error)
 	// Claim makes holder the batch's holder at epoch, raising the epoch;
 	// it refuses with ErrStale when the batch's epoch is higher already.
 	// Records of the old holder are refused from then on. A batch that is
@@ -292,6 +297,12 @@ type RunnerStore interface {
 	Identity() Identity
 	// Spec: as in ReaderStore.
 	Spec(ctx context.Context, job string) (Spec, error)
+	// Stats: as in ReaderStore (a start batch waits for Queued).
+	Stats(ctx context.Context, job string) (Stats, error)
+	// ActiveBatches counts the job's running batches that hold or held
+	// URLs (size above 0): while there is none, nothing will queue links,
+	// and a start batch stops waiting for them.
+	ActiveBatches(ctx context.Context, job string) (int, error)
 	// Secrets returns what PutSecrets kept, or ErrNoSecrets.
 	Secrets(ctx context.Context, job string) (keyID string, sealed []byte, err error)
 	// Claim: as in SupervisorStore (a Runner claims a batch it takes over).

@@ -57,6 +57,36 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 	return out, err
 }
 
+// OpenBatch stores batch id running and empty; idempotent per id (see
+// jobs.SupervisorStore).
+func (s *Store) OpenBatch(ctx context.Context, job, id string) (jobs.BatchInfo, error) {
+	var out jobs.BatchInfo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_batches (job, id, holder, epoch, size, state) VALUES (?, ?, '', 0, 0, ?)
+			ON CONFLICT (job, id) DO NOTHING`), job, id, jobs.BatchRunning); err != nil {
+			return fmt.Errorf("open batch %s: %w", id, err)
+		}
+		b, err := s.batchRow(ctx, tx, job, id, "")
+		out = b
+		return err
+	})
+	return out, err
+}
+
+// ActiveBatches counts the job's running batches that were handed URLs
+// (see jobs.RunnerStore).
+func (s *Store) ActiveBatches(ctx context.Context, job string) (int, error) {
+	var n int
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_batches WHERE job = ? AND state = ? AND size > 0`),
+			job, jobs.BatchRunning).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("job %s: active batches: %w", job, err)
+	}
+	return n, nil
+}
+
 // Extend moves up to n more queued URLs into a running batch held at
 // epoch (a Runner pulling work as it frees slots): Pull with want n.
 func (s *Store) Extend(ctx context.Context, job, id string, epoch int64, n int) ([]jobs.Entry, error) {

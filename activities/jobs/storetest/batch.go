@@ -94,6 +94,50 @@ func testTakeBatchEmpty(t *testing.T, f *fixture) {
 	assert.Equal(t, urls("l0"), got)
 }
 
+// testOpenBatch: a start batch is stored running and empty (idempotent
+// per ID), is not active until it pulls, pulls the links another batch
+// recorded, and an empty one finishes.
+func testOpenBatch(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "s0")
+	f.take(job, "seed", 10)
+	f.claim(job, "seed", "r1", 1)
+	active := func() int {
+		t.Helper()
+		n, err := f.s.ActiveBatches(f.ctx, job)
+		require.NoError(t, err, "ActiveBatches")
+		return n
+	}
+	assert.Equal(t, 1, active(), "the seed's batch is active")
+
+	for _, id := range []string{"start1", "start2"} {
+		b, err := f.s.OpenBatch(f.ctx, job, id)
+		require.NoError(t, err, "OpenBatch %s", id)
+		assert.Equal(t, jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}, b, "a start batch is running, empty, unheld")
+		f.claim(job, id, "r-"+id, 1)
+	}
+	again, err := f.s.OpenBatch(f.ctx, job, "start1")
+	require.NoError(t, err, "OpenBatch again")
+	assert.Equal(t, "r-start1", again.Holder, "a retried OpenBatch returns the batch as it is")
+	assert.Equal(t, 1, active(), "start batches with no URL are not active")
+	assert.Empty(t, f.pull(job, "start1", 1, 16, 8).Entries, "nothing queued yet")
+
+	f.record(job, "seed", "r1", 1, URL("s0"), URL("l0"), URL("l1"), URL("l2"))
+	_, err = f.s.FinishBatch(f.ctx, job, "seed", 1)
+	require.NoError(t, err, "FinishBatch seed")
+	assert.Equal(t, 0, active(), "a finished batch is not active")
+	assert.Equal(t, 3, f.stats(job).Queued)
+
+	got := f.pull(job, "start1", 1, 16, 8).Entries
+	require.Len(t, got, 3, "a start batch pulls the links another batch recorded")
+	assert.Equal(t, 3, f.batch(job, "start1").Size)
+	assert.Equal(t, 1, active(), "a start batch that pulled is active")
+
+	fin, err := f.s.FinishBatch(f.ctx, job, "start2", 1)
+	require.NoError(t, err, "an empty start batch finishes")
+	assert.Equal(t, jobs.BatchDone, fin.State)
+	assert.Equal(t, 0, fin.Size)
+}
+
 // crawlAll hands out and finishes batches of n until the frontier is
 // empty; each page links to fanout new pages. It returns how often each
 // URL was handed out.

@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"TakeBatchFIFO", testTakeBatchFIFO},
 		{"TakeBatchIdempotent", testTakeBatchIdempotent},
 		{"TakeBatchEmptyFrontier", testTakeBatchEmpty},
+		{"OpenBatch", testOpenBatch},
 		{"MaxPagesWithLinks", testMaxPagesLinks},
 		{"MaxPagesSeedsAndRequeue", testMaxPagesSeedsRequeue},
 		{"MaxPagesKnownLinks", testMaxPagesKnownLinks},

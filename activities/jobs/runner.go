@@ -43,9 +43,9 @@ const minPull = 16
 // Task write, tens of milliseconds) once the first pages are recorded.
 // It stops waiting as soon as no batch of the job holds URLs (nothing
 // will queue links: a one-page job is not held up), when the job is
-// paused, cancelled or the worker leaves, and after startHeldOut pulls
-// that found URLs queued but none it may take (their hosts held by other
-// batches: the job's politeness).
+// paused, cancelled or the worker leaves, and after startHeldOut pulls in
+// a row that found URLs queued but none it may take (their hosts held by
+// other batches: the job's politeness).
 const (
 	startWait    = time.Second
 	startPoll    = 5 * time.Millisecond
@@ -355,8 +355,9 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	// added some).
 	exhausted, linksGen := false, 0
 	// A start batch waits for the first links (startWait); sawQueued: the
-	// last poll saw URLs queued, heldOut: pulls after such a poll that got
-	// none.
+	// last poll saw URLs queued, heldOut: pulls in a row after such a poll
+	// that got none (URLs that another batch pulled first do not count: the
+	// next poll sees none queued).
 	starting := size == 0 && len(todo) == 0
 	startBy := time.Now().Add(startWait)
 	var startTick <-chan time.Time
@@ -469,6 +470,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			case st.Queued > 0:
 				exhausted, sawQueued = false, true // pull them
 			default:
+				heldOut = 0 // the URLs seen went to other batches: not held from us
 				n, aerr := r.Store.ActiveBatches(ctx, in.Job)
 				if aerr != nil {
 					in.Log.Warn("start batch: active batches not read: it stops waiting for links", "err", aerr)

@@ -17,6 +17,17 @@ import (
 // start batch opened for sc-crawler_2.
 func startEnv(t *testing.T, links int) (*batchEnv, string) {
 	t.Helper()
+	e, start := startEnvRobots(t, links)
+	// The host's robots.txt is known (none: all allowed, no delay), so
+	// batches may share it (the job's politeness).
+	require.NoError(t, e.store.PutRobots(e.ctx, e.spec.ID, "http://example.test", crawl.RobotsFile{Status: 404, TTL: time.Hour}))
+	return e, start
+}
+
+// startEnvRobots is startEnv without the host's robots.txt kept: the
+// host is held by one batch at a time (the job's politeness).
+func startEnvRobots(t *testing.T, links int) (*batchEnv, string) {
+	t.Helper()
 	root := "http://example.test/"
 	e := newBatchEnv(t, 2, []string{root}, func(s *jobs.Spec) { s.BatchSize = 0 })
 	var ls []string
@@ -25,9 +36,6 @@ func startEnv(t *testing.T, links int) (*batchEnv, string) {
 	}
 	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: ls}
 	e.pages.gate = make(chan struct{})
-	// The host's robots.txt is known (none: all allowed, no delay), so
-	// batches may share it (the job's politeness).
-	require.NoError(t, e.store.PutRobots(e.ctx, e.spec.ID, "http://example.test", crawl.RobotsFile{Status: 404, TTL: time.Hour}))
 	start := jobs.BatchID(e.spec.ID, 1)
 	b, err := e.store.OpenBatch(e.ctx, e.spec.ID, start)
 	require.NoError(t, err)
@@ -132,4 +140,35 @@ func TestStartBatchEndsWhenTheJobIsPaused(t *testing.T) {
 	require.NoError(t, err)
 	calls, _, _ := e.pages.count()
 	assert.Equal(t, 1, calls, "nothing but the root was fetched")
+}
+
+// A start batch whose job's URLs are all of a host another batch holds
+// (its robots.txt not known yet: one batch at a time) stops waiting after
+// a few pulls that found URLs queued but none it may take, instead of
+// polling out its bound: the other batch crawls on.
+func TestStartBatchEndsWhenTheHostsAreHeld(t *testing.T) {
+	e, start := startEnvRobots(t, 40)
+	began := time.Now()
+	startDone := e.runStart(start)
+	seedDone := e.runAsync()
+	select {
+	case e.pages.gate <- struct{}{}: // the root
+	case <-time.After(waitLimit):
+		t.Fatal("the root was not fetched")
+	}
+	var st outcomeRes
+	select {
+	case st = <-startDone:
+	case <-time.After(waitLimit):
+		t.Fatal("the start batch did not end")
+	}
+	require.NoError(t, st.err)
+	assert.Equal(t, jobs.BatchOutcome{}, st.out, "it took nothing")
+	assert.Less(t, time.Since(began), jobs.StartWaitForTest/2, "it did not wait out its bound")
+	_, in, _ := e.pages.count()
+	assert.Equal(t, 2, in, "the seed's batch still crawls (its fetches blocked at the gate)")
+	close(e.pages.gate)
+	seed, err := e.wait(seedDone)
+	require.NoError(t, err)
+	assert.Equal(t, 41, seed.Success, "the seed's batch crawled the host alone")
 }

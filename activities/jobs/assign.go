@@ -151,25 +151,35 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 		size = min(size, max(1, (st.Queued+n-1)/n))
 	}
 	undelivered := "" // a batch taken that no Runner got yet
-	empty := false    // the frontier had nothing for the last TakeBatch
+	// empty: the frontier had nothing for the last TakeBatch, or the
+	// batches took all it had when its counters were read (no TakeBatch
+	// more, which would wait for the job's lock the first batch's Runner
+	// takes as it starts).
+	empty, left := st.Queued == 0, st.Queued
+	var info BatchInfo
 	for _, r := range idle {
 		batch := BatchID(spec.ID, seq)
-		var info BatchInfo
-		if !empty {
-			if info, err = js.TakeBatch(ctx, spec.ID, batch, size); err != nil {
-				return assigned, seq, err
+		// (When batch is undelivered, the last one's Runner became busy:
+		// the batch as it is goes to this one.)
+		if batch != undelivered {
+			info = BatchInfo{}
+			if !empty {
+				if info, err = js.TakeBatch(ctx, spec.ID, batch, size); err != nil {
+					return assigned, seq, err
+				}
+				left -= info.Size
+				empty = info.Size == 0 || left <= 0
 			}
-			empty = info.Size == 0
-		}
-		if empty {
-			opened, err := a.startBatch(ctx, js, spec.ID, batch, start && len(assigned) < maxStartBatches)
-			if err != nil {
-				return assigned, seq, err
+			if info.Size == 0 {
+				var opened bool
+				info, opened, err = a.startBatch(ctx, js, spec.ID, batch, start && len(assigned) < maxStartBatches)
+				if err != nil {
+					return assigned, seq, err
+				}
+				if !opened {
+					break
+				}
 			}
-			if !opened {
-				break
-			}
-			info = BatchInfo{Job: spec.ID, ID: batch, State: BatchRunning}
 		}
 		undelivered = batch
 		cur, v, err := c.GetTask(ctx, r)
@@ -224,16 +234,20 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 	return assigned, seq, nil
 }
 
-// startBatch opens batch as an empty start batch when open, and reports
-// whether it is one: also without open when an earlier attempt of the
-// call stored it (a retried JobAssign delivers it; its ID is used).
-func (a *Activities) startBatch(ctx context.Context, js SupervisorStore, job, batch string, open bool) (bool, error) {
+// startBatch opens batch as an empty start batch when open, and returns
+// it and whether there is one to deliver: also without open when an
+// earlier attempt of the call stored it (a retried JobAssign delivers it
+// as it is; its ID is used).
+func (a *Activities) startBatch(ctx context.Context, js SupervisorStore, job, batch string, open bool) (BatchInfo, bool, error) {
 	if open {
-		_, err := js.OpenBatch(ctx, job, batch)
-		return err == nil, err
+		b, err := js.OpenBatch(ctx, job, batch)
+		return b, err == nil, err
 	}
 	bs, err := js.Batches(ctx, job, []string{batch})
-	return err == nil && len(bs) == 1 && bs[0].State == BatchRunning, err
+	if err != nil || len(bs) != 1 || bs[0].State != BatchRunning {
+		return BatchInfo{}, false, err
+	}
+	return bs[0], true, nil
 }
 
 // maxStartBatches bounds the start batches of a job (handOut): each polls

@@ -80,6 +80,13 @@ func (p *pageClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 }
 
+// Distinct is how many distinct pages were served since Arm.
+func (p *pageClock) Distinct() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.times)
+}
+
 // Trace is the time of the 1st, 25th, 100th, 250th and 500th distinct page.
 func (p *pageClock) Trace() string {
 	var b strings.Builder
@@ -100,6 +107,8 @@ func (p *pageClock) Trace() string {
 // the deadlocks PostgreSQL logged during the crawl (it fails on any).
 //
 // Run it with: make bench BENCH=PostgresCrawl PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
+// (add -count=3 to the flags for three runs: the first 500 pages vary by
+// a few tens of milliseconds from run to run, Colly's as much as Baton's).
 func BenchmarkPostgresCrawl(b *testing.B) {
 	const latency = 20 * time.Millisecond
 	const first = 500
@@ -142,6 +151,11 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 			pages, n, fetches, bare, fetchRate, first, bareFirst.Round(time.Millisecond), bareTrace)
 		for _, shape := range []struct{ runners, conc int }{{1, 24}, {3, 8}} {
 			b.Run(fmt.Sprintf("%dpages/%dx%d", pages, shape.runners, shape.conc), func(b *testing.B) {
+				// The jobs' IDs are new in every run (-count runs each
+				// case again): the database is the same, and a job ID it
+				// has is the job it has, not a new crawl.
+				runs++
+				runNo := runs
 				c := testsuite.NewCluster(b, shape.runners, 1, testsuite.FastTimers, testsuite.WithPostgres(pg),
 					testsuite.WithWorkerArgs("--concurrency", strconv.Itoa(shape.conc)))
 				c.StartAll()
@@ -152,14 +166,14 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				// another site first (its time to the first page, on the
 				// fresh cluster, is reported as cold-first-page-ms).
 				warmClock.Arm()
-				wrun := submit(b, c, tc, fmt.Sprintf("warm-%d-%dx%d", pages, shape.runners, shape.conc), []string{warmSrv.URL + "/"}, siteWide(), 0)
+				wrun := submit(b, c, tc, fmt.Sprintf("warm%d-%d-%dx%d", runNo, pages, shape.runners, shape.conc), []string{warmSrv.URL + "/"}, siteWide(), 0)
 				if err := wrun.Get(context.Background(), nil); err != nil {
 					b.Fatal(err)
 				}
 				cold := warmClock.FirstDistinct(1)
 				o := siteWide()
 				o.Parallelism = 24
-				id := fmt.Sprintf("pg-%d-%dx%d", pages, shape.runners, shape.conc)
+				id := fmt.Sprintf("pg%d-%d-%dx%d", runNo, pages, shape.runners, shape.conc)
 				offset := pg.LogOffset()
 				b.ResetTimer()
 				clock.Arm()
@@ -191,10 +205,16 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				if int64(prog.Stats.Recorded) != n {
 					b.Errorf("Baton recorded %d pages, bare Colly fetched %d distinct ones", prog.Stats.Recorded, n)
 				}
+				if got := int64(clock.Distinct()); got != n {
+					b.Errorf("the site served %d distinct pages during Baton's crawl, not %d", got, n)
+				}
 			})
 		}
 	}
 }
+
+// runs counts BenchmarkPostgresCrawl's runs in this process (-count).
+var runs int
 
 // siteWide is a job's options for crawling the whole local site: every
 // link followed, on its host.

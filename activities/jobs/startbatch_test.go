@@ -73,11 +73,7 @@ func TestStartBatchPullsTheFirstLinks(t *testing.T) {
 	seed, err := e.wait(seedDone)
 	require.NoError(t, err)
 	var st outcomeRes
-	select {
-	case st = <-startDone:
-	case <-time.After(waitLimit):
-		t.Fatal("the start batch did not end")
-	}
+	st.out, st.err = e.wait(startDone)
 	require.NoError(t, st.err)
 	assert.Positive(t, st.out.Success, "the start batch crawled pages")
 	assert.Equal(t, 41, seed.Success+st.out.Success, "every page recorded by one of the batches")
@@ -104,11 +100,7 @@ func TestStartBatchEndsWhenNoBatchHoldsURLs(t *testing.T) {
 	require.NoError(t, err)
 	seedEnd := time.Now()
 	var st outcomeRes
-	select {
-	case st = <-startDone:
-	case <-time.After(waitLimit):
-		t.Fatal("the start batch did not end")
-	}
+	st.out, st.err = e.wait(startDone)
 	took := time.Since(seedEnd)
 	require.NoError(t, st.err)
 	assert.Equal(t, jobs.BatchOutcome{}, st.out, "nothing to crawl")
@@ -129,11 +121,7 @@ func TestStartBatchEndsWhenTheJobIsPaused(t *testing.T) {
 	eventually(t, func() bool { _, in, _ := e.pages.count(); return in == 1 }, "the root's fetch blocked at the gate")
 	require.NoError(t, e.store.SetControl(e.ctx, e.spec.ID, jobs.ControlPaused))
 	var st outcomeRes
-	select {
-	case st = <-startDone:
-	case <-time.After(waitLimit):
-		t.Fatal("the paused start batch did not end")
-	}
+	st.out, st.err = e.wait(startDone)
 	require.NoError(t, st.err)
 	assert.Equal(t, jobs.BatchOutcome{}, st.out)
 	_, err := e.wait(seedDone)
@@ -157,11 +145,7 @@ func TestStartBatchEndsWhenTheHostsAreHeld(t *testing.T) {
 		t.Fatal("the root was not fetched")
 	}
 	var st outcomeRes
-	select {
-	case st = <-startDone:
-	case <-time.After(waitLimit):
-		t.Fatal("the start batch did not end")
-	}
+	st.out, st.err = e.wait(startDone)
 	require.NoError(t, st.err)
 	assert.Equal(t, jobs.BatchOutcome{}, st.out, "it took nothing")
 	assert.Less(t, time.Since(began), jobs.StartWaitForTest/2, "it did not wait out its bound")

@@ -101,9 +101,13 @@ func TestOnlyGlobalSettingsComeFromTheEnvironment(t *testing.T) {
 	// BATON_ZK_HOSTS is read: the cluster command goes to the closed port.
 	t.Setenv("BATON_DEPTH", "-1")
 	t.Setenv("BATON_ID", "../stray")
-	t.Setenv("BATON_TEMPORAL_ADDRESS", testsuite.ClosedPort(t))
+	temporal := testsuite.ClosedPort(t)
+	t.Setenv("BATON_TEMPORAL_ADDRESS", temporal)
+	// Not the default ZooKeeper address: a local stack may listen there.
+	t.Setenv("BATON_ZK_HOSTS", testsuite.ClosedPort(t))
 	_, errw, code := run(t, "crawl", "http://127.0.0.1:1/", "--connect-timeout", "2s")
 	assert.Equal(t, exitcode.Unavailable, code, "BATON_DEPTH and BATON_ID ignored, BATON_TEMPORAL_ADDRESS used: %s", errw)
+	assert.Contains(t, errw, "Temporal at "+temporal, "BATON_TEMPORAL_ADDRESS used")
 	t.Setenv("BATON_CONNECT_TIMEOUT", "soon")
 	_, errw, code = run(t, "cluster")
 	assert.Equal(t, exitcode.Usage, code)

@@ -213,7 +213,8 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 	}
 }
 
-// runs counts BenchmarkPostgresCrawl's runs in this process (-count).
+// runs counts the runs of BenchmarkPostgresCrawl's and BenchmarkRealSite's
+// cases in this process (-count runs each again): their job IDs.
 var runs int
 
 // siteWide is a job's options for crawling the whole local site: every

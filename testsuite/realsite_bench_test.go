@@ -97,7 +97,8 @@ func BenchmarkRealSite(b *testing.B) {
 				tc := c.Temporal.Client(b)
 				o := crawl.DefaultOptions()
 				o.Follow, o.MaxDepth, o.AllowedDomains, o.Parallelism = true, 100, []string{"127.0.0.1"}, 24
-				id := fmt.Sprintf("real-%s-%dx%d", engine, shape.runners, shape.conc)
+				runs++ // a new job ID in every run (-count): the PostgreSQL database is the same
+				id := fmt.Sprintf("real%d-%s-%dx%d", runs, engine, shape.runners, shape.conc)
 				offset := int64(0)
 				if pg != nil {
 					offset = pg.LogOffset()
@@ -131,6 +132,9 @@ func BenchmarkRealSite(b *testing.B) {
 					if logged > 0 || stat > 0 {
 						b.Errorf("PostgreSQL deadlocked: %s", line)
 					}
+				}
+				if got != int(prog.Stats.Recorded) {
+					b.Errorf("the site served %d distinct pages during Baton's crawl, %d recorded", got, prog.Stats.Recorded)
 				}
 				b.Log(line)
 			})

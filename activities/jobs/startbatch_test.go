@@ -45,6 +45,16 @@ func startEnvRobots(t *testing.T, links int) (*batchEnv, string) {
 	return e, start
 }
 
+// letRoot lets the root's fetch through the gate.
+func (e *batchEnv) letRoot() {
+	e.t.Helper()
+	select {
+	case e.pages.gate <- struct{}{}:
+	case <-time.After(waitLimit):
+		e.t.Fatal("the root was not fetched")
+	}
+}
+
 func (e *batchEnv) runStart(start string) <-chan outcomeRes {
 	ch := make(chan outcomeRes, 1)
 	go func() {
@@ -61,11 +71,7 @@ func TestStartBatchPullsTheFirstLinks(t *testing.T) {
 	e, start := startEnv(t, 40)
 	startDone := e.runStart(start)
 	seedDone := e.runAsync()
-	select {
-	case e.pages.gate <- struct{}{}: // the root
-	case <-time.After(waitLimit):
-		t.Fatal("the root was not fetched")
-	}
+	e.letRoot()
 	// Each batch holds 2 fetches blocked at the gate: the start batch
 	// pulled links of the root it did not fetch.
 	eventually(t, func() bool { _, in, _ := e.pages.count(); return in == 4 }, "4 fetches in flight (2 per batch)")
@@ -139,11 +145,7 @@ func TestStartBatchEndsWhenTheHostsAreHeld(t *testing.T) {
 	began := time.Now()
 	startDone := e.runStart(start)
 	seedDone := e.runAsync()
-	select {
-	case e.pages.gate <- struct{}{}: // the root
-	case <-time.After(waitLimit):
-		t.Fatal("the root was not fetched")
-	}
+	e.letRoot()
 	var st outcomeRes
 	st.out, st.err = e.wait(startDone)
 	require.NoError(t, st.err)

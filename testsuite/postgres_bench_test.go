@@ -16,7 +16,6 @@ import (
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/testsuite"
-	"github.com/batoncrawl/baton/workflows"
 )
 
 // pageClock wraps a site and tells when its n-th request and its n-th
@@ -175,16 +174,8 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				o.Parallelism = 24
 				id := fmt.Sprintf("pg%d-%d-%dx%d", runNo, pages, shape.runners, shape.conc)
 				offset := pg.LogOffset()
-				b.ResetTimer()
 				clock.Arm()
-				t0 := time.Now()
-				run := submit(b, c, tc, id, []string{srv.URL + "/"}, o, 0)
-				var prog workflows.JobProgress
-				if err := run.Get(context.Background(), &prog); err != nil {
-					b.Fatal(err)
-				}
-				took := time.Since(t0)
-				b.StopTimer()
+				prog, took := crawlTimed(b, c, tc, id, []string{srv.URL + "/"}, o)
 				firstTook := clock.First()
 				rate := float64(prog.Stats.Recorded) / took.Seconds()
 				deadlocks := strings.Count(pg.LogSince(offset), "deadlock detected")

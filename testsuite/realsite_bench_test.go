@@ -1,7 +1,6 @@
 package testsuite_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/testsuite"
-	"github.com/batoncrawl/baton/workflows"
 )
 
 // pathCounter counts the distinct paths a site served.
@@ -95,8 +92,8 @@ func BenchmarkRealSite(b *testing.B) {
 				c.StartAll()
 				c.WaitElected(90 * time.Second)
 				tc := c.Temporal.Client(b)
-				o := crawl.DefaultOptions()
-				o.Follow, o.MaxDepth, o.AllowedDomains, o.Parallelism = true, 100, []string{"127.0.0.1"}, 24
+				o := siteWide()
+				o.Parallelism = 24
 				runs++ // a new job ID in every run (-count): the PostgreSQL database is the same
 				id := fmt.Sprintf("real%d-%s-%dx%d", runs, engine, shape.runners, shape.conc)
 				offset := int64(0)
@@ -104,15 +101,7 @@ func BenchmarkRealSite(b *testing.B) {
 					offset = pg.LogOffset()
 				}
 				counter.reset()
-				b.ResetTimer()
-				t0 := time.Now()
-				run := submit(b, c, tc, id, []string{srv.URL + "/"}, o, 0)
-				var prog workflows.JobProgress
-				if err := run.Get(context.Background(), &prog); err != nil {
-					b.Fatal(err)
-				}
-				took := time.Since(t0)
-				b.StopTimer()
+				prog, took := crawlTimed(b, c, tc, id, []string{srv.URL + "/"}, o)
 				got, served := counter.reset()
 				rate := float64(prog.Stats.Recorded) / took.Seconds()
 				b.ReportMetric(rate, "pages/s")

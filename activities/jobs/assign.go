@@ -171,13 +171,15 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 				empty = info.Size == 0 || left <= 0
 			}
 			if info.Size == 0 {
-				var opened bool
-				info, opened, err = a.startBatch(ctx, js, spec.ID, batch, start && len(assigned) < maxStartBatches)
-				if err != nil {
-					return assigned, seq, err
-				}
-				if !opened {
+				// The frontier is empty (the job's first pages are being
+				// fetched): at a job's start, a start batch. A retried
+				// call finds the one an earlier attempt opened and did not
+				// deliver (it is the lowest ID the call reaches).
+				if !start || len(assigned) >= maxStartBatches {
 					break
+				}
+				if info, err = js.OpenBatch(ctx, spec.ID, batch); err != nil {
+					return assigned, seq, err
 				}
 			}
 		}
@@ -232,22 +234,6 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 		seq++
 	}
 	return assigned, seq, nil
-}
-
-// startBatch opens batch as an empty start batch when open, and returns
-// it and whether there is one to deliver: also without open when an
-// earlier attempt of the call stored it (a retried JobAssign delivers it
-// as it is; its ID is used).
-func (a *Activities) startBatch(ctx context.Context, js SupervisorStore, job, batch string, open bool) (BatchInfo, bool, error) {
-	if open {
-		b, err := js.OpenBatch(ctx, job, batch)
-		return b, err == nil, err
-	}
-	bs, err := js.Batches(ctx, job, []string{batch})
-	if err != nil || len(bs) != 1 || bs[0].State != BatchRunning {
-		return BatchInfo{}, false, err
-	}
-	return bs[0], true, nil
 }
 
 // maxStartBatches bounds the start batches of a job (handOut): each polls

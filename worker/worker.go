@@ -283,9 +283,9 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	}
 	leaving := &atomic.Bool{}
 	closer := instanceCloser{tc: tc}
-	deps := &cluster.Deps{Store: store, Root: cfg.ZK.Root,
-		Batches: &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer,
-			Crawlers: crawlers, Limits: limits},
+	batches := &jobs.BatchRunner{Store: jobs.TypedSpecs(js), Pages: engine, Metrics: metrics.Baton, Concurrency: cfg.Concurrency, Sealer: sealer,
+		Crawlers: crawlers, Limits: limits}
+	deps := &cluster.Deps{Store: store, Root: cfg.ZK.Root, Batches: batches,
 		Log: log, Metrics: metrics.Baton}
 	acts := activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer)
 	// Items of this worker's crawlers go to their sinks beside the crawl.
@@ -298,7 +298,8 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			break
 		}
 	}
-	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton}
+	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton,
+		Local: jobs.Local{Group: cfg.Group, Name: cfg.Name, Runner: batches}}
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	var workers []worker.Worker
 	stopWorkers := func() {

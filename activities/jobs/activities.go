@@ -37,6 +37,28 @@ type Activities struct {
 	// Metrics gets the queued URLs of the jobs supervised here at each
 	// read of their counters (nil: none).
 	Metrics *telemetry.Metrics
+	// Local is this worker's own Runner, when it is one (zero: none): a
+	// new job whose seeds all fit its first batch gives that batch to it
+	// when it is idle, and it gets the seeds' robots.txt while the batch
+	// is handed out (see handOut).
+	Local Local
+}
+
+// Local names the Runner of the worker process that the job's activities
+// run in (Activities.Local).
+type Local struct {
+	// Group and Name are the worker's group and member name.
+	Group, Name string
+	// Runner readies the worker for a batch it is about to be handed
+	// (BatchRunner.Warm); nil: no Local.
+	Runner Warmer
+}
+
+// Warmer readies a worker's Runner for the first batch of a new job, of
+// the given seeds, before the batch's Task reaches it (BatchRunner.Warm).
+// Warm must not wait.
+type Warmer interface {
+	Warm(ctx context.Context, spec Spec, seeds []string)
 }
 
 func (a *Activities) now() time.Time {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/metadata"
@@ -150,6 +151,9 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 	if n := max(len(idle), len(g.CurrentRunner)); n > 0 {
 		size = min(size, max(1, (st.Queued+n-1)/n))
 	}
+	if start {
+		idle = a.warmLocal(ctx, spec, idle, st.Queued, size)
+	}
 	undelivered := "" // a batch taken that no Runner got yet
 	// empty: the frontier had nothing for the last TakeBatch, or the
 	// batches took all it had when its counters were read (no TakeBatch
@@ -236,6 +240,36 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 	return assigned, seq, nil
 }
 
+// warmLocal gives a new job's seeds to this worker's own Runner when it
+// is idle and the job's first batch takes them all (queued of them, a
+// batch of size): it returns idle with that Runner first, having told it
+// to get ready (Local.Runner.Warm: its robots.txt is fetched while the
+// batch is handed out). Otherwise idle is unchanged.
+func (a *Activities) warmLocal(ctx context.Context, spec Spec, idle []string, queued, size int) []string {
+	l := a.Local
+	if l.Runner == nil || l.Group != spec.Group || queued == 0 || queued > size || len(spec.Seeds) != queued {
+		return idle
+	}
+	i := slices.Index(idle, l.Name)
+	if i < 0 {
+		return idle
+	}
+	seeds, err := spec.SeedEntries(nil)
+	if err != nil || len(seeds) != queued {
+		return idle
+	}
+	urls := make([]string, len(seeds))
+	for k, e := range seeds {
+		urls[k] = e.URL
+	}
+	l.Runner.Warm(ctx, spec, urls)
+	return append([]string{l.Name}, slices.Delete(slices.Clone(idle), i, i+1)...)
+}
+
+// maxParallelReads bounds the ZooKeeper reads idleRunners has under way
+// at once.
+const maxParallelReads = 16
+
 // maxStartBatches bounds the start batches of a job (handOut): each polls
 // the store's counters every few milliseconds while it waits, so a large
 // cluster does not send every idle Runner to wait on the same first
@@ -294,29 +328,57 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, g rol
 			takingOver[dn.TakenOverBy] = true
 		}
 	}
-	var idle []string
 	surplus := g.Surplus() // stepping down after a scale-down: no new work
+	var cands []string
 	for _, r := range runners {
 		if takingOver[r] || slices.Contains(surplus, r) || slices.ContainsFunc(busy, func(b BatchRef) bool { return b.Runner == r }) {
 			continue
 		}
-		n, _, err := c.GetNode(ctx, r)
-		if err != nil || n.Role != roles.RoleRunner {
+		cands = append(cands, r)
+	}
+	// Each candidate's NodeState, Heartbeat and Task are read at once (one
+	// round trip to ZooKeeper, not three per Runner one after the other:
+	// the first hand-out of a job waits for them), then judged in order.
+	type state struct {
+		n       roles.NodeState
+		hb      roles.Heartbeat
+		t       roles.Task
+		nErr    error
+		hbErr   error
+		taskErr error
+	}
+	states := make([]state, len(cands))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallelReads)
+	for i, r := range cands {
+		st := &states[i]
+		wg.Add(3)
+		read := func(f func()) {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				f()
+			}()
+		}
+		read(func() { st.n, _, st.nErr = c.GetNode(ctx, r) })
+		read(func() { st.hb, _, st.hbErr = c.GetHeartbeat(ctx, r) })
+		read(func() { st.t, st.taskErr = task(r) })
+	}
+	wg.Wait()
+	var idle []string
+	for i, r := range cands {
+		st := states[i]
+		if st.nErr != nil || st.n.Role != roles.RoleRunner || st.hbErr != nil {
 			continue
 		}
-		hb, _, err := c.GetHeartbeat(ctx, r)
-		if err != nil {
+		timeout, _ := st.hb.Timeout()
+		if age, err := st.hb.Age(a.now()); err != nil || age >= timeout || st.hb.HealthyState == roles.HeartApparentDeath {
 			continue
 		}
-		timeout, _ := hb.Timeout()
-		if age, err := hb.Age(a.now()); err != nil || age >= timeout || hb.HealthyState == roles.HeartApparentDeath {
+		if st.taskErr != nil && !errors.Is(st.taskErr, metadata.ErrNotFound) {
 			continue
 		}
-		t, err := task(r)
-		if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-			continue
-		}
-		if t.Pending() {
+		if st.t.Pending() {
 			continue
 		}
 		idle = append(idle, r)

@@ -1,0 +1,200 @@
+package jobs_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// robotsSite is a site whose robots.txt answers only once let through
+// (gate), and which counts its requests.
+type robotsSite struct {
+	*httptest.Server
+	gate         chan struct{}
+	robotsHits   atomic.Int32
+	robotsDone   atomic.Bool
+	pageHits     atomic.Int32
+	pageEarly    atomic.Bool // a page was requested before robots.txt was answered
+	disallowRoot bool
+}
+
+func newRobotsSite(t *testing.T, disallowRoot bool) *robotsSite {
+	s := &robotsSite{gate: make(chan struct{}), disallowRoot: disallowRoot}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			s.robotsHits.Add(1)
+			select {
+			case <-s.gate:
+			case <-r.Context().Done():
+				return
+			}
+			if s.disallowRoot {
+				_, _ = w.Write([]byte("User-agent: *\nDisallow: /\n"))
+			} else {
+				_, _ = w.Write([]byte("User-agent: *\nDisallow: /private\n"))
+			}
+			s.robotsDone.Store(true)
+			return
+		}
+		s.pageHits.Add(1)
+		if !s.robotsDone.Load() {
+			s.pageEarly.Store(true)
+		}
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<html><title>root</title></html>"))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// warmEnv is a one-page job of the site's root, taken into a batch for
+// sc-crawler_1, run by a BatchRunner on a real fetch engine.
+func warmEnv(t *testing.T, site *robotsSite, ignoreRobots bool) *batchEnv {
+	t.Helper()
+	e := newBatchEnv(t, 2, []string{site.URL + "/"}, func(s *jobs.Spec) {
+		s.Options = crawl.DefaultOptions()
+		s.Options.IgnoreRobots = ignoreRobots
+	})
+	e.br.Pages = crawl.NewEngine()
+	return e
+}
+
+// Warm gets the robots.txt of a new job's seeds before its batch runs;
+// the batch's fetch of the seed waits for that robots.txt and obeys it:
+// robots.txt is fetched once, before the page, and kept for the job.
+func TestWarmFetchesTheSeedsRobotsOnceBeforeTheBatch(t *testing.T) {
+	site := newRobotsSite(t, false)
+	e := warmEnv(t, site, false)
+	e.br.Warm(e.ctx, e.spec, e.urls)
+	eventually(t, func() bool { return site.robotsHits.Load() == 1 }, "robots.txt requested by Warm, before the batch runs")
+	done := e.runAsync()
+	close(site.gate)
+	out, err := e.wait(done)
+	require.NoError(t, err)
+	assert.Equal(t, 1, out.Success, "the root recorded")
+	assert.EqualValues(t, 1, site.robotsHits.Load(), "robots.txt fetched once: the batch's fetch waited for Warm's")
+	assert.EqualValues(t, 1, site.pageHits.Load())
+	assert.False(t, site.pageEarly.Load(), "the root was requested only once robots.txt was answered")
+	kept, ok, err := e.store.Robots(e.ctx, e.spec.ID, site.URL)
+	require.NoError(t, err)
+	require.True(t, ok, "the robots.txt Warm fetched is kept for the job")
+	assert.Equal(t, 200, kept.Status)
+}
+
+// A seed that the robots.txt Warm got disallows is not fetched.
+func TestWarmRobotsIsObeyed(t *testing.T) {
+	site := newRobotsSite(t, true)
+	e := warmEnv(t, site, false)
+	e.br.Warm(e.ctx, e.spec, e.urls)
+	eventually(t, func() bool { return site.robotsHits.Load() == 1 }, "robots.txt requested by Warm")
+	close(site.gate)
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Zero(t, out.Success)
+	assert.EqualValues(t, 0, site.pageHits.Load(), "the disallowed root was not requested")
+	assert.EqualValues(t, 1, site.robotsHits.Load())
+}
+
+// A job that ignores robots.txt warms nothing.
+func TestWarmIgnoresAJobThatIgnoresRobots(t *testing.T) {
+	site := newRobotsSite(t, false)
+	close(site.gate)
+	e := warmEnv(t, site, true)
+	e.br.Warm(e.ctx, e.spec, e.urls)
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, 1, out.Success)
+	assert.EqualValues(t, 0, site.robotsHits.Load(), "robots.txt never requested")
+}
+
+// warmCalls records the Warm calls of a Local Runner.
+type warmCalls struct {
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (w *warmCalls) Warm(_ context.Context, spec jobs.Spec, seeds []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, append([]string{spec.ID}, seeds...))
+}
+
+func (w *warmCalls) get() [][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.calls)
+}
+
+// A new job's first JobAssign gives the seeds' batch to the worker's own
+// Runner when it is idle and the batch takes all the seeds, and warms it;
+// otherwise the seeds go as before and nothing is warmed.
+func TestJobAssignStartGivesTheSeedsToItsOwnIdleRunner(t *testing.T) {
+	assign := func(f *fixture, spec jobs.Spec) {
+		t.Helper()
+		_, err := f.a.JobAssign(f.ctx, jobs.AssignInput{Spec: spec, Start: true})
+		require.NoError(t, err)
+	}
+	seedHolder := func(f *fixture, job string) (string, int) {
+		holder, n := "", 0
+		for _, r := range f.runners {
+			if tk := f.task(r); tk.Job != nil && tk.Job.ID == job && tk.Job.Size > 0 {
+				holder, n = r, n+1
+			}
+		}
+		return holder, n
+	}
+	t.Run("idle", func(t *testing.T) {
+		f := newFixture(t, 3, 0)
+		w := &warmCalls{}
+		local := f.runners[2] // not the first in the hand-out's order
+		f.a.Local = jobs.Local{Group: testGroup, Name: local, Runner: w}
+		spec := f.spec("job-local", 0, "http://example.test/")
+		assign(f, spec)
+		holder, n := seedHolder(f, spec.ID)
+		assert.Equal(t, 1, n)
+		assert.Equal(t, local, holder, "the seed's batch went to the worker's own Runner")
+		assert.Equal(t, [][]string{{spec.ID, "http://example.test/"}}, w.get())
+	})
+	t.Run("busy", func(t *testing.T) {
+		f := newFixture(t, 3, 0)
+		w := &warmCalls{}
+		local := f.runners[2]
+		f.a.Local = jobs.Local{Group: testGroup, Name: local, Runner: w}
+		busy := roles.EmptyTask()
+		busy.Job = &roles.JobRef{ID: "other", Batch: jobs.BatchID("other", 0), Size: 3}
+		busy.Epoch, busy.Holder = 1, local
+		f.setTask(local, busy)
+		spec := f.spec("job-busy", 0, "http://example.test/")
+		assign(f, spec)
+		holder, n := seedHolder(f, spec.ID)
+		assert.Equal(t, 1, n)
+		assert.NotEqual(t, local, holder)
+		assert.Empty(t, w.get(), "nothing warmed for a Runner that does not get the seeds")
+	})
+	t.Run("seeds over one batch", func(t *testing.T) {
+		f := newFixture(t, 3, 0)
+		w := &warmCalls{}
+		f.a.Local = jobs.Local{Group: testGroup, Name: f.runners[2], Runner: w}
+		spec := f.spec("job-spread", 0, seedURLs(3)...) // one seed per Runner
+		assign(f, spec)
+		assert.Empty(t, w.get(), "the seeds are spread over the Runners: none warmed")
+	})
+	t.Run("another group", func(t *testing.T) {
+		f := newFixture(t, 3, 0)
+		w := &warmCalls{}
+		f.a.Local = jobs.Local{Group: "elsewhere", Name: f.runners[2], Runner: w}
+		assign(f, f.spec("job-group", 0, "http://example.test/"))
+		assert.Empty(t, w.get())
+	})
+}

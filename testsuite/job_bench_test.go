@@ -22,7 +22,6 @@ import (
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/activities/jobs"
-	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/testsuite"
 	"github.com/batoncrawl/baton/workflows"
 )
@@ -56,7 +55,7 @@ func (f *firstHit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func submit(b *testing.B, c *testsuite.Cluster, tc client.Client, id string, seeds []string, opts crawl.Options, maxPages int) client.WorkflowRun {
 	b.Helper()
-	spec := jobs.Spec{ID: id, Group: c.Group, Seeds: seeds, Options: opts, MaxPages: maxPages, Timers: roles.FastTimers()}
+	spec := jobs.Spec{ID: id, Group: c.Group, Seeds: seeds, Options: opts, MaxPages: maxPages}
 	run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: workflows.JobWorkflowID(c.Group, id), TaskQueue: workflows.JobQueue(c.Group),
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,

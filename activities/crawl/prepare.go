@@ -1,0 +1,121 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/batoncrawl/baton/roles"
+)
+
+// prepared is a request made ready to be sent (Engine.prepare): its
+// options compiled, its host checked, its transport chosen.
+type prepared struct {
+	opts          Options
+	b             *built
+	agent         string
+	domain        string
+	typed         bool
+	base          func() http.RoundTripper
+	checkRedirect func(*http.Request) error
+}
+
+// prepare readies req, found at depth, as fetch sends it; errText says
+// why it cannot be sent.
+func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options, sitemap bool) (prepared, string) {
+	if opts.compiled == nil {
+		var err error
+		if opts, err = opts.Compile(); err != nil {
+			return prepared{}, "invalid options: " + err.Error()
+		}
+	}
+	if depth < 0 {
+		return prepared{}, fmt.Sprintf("invalid depth %d", depth)
+	}
+	b, err := buildRequest(req, auth)
+	if err != nil {
+		return prepared{}, err.Error()
+	}
+	// Under DenyPrivate every request is guarded — redirects, robots.txt
+	// and its redirects included — except the first request of a seed or
+	// sitemap the user typed (typed): its redirects are guarded too.
+	if e.DenyPrivate {
+		opts.DenyPrivate = true
+	}
+	guard := opts.DenyPrivate
+	typed := guard && !e.DenyPrivate && (depth == 0 || sitemap) && opts.isTyped(req.URL)
+	if guard && !typed {
+		if err := e.checkHost(ctx, b.url.Hostname()); err != nil {
+			return prepared{}, err.Error()
+		}
+	}
+	for k, v := range opts.Headers {
+		if b.header.Get(k) == "" {
+			b.header.Set(k, v)
+		}
+	}
+	agent := b.header.Get("User-Agent")
+	if agent == "" {
+		agent = opts.UserAgent
+	}
+	tr, err := e.transport(guard, opts.Proxy)
+	if err != nil {
+		return prepared{}, err.Error()
+	}
+	p := prepared{opts: opts, b: b, agent: agent, domain: hostKey(b.url), typed: typed}
+	// base returns the transport of one request chain (an attempt, or a
+	// robots.txt fetch): a typed URL's first request goes unguarded (a
+	// connection pool of its own), the rest guarded. Through a proxy,
+	// host names are checked instead (checkRedirect).
+	p.base = func() http.RoundTripper {
+		if typed && opts.Proxy == "" {
+			return &firstHop{first: e.plain, rest: tr}
+		}
+		return tr
+	}
+	if guard && opts.Proxy != "" {
+		// The proxy dials: the addresses dialled cannot be seen, so the
+		// host names are checked, on each redirect.
+		p.checkRedirect = func(r *http.Request) error { return e.checkHost(r.Context(), r.URL.Hostname()) }
+	}
+	return p, ""
+}
+
+// robotsRules returns the robots.txt rules of a prepared request's
+// origin: from the Engine's cache, else from the crawl's RobotsStore,
+// else fetched (once for all the concurrent callers, and kept).
+func (e *Engine) robotsRules(ctx context.Context, p prepared) (*robotsRules, error) {
+	origin := strings.ToLower(p.b.url.Scheme) + "://" + p.domain
+	key := origin
+	if p.opts.Proxy != "" {
+		key += " via " + p.opts.Proxy
+	}
+	switch {
+	case p.typed:
+		key += " typed"
+	case p.opts.DenyPrivate:
+		key += " guarded"
+	}
+	return e.robots.get(ctx, robotsKey(key, p.opts.Robots), func(c context.Context) *robotsRules {
+		return robotsOf(c, p.opts.Robots, origin, p.agent, func(c context.Context) RobotsFile {
+			return fetchRobots(c, &http.Client{Transport: p.base()}, origin, p.agent, p.opts.Headers, min(p.opts.Timeout, 30*time.Second), p.checkRedirect)
+		})
+	})
+}
+
+// WarmRobots starts getting the robots.txt rules that a Fetch of req at
+// depth with opts will obey (as that Fetch does: from the Engine's cache,
+// the crawl's RobotsStore, or fetched), without waiting for them: a
+// Fetch of the same origin that comes meanwhile waits for this one
+// instead of fetching robots.txt again. A request that could not be sent
+// (invalid, or its host refused) warms nothing; neither does
+// opts.IgnoreRobots. Safe for concurrent use.
+func (e *Engine) WarmRobots(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options) {
+	pr, errText := e.prepare(ctx, req, auth, depth, opts, false)
+	if errText != "" || pr.opts.IgnoreRobots {
+		return
+	}
+	go func() { _, _ = e.robotsRules(context.WithoutCancel(ctx), pr) }()
+}

@@ -350,16 +350,16 @@ func (a *Activities) idleRunners(ctx context.Context, c *metadata.Cluster, g rol
 	states := make([]state, len(cands))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallelReads)
+	read := func(f func()) {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f()
+		}()
+	}
 	for i, r := range cands {
 		st := &states[i]
-		wg.Add(3)
-		read := func(f func()) {
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				f()
-			}()
-		}
 		read(func() { st.n, _, st.nErr = c.GetNode(ctx, r) })
 		read(func() { st.hb, _, st.hbErr = c.GetHeartbeat(ctx, r) })
 		read(func() { st.t, st.taskErr = task(r) })

@@ -135,3 +135,28 @@ func (pg *Postgres) Sessions(t testing.TB, user string) int {
 	}
 	return n
 }
+
+// AdminInt runs a query returning one integer as the superuser in the
+// client database (e.g. a counter of PostgreSQL's statistics views).
+func (pg *Postgres) AdminInt(t testing.TB, query string, args ...any) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pg.adminConn(ctx)
+	if err != nil {
+		t.Fatalf("testsuite: postgres: admin: connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	cfg := conn.Config().Copy()
+	cfg.Database = pgDatabase
+	db, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("testsuite: postgres: admin: connect to %s: %v", pgDatabase, err)
+	}
+	defer db.Close(context.Background())
+	var n int64
+	if err := db.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+		t.Fatalf("testsuite: postgres: admin: %s: %v", query, err)
+	}
+	return n
+}

@@ -28,6 +28,10 @@ type dialect struct {
 	skipLocked string
 	// seqCol orders rows by insertion; seqDDL declares it (", seq …").
 	seqCol, seqDDL string
+	// rowRef is the column holding a row's physical address, where the
+	// hand-out finds the rows it chose by it (PostgreSQL's ctid; empty for
+	// SQLite, whose seqCol is that address already).
+	rowRef string
 	// seqIndex follows job in the indexes that order by seqCol (SQLite's
 	// rowid is in every index already).
 	seqIndex string

@@ -53,9 +53,13 @@ func TestZstdWindowBounded(t *testing.T) {
 		"/w8":  zstdStream(t, 8<<20, content),
 	}
 	var held atomic.Int32
+	// The round's release channel: a handler of the last round may still
+	// be reading it when the next round makes its own.
+	var mu sync.Mutex
 	release := make(chan struct{})
 	var once sync.Once
-	releaseAll := func() { once.Do(func() { close(release) }) }
+	current := func() chan struct{} { mu.Lock(); defer mu.Unlock(); return release }
+	releaseAll := func() { mu.Lock(); defer mu.Unlock(); once.Do(func() { close(release) }) }
 	t.Cleanup(releaseAll)
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		frame, ok := frames[r.URL.Path]
@@ -70,7 +74,7 @@ func TestZstdWindowBounded(t *testing.T) {
 		w.(http.Flusher).Flush()
 		held.Add(1)
 		select {
-		case <-release:
+		case <-current():
 			w.Write(frame[half:])
 		case <-r.Context().Done():
 		}
@@ -83,8 +87,10 @@ func TestZstdWindowBounded(t *testing.T) {
 
 	inFlight := func(path string) (heap uint64, pages []Page) {
 		held.Store(0)
+		mu.Lock()
 		release = make(chan struct{})
 		once = sync.Once{}
+		mu.Unlock()
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)

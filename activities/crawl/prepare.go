@@ -98,7 +98,7 @@ func (e *Engine) robotsRules(ctx context.Context, p prepared) (*robotsRules, err
 	case p.opts.DenyPrivate:
 		key += " guarded"
 	}
-	return e.robots.get(ctx, robotsKey(key, p.opts.Robots), func(c context.Context) *robotsRules {
+	return e.robots.get(ctx, robotsKey(key, p.opts.Robots), func(c context.Context) (*robotsRules, func()) {
 		return robotsOf(c, p.opts.Robots, origin, p.agent, func(c context.Context) RobotsFile {
 			return fetchRobots(c, &http.Client{Transport: p.base()}, origin, p.agent, p.opts.Headers, min(p.opts.Timeout, 30*time.Second), p.checkRedirect)
 		})

@@ -52,7 +52,8 @@ func (r *robotsRules) allowed(pathQuery, agent string) (bool, time.Duration) {
 }
 
 type robotsEntry struct {
-	ready chan struct{}
+	ready chan struct{} // closed once rules is set
+	kept  chan struct{} // closed once the rules are kept (robotsOf's keep), after ready
 	rules *robotsRules
 }
 
@@ -66,8 +67,13 @@ func newRobotsCache() *robotsCache { return &robotsCache{entries: map[string]*ro
 // get returns the rules of origin, fetching robots.txt once for all the
 // concurrent callers. The fetch runs on its own, bounded by its timeout, so
 // that a caller whose context ends stops waiting at once without failing
-// the others.
-func (c *robotsCache) get(ctx context.Context, origin string, fetch func(context.Context) *robotsRules) (*robotsRules, error) {
+// the others. fetch returns the rules and how to keep them (nil: nothing
+// to keep): the callers that came while it ran have the rules as soon as
+// they are read, the one that started it only once they are kept too (a
+// robots.txt kept in the crawl's RobotsStore by the time its Fetch
+// returns; a Fetch that waited for a warm-up, WarmRobots, does not wait
+// for the store's write as well).
+func (c *robotsCache) get(ctx context.Context, origin string, fetch func(context.Context) (*robotsRules, func())) (*robotsRules, error) {
 	c.mu.Lock()
 	e := c.entries[origin]
 	if e != nil {
@@ -80,26 +86,36 @@ func (c *robotsCache) get(ctx context.Context, origin string, fetch func(context
 		default:
 		}
 	}
+	wait := (*robotsEntry).readyCh
 	if e == nil {
 		if len(c.entries) >= robotsMaxEntries {
 			c.pruneLocked()
 		}
-		e = &robotsEntry{ready: make(chan struct{})}
+		e = &robotsEntry{ready: make(chan struct{}), kept: make(chan struct{})}
 		c.entries[origin] = e
 		fctx := context.WithoutCancel(ctx)
 		go func() {
-			e.rules = fetch(fctx)
+			defer close(e.kept)
+			rules, keep := fetch(fctx)
+			e.rules = rules
 			close(e.ready)
+			if keep != nil {
+				keep()
+			}
 		}()
+		wait = (*robotsEntry).keptCh
 	}
 	c.mu.Unlock()
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-e.ready:
+	case <-wait(e):
 		return e.rules, nil
 	}
 }
+
+func (e *robotsEntry) readyCh() <-chan struct{} { return e.ready }
+func (e *robotsEntry) keptCh() <-chan struct{}  { return e.kept }
 
 func (c *robotsCache) pruneLocked() {
 	now := time.Now()

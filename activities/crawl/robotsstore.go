@@ -53,20 +53,23 @@ func robotsKey(key string, rs RobotsStore) string {
 }
 
 // robotsOf returns the rules of origin: read from rs when it keeps a fresh
-// file, else fetched (and then kept in rs, with the Crawl-delay it sets for
-// agent). A store that cannot be read or written is passed over: the file
-// is fetched, and fetched again by the next Engine.
-func robotsOf(ctx context.Context, rs RobotsStore, origin, agent string, fetch func(context.Context) RobotsFile) *robotsRules {
+// file, else fetched; and, for a file fetched, how to keep it in rs (with
+// the Crawl-delay it sets for agent), nil otherwise. A store that cannot
+// be read or written is passed over: the file is fetched, and fetched
+// again by the next Engine.
+func robotsOf(ctx context.Context, rs RobotsStore, origin, agent string, fetch func(context.Context) RobotsFile) (*robotsRules, func()) {
 	if rs != nil {
 		if f, ok, err := rs.LoadRobots(ctx, origin); err == nil && ok && f.TTL > 0 {
-			return f.rules(time.Now())
+			return f.rules(time.Now()), nil
 		}
 	}
 	f := fetch(ctx)
 	r := f.rules(time.Now())
-	if rs != nil {
+	if rs == nil {
+		return r, nil
+	}
+	return r, func() {
 		_, f.CrawlDelay = r.allowed("/", agent)
 		_ = rs.SaveRobots(ctx, origin, f)
 	}
-	return r
 }

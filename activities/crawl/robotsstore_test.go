@@ -155,3 +155,51 @@ func TestHostKey(t *testing.T) {
 		assert.Equal(t, want, HostKey(raw), raw)
 	}
 }
+
+// blockingRobots is a memRobots whose saves wait until release is closed.
+type blockingRobots struct {
+	*memRobots
+	release chan struct{}
+}
+
+func (b *blockingRobots) SaveRobots(ctx context.Context, origin string, f RobotsFile) error {
+	<-b.release
+	return b.memRobots.SaveRobots(ctx, origin, f)
+}
+
+// A Fetch that comes while WarmRobots gets robots.txt waits for its
+// rules, not for the store's write of the file as well (a job's first
+// page is not held up by it); the file is still fetched once and kept.
+func TestWarmedRobotsDoNotWaitForTheStore(t *testing.T) {
+	t.Parallel()
+	var robots, pages atomic.Int32
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			robots.Add(1)
+			fmt.Fprint(w, "User-agent: *\nDisallow: /private/\n")
+			return
+		}
+		pages.Add(1)
+		fmt.Fprint(w, "<title>ok</title>")
+	})
+	store := &blockingRobots{memRobots: newMemRobots("job-1"), release: make(chan struct{})}
+	o := testOptions()
+	o.Robots = store
+	e := NewEngine()
+	e.WarmRobots(context.Background(), get(srv.URL+"/a"), Auth{}, 0, o)
+	require.Eventually(t, func() bool { return robots.Load() == 1 }, 10*time.Second, time.Millisecond, "the warm-up asks for robots.txt")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := e.Fetch(ctx, get(srv.URL+"/a"), Auth{}, 0, o)
+	require.Empty(t, p.Error, "the page waited for the store's write of robots.txt")
+	assert.Equal(t, int32(1), pages.Load(), "the page was fetched while the store's write waited")
+	assert.Equal(t, int32(0), store.saves.Load(), "not kept yet")
+	close(store.release)
+	origin := "http://" + HostKey(srv.URL+"/")
+	require.Eventually(t, func() bool {
+		_, ok, _ := store.LoadRobots(context.Background(), origin)
+		return ok
+	}, 10*time.Second, time.Millisecond, "kept in the store once its write could go on")
+	assert.Equal(t, int32(1), robots.Load(), "robots.txt fetched once")
+	assert.Contains(t, e.Fetch(context.Background(), get(srv.URL+"/private/x"), Auth{}, 0, o).Error, "disallowed", "its rules obeyed")
+}

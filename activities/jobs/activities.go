@@ -55,10 +55,11 @@ type Local struct {
 }
 
 // Warmer readies a worker's Runner for the first batch of a new job, of
-// the given seeds, before the batch's Task reaches it (BatchRunner.Warm).
-// Warm must not wait.
+// the given seeds, before the batch's Task reaches it (BatchRunner.Warm);
+// stored is closed once the job is in the store (nil: it is). Warm must
+// not wait.
 type Warmer interface {
-	Warm(ctx context.Context, spec Spec, seeds []string)
+	Warm(ctx context.Context, spec Spec, seeds []string, stored <-chan struct{})
 }
 
 func (a *Activities) now() time.Time {

@@ -29,13 +29,14 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	if err != nil {
 		return AssignResult{}, err
 	}
-	if in.Start {
-		if _, err := a.JobStart(ctx, in.Spec); err != nil {
-			return AssignResult{}, err
-		}
-	}
 	c := metadata.NewCluster(a.Meta, a.Root, in.Spec.Group)
-	g, _, err := c.GetGroup(ctx)
+	var g roles.GroupState
+	var idle []string // a new job's idle Runners, read while it was stored
+	if in.Start {
+		g, idle, err = a.start(ctx, c, in.Spec)
+	} else {
+		g, _, err = c.GetGroup(ctx)
+	}
 	if err != nil {
 		return AssignResult{}, err
 	}
@@ -65,7 +66,10 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
 		seq++
 	}
-	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start)
+	if len(res.Assigned) > 0 {
+		idle = nil // a retried call: read them again, past its batches
+	}
+	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start, idle)
 	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
@@ -109,7 +113,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if err != nil {
 			return res, err
 		}
-		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false)
+		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false, nil)
 		res.Assigned, seq = append(res.Assigned, more...), next
 		if err != nil {
 			return res, err
@@ -122,7 +126,8 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 }
 
 // handOut gives a batch of the frontier to each idle Runner of the group
-// that carries the job's crawler (busy: the batches in flight), with IDs
+// that carries the job's crawler (idle, in that order, when not nil; else
+// read here, busy being the batches in flight), with IDs
 // from seq on, and returns the batches and the next seq. A batch taken
 // whose Runner became busy before it got it is re-queued and reported with
 // no Runner (it used its ID). With start (a job's first hand-out), the
@@ -130,30 +135,17 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 // all) get start batches: empty batches that pull the first pages' links
 // themselves as soon as they are recorded (SupervisorStore.OpenBatch,
 // BatchRunner).
-func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool) ([]BatchRef, int, error) {
+func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool, idle []string) ([]BatchRef, int, error) {
 	log := a.log(ctx, "job", spec.ID)
 	var assigned []BatchRef
-	idle := a.idleRunners(ctx, c, g, nil, busy, seq)
-	idle = carriers(ctx, c, idle, spec)
-	// While the frontier is short (the start and the end of a crawl), share
-	// it among all the Runners instead of giving it to the first idle ones,
-	// so that no Runner is left with a long batch while the others idle.
-	size := spec.BatchSize
-	if size == 0 {
-		// An unbounded batch starts with a Runner's first round or two;
-		// it pulls the rest as it frees slots.
-		size = firstTake
+	if idle == nil {
+		idle = carriers(ctx, c, a.idleRunners(ctx, c, g, nil, busy, seq), spec)
 	}
 	st, err := js.Stats(ctx, spec.ID)
 	if err != nil {
 		return assigned, seq, err
 	}
-	if n := max(len(idle), len(g.CurrentRunner)); n > 0 {
-		size = min(size, max(1, (st.Queued+n-1)/n))
-	}
-	if start {
-		idle = a.warmLocal(ctx, spec, idle, st.Queued, size)
-	}
+	size := firstBatch(spec, st.Queued, max(len(idle), len(g.CurrentRunner)))
 	undelivered := "" // a batch taken that no Runner got yet
 	// empty: the frontier had nothing for the last TakeBatch, or the
 	// batches took all it had when its counters were read (no TakeBatch
@@ -240,14 +232,42 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 	return assigned, seq, nil
 }
 
+// start stores a new job (JobStart) while it reads the group and its idle
+// Runners that carry the job's crawler, in hand-out order, and warms the
+// worker's own Runner as soon as they are read (warmLocal): the seed's
+// robots.txt is being fetched while the job is stored and its first
+// batch handed out.
+func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (roles.GroupState, []string, error) {
+	stored := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.JobStart(ctx, spec)
+		if err == nil {
+			close(stored)
+		}
+		errc <- err
+	}()
+	g, _, err := c.GetGroup(ctx)
+	var idle []string
+	if err == nil {
+		idle = carriers(ctx, c, a.idleRunners(ctx, c, g, nil, nil, 0), spec)
+		idle = a.warmLocal(ctx, spec, idle, len(g.CurrentRunner), stored)
+	}
+	if serr := <-errc; serr != nil {
+		return g, nil, serr // the job's error first: it may not be retried
+	}
+	return g, idle, err
+}
+
 // warmLocal gives a new job's seeds to this worker's own Runner when it
-// is idle and the job's first batch takes them all (queued of them, a
-// batch of size): it returns idle with that Runner first, having told it
-// to get ready (Local.Runner.Warm: its robots.txt is fetched while the
-// batch is handed out). Otherwise idle is unchanged.
-func (a *Activities) warmLocal(ctx context.Context, spec Spec, idle []string, queued, size int) []string {
+// is idle and the job's first batch takes them all (as handOut sizes it
+// for runners Runners in the group): it returns idle with that Runner
+// first, having told it to get ready (Local.Runner.Warm: its robots.txt
+// is fetched while the job is stored, closing stored, and its batch
+// handed out). Otherwise idle is unchanged.
+func (a *Activities) warmLocal(ctx context.Context, spec Spec, idle []string, runners int, stored <-chan struct{}) []string {
 	l := a.Local
-	if l.Runner == nil || l.Group != spec.Group || queued == 0 || queued > size || len(spec.Seeds) != queued {
+	if l.Runner == nil || l.Group != spec.Group || spec.SeedsStored > 0 || len(spec.Seeds) == 0 {
 		return idle
 	}
 	i := slices.Index(idle, l.Name)
@@ -255,15 +275,33 @@ func (a *Activities) warmLocal(ctx context.Context, spec Spec, idle []string, qu
 		return idle
 	}
 	seeds, err := spec.SeedEntries(nil)
-	if err != nil || len(seeds) != queued {
+	if err != nil || len(seeds) != len(spec.Seeds) || len(seeds) > firstBatch(spec, len(seeds), max(len(idle), runners)) {
 		return idle
 	}
 	urls := make([]string, len(seeds))
 	for k, e := range seeds {
 		urls[k] = e.URL
 	}
-	l.Runner.Warm(ctx, spec, urls)
+	l.Runner.Warm(ctx, spec, urls, stored)
 	return append([]string{l.Name}, slices.Delete(slices.Clone(idle), i, i+1)...)
+}
+
+// firstBatch is the size of the batches a hand-out takes from queued URLs
+// for runners Runners: the job's batch size (firstTake for an unbounded
+// batch, which starts with a Runner's first round or two and pulls the
+// rest as it frees slots), but while the frontier is short (the start and
+// the end of a crawl) it is shared among all the Runners instead of given
+// to the first idle ones, so that no Runner is left with a long batch
+// while the others idle.
+func firstBatch(spec Spec, queued, runners int) int {
+	size := spec.BatchSize
+	if size == 0 {
+		size = firstTake
+	}
+	if runners > 0 {
+		size = min(size, max(1, (queued+runners-1)/runners))
+	}
+	return size
 }
 
 // maxParallelReads bounds the ZooKeeper reads idleRunners has under way

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -140,10 +141,14 @@ func (h *hostLeases) renewEvery() time.Duration {
 
 // jobRobots is a job's robots.txt files in the store, as the fetch engine
 // reads them (crawl.RobotsStore): the first Runner that fetches a host's
-// robots.txt keeps it there, the others read it.
+// robots.txt keeps it there, the others read it. A file is kept only once
+// stored is closed (nil: at once): the warm-up of a new job's first batch
+// (BatchRunner.Warm) fetches its seed's robots.txt while the job itself
+// is being stored.
 type jobRobots struct {
-	store RunnerStore
-	job   string
+	store  RunnerStore
+	job    string
+	stored <-chan struct{}
 }
 
 var _ crawl.RobotsStore = jobRobots{}
@@ -155,6 +160,13 @@ func (j jobRobots) LoadRobots(ctx context.Context, origin string) (crawl.RobotsF
 }
 
 func (j jobRobots) SaveRobots(ctx context.Context, origin string, f crawl.RobotsFile) error {
+	if j.stored != nil {
+		select {
+		case <-j.stored:
+		case <-ctx.Done():
+			return fmt.Errorf("job %s: robots.txt of %s not kept: the job was not stored: %w", j.job, origin, ctx.Err())
+		}
+	}
 	return j.store.PutRobots(ctx, j.job, origin, f)
 }
 

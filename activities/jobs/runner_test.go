@@ -787,3 +787,51 @@ func TestRunBatchClaimsOnce(t *testing.T) {
 	assert.True(t, out.Fenced, "an older epoch is fenced")
 	assert.Zero(t, out.Ran)
 }
+
+// recordGroups is a RunnerStore that notes the size of every group commit.
+type recordGroups struct {
+	jobs.RunnerStore
+	mu     sync.Mutex
+	groups []int
+}
+
+func (r *recordGroups) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
+	r.mu.Lock()
+	r.groups = append(r.groups, len(rs))
+	r.mu.Unlock()
+	return r.RunnerStore.RecordAll(ctx, rs)
+}
+
+// While a batch has a round of URLs of its own queued, its group commits
+// wait for half a round of pages (the first page of 40 is not committed
+// alone, as it was: a transaction per page or two); once its queue runs
+// short, a page is committed at once, and every page is recorded.
+func TestRunBatchCommitsFullerGroupsWhileItHasURLsQueued(t *testing.T) {
+	const conc = 8
+	e := newBatchEnv(t, conc, pageURLs(40), nil)
+	rg := &recordGroups{RunnerStore: e.store}
+	e.br.Store = rg
+	e.br.CommitLinger = time.Hour // only a fuller group, or a short queue, starts a commit
+	e.pages.gate = make(chan struct{})
+	ch := e.runAsync()
+	eventually(t, func() bool { calls, _, _ := e.pages.count(); return calls == conc }, "a round of fetches")
+	for i := 1; i <= conc/2; i++ {
+		e.pages.gate <- struct{}{}
+		// The page handled: its slot's next fetch started (a commit of
+		// it alone would have started before that).
+		eventually(t, func() bool { calls, _, _ := e.pages.count(); return calls == conc+i }, "fetch %d", conc+i)
+	}
+	close(e.pages.gate)
+	out, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, 40, out.Success)
+	rg.mu.Lock()
+	defer rg.mu.Unlock()
+	require.NotEmpty(t, rg.groups)
+	assert.Equal(t, conc/2, rg.groups[0], "the first group commit (groups: %v)", rg.groups)
+	sum := 0
+	for _, g := range rg.groups {
+		sum += g
+	}
+	assert.Equal(t, 40, sum, "every page recorded once (groups: %v)", rg.groups)
+}

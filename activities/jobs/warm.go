@@ -20,16 +20,17 @@ const warmTimeout = 10 * time.Second
 
 // Warm readies this worker for the first batch of a new job that it is
 // about to be handed, holding urls (its seeds, depth 0): in the
-// background, it reads the job's spec (kept for the batch) and starts
-// getting the robots.txt of the seeds' hosts, which the batch's first
-// fetches then wait for instead of fetching it again (crawl.Engine.
-// WarmRobots). The robots.txt of a job's seed host is thus fetched while
-// the job's first batch is handed out and its Runner gets ready, not
-// after. A job of a user crawler, one that ignores robots.txt, or one
-// this worker cannot run (its spec unreadable, above the operator's
-// limits) warms nothing: the batch then fails or runs as without Warm.
-// Safe for concurrent use; it does not wait.
-func (r *BatchRunner) Warm(ctx context.Context, spec Spec, urls []string) {
+// background, it starts getting the robots.txt of the seeds' hosts, which
+// the batch's first fetches then wait for instead of fetching it again
+// (crawl.Engine.WarmRobots). The robots.txt of a job's seed host is thus
+// fetched while the job is stored and its first batch handed out, not
+// after. stored is closed once the job is in the store (nil: it is):
+// the file is kept there only then, and a job with secrets (read from the
+// store) waits for it before anything. A job of a user crawler, one that
+// ignores robots.txt, or one this worker cannot run (above the operator's
+// limits, its spec invalid) warms nothing: the batch then fails or runs
+// as without Warm. Safe for concurrent use; it does not wait.
+func (r *BatchRunner) Warm(ctx context.Context, spec Spec, urls []string, stored <-chan struct{}) {
 	w, ok := r.Pages.(robotsWarmer)
 	if !ok || len(urls) == 0 || spec.Options.IgnoreRobots || (spec.Crawler != "" && spec.Crawler != roles.BuiltinCrawler) {
 		return
@@ -37,7 +38,23 @@ func (r *BatchRunner) Warm(ctx context.Context, spec Spec, urls []string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), warmTimeout)
 		defer cancel()
-		jr, err := r.job(ctx, spec.ID, slog.Default())
+		var jr *jobRun
+		var err error
+		if len(spec.Secrets) > 0 && stored != nil {
+			select {
+			case <-stored:
+			case <-ctx.Done():
+				return
+			}
+			stored = nil
+		}
+		if stored == nil {
+			jr, err = r.job(ctx, spec.ID, slog.Default())
+		} else {
+			// Not kept for the batch, which reads the job's spec from the
+			// store as always: only its robots.txt is got ahead.
+			jr, err = r.run(ctx, spec, stored, slog.Default())
+		}
 		if err != nil || jr.crawler != nil {
 			return // the batch says why when it runs
 		}

@@ -76,7 +76,7 @@ func warmEnv(t *testing.T, site *robotsSite, ignoreRobots bool) *batchEnv {
 func TestWarmFetchesTheSeedsRobotsOnceBeforeTheBatch(t *testing.T) {
 	site := newRobotsSite(t, false)
 	e := warmEnv(t, site, false)
-	e.br.Warm(e.ctx, e.spec, e.urls)
+	e.br.Warm(e.ctx, e.spec, e.urls, nil)
 	eventually(t, func() bool { return site.robotsHits.Load() == 1 }, "robots.txt requested by Warm, before the batch runs")
 	done := e.runAsync()
 	close(site.gate)
@@ -96,7 +96,7 @@ func TestWarmFetchesTheSeedsRobotsOnceBeforeTheBatch(t *testing.T) {
 func TestWarmRobotsIsObeyed(t *testing.T) {
 	site := newRobotsSite(t, true)
 	e := warmEnv(t, site, false)
-	e.br.Warm(e.ctx, e.spec, e.urls)
+	e.br.Warm(e.ctx, e.spec, e.urls, nil)
 	eventually(t, func() bool { return site.robotsHits.Load() == 1 }, "robots.txt requested by Warm")
 	close(site.gate)
 	out, err := e.run()
@@ -111,7 +111,7 @@ func TestWarmIgnoresAJobThatIgnoresRobots(t *testing.T) {
 	site := newRobotsSite(t, false)
 	close(site.gate)
 	e := warmEnv(t, site, true)
-	e.br.Warm(e.ctx, e.spec, e.urls)
+	e.br.Warm(e.ctx, e.spec, e.urls, nil)
 	out, err := e.run()
 	require.NoError(t, err)
 	assert.Equal(t, 1, out.Success)
@@ -124,7 +124,7 @@ type warmCalls struct {
 	calls [][]string
 }
 
-func (w *warmCalls) Warm(_ context.Context, spec jobs.Spec, seeds []string) {
+func (w *warmCalls) Warm(_ context.Context, spec jobs.Spec, seeds []string, _ <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.calls = append(w.calls, append([]string{spec.ID}, seeds...))
@@ -197,4 +197,30 @@ func TestJobAssignStartGivesTheSeedsToItsOwnIdleRunner(t *testing.T) {
 		assign(f, f.spec("job-group", 0, "http://example.test/"))
 		assert.Empty(t, w.get())
 	})
+}
+
+// A new job's warm-up starts before the job is in the store (JobAssign
+// stores it meanwhile): its robots.txt is fetched at once and kept in
+// the store only once the job is there.
+func TestWarmBeforeTheJobIsStored(t *testing.T) {
+	site := newRobotsSite(t, false)
+	close(site.gate)
+	e := warmEnv(t, site, false)
+	spec := e.spec
+	spec.ID = "job-not-yet"
+	stored := make(chan struct{})
+	e.br.Warm(e.ctx, spec, e.urls, stored)
+	eventually(t, func() bool { return site.robotsDone.Load() }, "robots.txt fetched before the job is stored")
+	_, ok, _ := e.store.Robots(e.ctx, spec.ID, site.URL)
+	assert.False(t, ok, "kept before the job is stored")
+	seeds, err := spec.SeedEntries(nil)
+	require.NoError(t, err)
+	_, err = e.store.CreateJob(e.ctx, spec, seeds)
+	require.NoError(t, err)
+	close(stored)
+	eventually(t, func() bool {
+		_, ok, err := e.store.Robots(e.ctx, spec.ID, site.URL)
+		return err == nil && ok
+	}, "robots.txt kept once the job is stored")
+	assert.EqualValues(t, 1, site.robotsHits.Load())
 }

@@ -350,6 +350,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	}
 	type commit struct {
 		n, added int
+		taken    []Entry // links handed to the batch with the commit
 		err      error
 	}
 	type pulled struct {
@@ -468,9 +469,15 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			pending = nil
 			recording++
 			committing += len(group)
+			// Slots that nothing queued will fill take the group's own new
+			// links with the commit (a crawl's first waves).
+			take := 0
+			if halted == "" && !draining && size < limit {
+				take = min(max(0, conc-inflight-len(queue)), limit-size)
+			}
 			go func() {
-				got, err := r.Store.RecordAll(ctx, group)
-				c := commit{n: len(group), err: err}
+				got, taken, err := r.Store.RecordTake(ctx, group, take)
+				c := commit{n: len(group), taken: taken, err: err}
 				for _, g := range got {
 					c.added += g.Added
 				}
@@ -571,6 +578,10 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 				}
 			default:
 				ran += c.n
+				if len(c.taken) > 0 {
+					size += len(c.taken)
+					queue = append(queue, c.taken...)
+				}
 				if c.added > 0 && !draining {
 					exhausted = false
 					linksGen++

@@ -795,11 +795,11 @@ type recordGroups struct {
 	groups []int
 }
 
-func (r *recordGroups) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
+func (r *recordGroups) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]jobs.Recorded, []jobs.Entry, error) {
 	r.mu.Lock()
 	r.groups = append(r.groups, len(rs))
 	r.mu.Unlock()
-	return r.RunnerStore.RecordAll(ctx, rs)
+	return r.RunnerStore.RecordTake(ctx, rs, take)
 }
 
 // While a batch has a round of URLs of its own queued, its group commits

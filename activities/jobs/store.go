@@ -359,6 +359,15 @@ type RunnerStore interface {
 	// the stored record; exactly one page per hash is not a duplicate,
 	// whatever the concurrency.
 	RecordAll(ctx context.Context, rs []Record) ([]Recorded, error)
+	// RecordTake is RecordAll that also hands up to take of the links it
+	// queues to the batch, in the same transaction, and returns them (in
+	// URL order, counted as taken): new links of the hosts of the pages
+	// recorded whose leases the batch holds, live; none while the job is
+	// paused or cancelled, or when it has max_pages (whose hand-outs are
+	// counted under the job's lock). A Runner with free slots so crawls
+	// its own pages' links without a Pull: a crawl's first waves are not
+	// a commit and a hand-out apart.
+	RecordTake(ctx context.Context, rs []Record, take int) ([]Recorded, []Entry, error)
 	// FinishBatch marks a running batch whose URLs are all finished done,
 	// at epoch, and returns it with its counters.
 	FinishBatch(ctx context.Context, job, id string, epoch int64) (BatchInfo, error)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,13 +29,20 @@ func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error
 // RecordAll writes finished URLs of one batch at one epoch in one
 // transaction (a group commit: one fsync for them all); see Record.
 func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
+	out, _, err := s.RecordTake(ctx, rs, 0)
+	return out, err
+}
+
+// RecordTake is RecordAll that moves up to take of the new links into the
+// batch in the same transaction (see jobs.RunnerStore).
+func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]jobs.Recorded, []jobs.Entry, error) {
 	if len(rs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
 	for _, r := range rs {
 		if r.Job != job || r.Batch != batch || r.Epoch != epoch {
-			return nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", job, batch, epoch, r.Job, r.Batch, r.Epoch)
+			return nil, nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", job, batch, epoch, r.Job, r.Batch, r.Epoch)
 		}
 	}
 	out := make([]jobs.Recorded, len(rs))
@@ -43,6 +51,7 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 	// Links this process knows are in the frontier already are not sent
 	// (known.go).
 	var links [][]any
+	var linkEntries []jobs.Entry // links' entries, as links (before sorting)
 	owner := map[string]int{}
 	refused := map[int][]jobs.RefusedLink{}
 	known := s.knownFor(job)
@@ -55,10 +64,13 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 			if _, ok := owner[l.URL]; !ok && !known.has(l.URL) {
 				owner[l.URL] = i // its label and data are the first page's
 				links = append(links, entryRow(job, l))
+				linkEntries = append(linkEntries, l)
 			}
 		}
 	}
+	slices.SortFunc(linkEntries, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
 	slices.SortFunc(links, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	var taken []jobs.Entry
 	urls := make([][]any, len(rs))
 	for i, r := range rs {
 		urls[i] = []any{r.URL}
@@ -67,7 +79,7 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 	queued := false // the links went into the frontier (not cut by max_pages)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		clear(out)
-		queued = false
+		queued, taken = false, nil
 		// One statement per kind of row for the whole group, not per page,
 		// and every kind of row taken in one order by every recording, so
 		// no two recordings ever wait for each other in a cycle:
@@ -106,16 +118,43 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 					queue = nil
 				}
 			}
-			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, label, data, host) VALUES `, nil, "(?, ?, ?, 0, ?, ?, ?)",
-				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, queue)
+			// The links the batch takes go in handed out to it (state 1),
+			// the others queued (state 0).
+			rows := make([][]any, len(queue))
+			var mine []int // the indexes of the links it takes
+			if take > 0 && maxPages == 0 {
+				hosts, err := s.takeHosts(ctx, tx, job, batch, rs)
+				if err != nil {
+					return err
+				}
+				for i, l := range queue {
+					if len(mine) < take && hosts[l[5].(string)] {
+						mine = append(mine, i)
+					}
+				}
+			}
+			for i, l := range queue {
+				state, in := 0, any(nil)
+				if slices.Contains(mine, i) {
+					state, in = 1, batch
+				}
+				rows[i] = []any{l[0], l[1], l[2], state, in, l[3], l[4], l[5]}
+			}
+			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, batch, label, data, host) VALUES `, nil, "(?, ?, ?, ?, ?, ?, ?, ?)",
+				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, rows)
 			if err != nil {
 				return fmt.Errorf("record: queue links: %w", err)
 			}
 			for u := range added {
 				out[owner[u]].Added++
 			}
+			for _, i := range mine {
+				if added[linkEntries[i].URL] { // a link there before stays where it is
+					taken = append(taken, linkEntries[i])
+				}
+			}
 			queued = len(queue) > 0
-			c.seen = len(added)
+			c.seen, c.taken = len(added), len(taken)
 		}
 		finished, err := s.returning(ctx, tx, `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`,
 			[]any{job, batch}, "?", `) RETURNING url`, urls)
@@ -191,7 +230,10 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		// recording from several goroutines would starve the Claim or
 		// Requeue that fences it. Held from here to the commit, so no
 		// group commits after a Claim or Requeue raised the epoch.
-		_, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate)
+		if _, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil || len(taken) == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(taken), job, batch)
 		return err
 	})
 	if err == nil && queued {
@@ -203,7 +245,47 @@ func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorde
 		}
 		known.add(urls)
 	}
-	return out, err
+	if err != nil {
+		taken = nil
+	}
+	return out, taken, err
+}
+
+// takeHosts returns the hosts whose new links a group commit of rs may
+// hand out to its batch (RecordTake): those of the group's own pages whose
+// lease the batch holds, live. The batch keeps those leases while the
+// commit runs (a Pull drops only the lease of a host the batch has no
+// unfinished URL of, and the group's URLs are unfinished until it
+// commits), and the URLs taken keep them after. None while the job is not
+// running.
+func (s *Store) takeHosts(ctx context.Context, tx *sql.Tx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
+	if err := s.checkRunning(ctx, tx, job); errors.Is(err, jobs.ErrHalted) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var hosts []any
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if h := jobs.HostOf(r.URL); !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
+		}
+	}
+	held, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ? AND expires_ms > `+s.d.nowMS+
+		` AND host IN (?`+strings.Repeat(", ?", len(hosts)-1)+`)`, append([]any{job, batch}, hosts...),
+		func(rows *sql.Rows) (string, error) {
+			var h string
+			return h, rows.Scan(&h)
+		})
+	if err != nil {
+		return nil, fmt.Errorf("record: host leases of batch %s: %w", batch, err)
+	}
+	out := make(map[string]bool, len(held))
+	for _, h := range held {
+		out[h] = true
+	}
+	return out, nil
 }
 
 // duplicates claims the body hashes of the group's new pages fetched

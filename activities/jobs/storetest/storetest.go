@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"RecordOnce", testRecordOnce},
 		{"RecordLinksOnce", testRecordLinksOnce},
 		{"RecordNilPage", testRecordNilPage},
+		{"RecordTake", testRecordTake},
 		{"ResultsOrderAndFields", testResults},
 		{"Requeue", testRequeue},
 		{"UnfinishedAfterExtend", testUnfinished},

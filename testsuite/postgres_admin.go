@@ -95,6 +95,32 @@ func (pg *Postgres) Deadlocks(t testing.TB) int64 {
 // make a read-only role for a test).
 func (pg *Postgres) Admin(t testing.TB, stmts ...string) {
 	t.Helper()
+	pg.inClientDB(t, func(ctx context.Context, db *pgx.Conn) {
+		for _, s := range stmts {
+			if _, err := db.Exec(ctx, s); err != nil {
+				t.Fatalf("testsuite: postgres: admin: %s: %v", s, err)
+			}
+		}
+	})
+}
+
+// AdminInt runs a query returning one integer as the superuser in the
+// client database (e.g. a counter of PostgreSQL's statistics views).
+func (pg *Postgres) AdminInt(t testing.TB, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	pg.inClientDB(t, func(ctx context.Context, db *pgx.Conn) {
+		if err := db.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+			t.Fatalf("testsuite: postgres: admin: %s: %v", query, err)
+		}
+	})
+	return n
+}
+
+// inClientDB runs fn on a superuser connection to the client database,
+// with a context of 30 s.
+func (pg *Postgres) inClientDB(t testing.TB, fn func(context.Context, *pgx.Conn)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pg.adminConn(ctx)
@@ -102,9 +128,6 @@ func (pg *Postgres) Admin(t testing.TB, stmts ...string) {
 		t.Fatalf("testsuite: postgres: admin: connect: %v", err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
-		t.Fatalf("testsuite: postgres: admin: %v", err)
-	}
 	cfg := conn.Config().Copy()
 	cfg.Database = pgDatabase
 	db, err := pgx.ConnectConfig(ctx, cfg)
@@ -112,11 +135,7 @@ func (pg *Postgres) Admin(t testing.TB, stmts ...string) {
 		t.Fatalf("testsuite: postgres: admin: connect to %s: %v", pgDatabase, err)
 	}
 	defer db.Close(context.Background())
-	for _, s := range stmts {
-		if _, err := db.Exec(ctx, s); err != nil {
-			t.Fatalf("testsuite: postgres: admin: %s: %v", s, err)
-		}
-	}
+	fn(ctx, db)
 }
 
 // Sessions counts the open sessions of a user.
@@ -132,31 +151,6 @@ func (pg *Postgres) Sessions(t testing.TB, user string) int {
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, user).Scan(&n); err != nil {
 		t.Fatalf("testsuite: postgres: sessions: %v", err)
-	}
-	return n
-}
-
-// AdminInt runs a query returning one integer as the superuser in the
-// client database (e.g. a counter of PostgreSQL's statistics views).
-func (pg *Postgres) AdminInt(t testing.TB, query string, args ...any) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pg.adminConn(ctx)
-	if err != nil {
-		t.Fatalf("testsuite: postgres: admin: connect: %v", err)
-	}
-	defer conn.Close(context.Background())
-	cfg := conn.Config().Copy()
-	cfg.Database = pgDatabase
-	db, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("testsuite: postgres: admin: connect to %s: %v", pgDatabase, err)
-	}
-	defer db.Close(context.Background())
-	var n int64
-	if err := db.QueryRow(ctx, query, args...).Scan(&n); err != nil {
-		t.Fatalf("testsuite: postgres: admin: %s: %v", query, err)
 	}
 	return n
 }

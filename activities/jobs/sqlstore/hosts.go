@@ -160,18 +160,51 @@ func (v *leaseView) delay(ctx context.Context, host string) (hostDelay, error) {
 	}
 	d := hostDelay{ms: v.pol.delayMS}
 	if v.pol.robots {
-		var known int
-		var crawlDelay int64
-		if err := v.q.QueryRowContext(ctx, v.s.q(`SELECT COUNT(*), COALESCE(MAX(crawl_delay_ms), 0) FROM baton_robots WHERE job = ? AND host = ?`),
-			v.job, host).Scan(&known, &crawlDelay); err != nil {
-			return d, fmt.Errorf("job %s: robots.txt of %s: %w", v.job, host, err)
+		crawlDelay, known, err := v.s.robotsDelay(ctx, v.q, v.job, host)
+		if err != nil {
+			return d, err
 		}
 		d.ms = max(d.ms, crawlDelay)
-		d.exclusive = known == 0
+		d.exclusive = !known
 	}
 	d.exclusive = d.exclusive || d.ms > 0
 	v.delays[host] = d
 	return d, nil
+}
+
+// robotsDelay says whether the robots.txt of host is kept for the job, and
+// the largest Crawl-delay (ms) of those kept. A host's robots.txt once
+// kept stays kept (it is replaced, never removed, while the job lasts), so
+// that answer is remembered for robotsDelayTTL: a hand-out, under the
+// job's lock, does not read it every time (a Crawl-delay changed by a
+// robots.txt another process fetched again applies that much later; this
+// store's PutRobots forgets it at once).
+func (s *Store) robotsDelay(ctx context.Context, q querier, job, host string) (int64, bool, error) {
+	key := job + "\x00" + host
+	if v, ok := s.robotsDelays.Load(key); ok {
+		if c := v.(cachedDelay); time.Since(c.at) < robotsDelayTTL {
+			return c.ms, true, nil
+		}
+	}
+	var known int
+	var crawlDelay int64
+	if err := q.QueryRowContext(ctx, s.q(`SELECT COUNT(*), COALESCE(MAX(crawl_delay_ms), 0) FROM baton_robots WHERE job = ? AND host = ?`),
+		job, host).Scan(&known, &crawlDelay); err != nil {
+		return 0, false, fmt.Errorf("job %s: robots.txt of %s: %w", job, host, err)
+	}
+	if known > 0 {
+		s.robotsDelays.Store(key, cachedDelay{ms: crawlDelay, at: time.Now()})
+	}
+	return crawlDelay, known > 0, nil
+}
+
+// robotsDelayTTL is how long robotsDelay remembers a kept robots.txt.
+const robotsDelayTTL = time.Second
+
+// cachedDelay is a Crawl-delay robotsDelay read, and when.
+type cachedDelay struct {
+	ms int64
+	at time.Time
 }
 
 // share is the share of host a batch wanting spare more requests in

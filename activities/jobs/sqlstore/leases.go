@@ -21,11 +21,19 @@ import (
 // shard) as a batch wanting want requests in flight, after renewing,
 // resizing and dropping the batch's leases; it returns the URLs in
 // frontier order and the batch's leases after it. The caller holds the
-// batch's row (Extend, Pull) or is making the batch (TakeBatch).
-func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int) ([]jobs.Entry, []jobs.HostLease, error) {
+// batch's row (Extend, Pull) or is making the batch (TakeBatch: fresh,
+// it has no URL yet). What needs no lock of the job is read before its
+// lock is taken, which every hand-out of the job waits for.
+func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int, fresh bool) ([]jobs.Entry, []jobs.HostLease, error) {
 	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return nil, nil, err
+	}
+	var open []string // the hosts of the batch's unfinished URLs
+	if !fresh {
+		if open, err = s.openHosts(ctx, tx, job, batch); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := s.lockJob(ctx, tx, job); err != nil {
 		return nil, nil, err
@@ -50,7 +58,7 @@ func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, 
 			return nil, nil, fmt.Errorf("job %s: drop expired host leases: %w", job, err)
 		}
 	}
-	if err := s.tend(ctx, tx, v, batch, want); err != nil {
+	if err := s.tend(ctx, tx, v, batch, want, open); err != nil {
 		return nil, nil, err
 	}
 	var out []jobs.Entry
@@ -99,20 +107,9 @@ func (s *Store) underMaxPages(ctx context.Context, tx *sql.Tx, job string, n int
 // of its unfinished URLs it holds no lease of (its lease expired, or the
 // batch was handed out by an older Baton) is leased again if it can be;
 // else the Runner finds it missing from the leases and gives the batch
-// back.
-func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, want int) error {
+// back. rows are the hosts of the batch's unfinished URLs (openHosts).
+func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, want int, rows []string) error {
 	open := map[string]bool{}
-	rows, err := queryTx(ctx, s, tx, `SELECT url, host FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1`, []any{v.job, batch},
-		func(rows *sql.Rows) (string, error) {
-			var u, h string
-			if err := rows.Scan(&u, &h); err != nil || h != "" {
-				return h, err
-			}
-			return jobs.HostOf(u), nil
-		})
-	if err != nil {
-		return fmt.Errorf("job %s batch %s: hosts of its URLs: %w", v.job, batch, err)
-	}
 	spare, err := v.spare(ctx, want)
 	if err != nil {
 		return err
@@ -220,6 +217,25 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch str
 		return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
 	}
 	return nil
+}
+
+// openHosts returns the hosts of a batch's unfinished URLs, one per URL.
+// The caller holds the batch's row, not the job's lock, which none of
+// those rows needs: only the batch's own group commits change them (as
+// they did while a hand-out held the lock).
+func (s *Store) openHosts(ctx context.Context, tx *sql.Tx, job, batch string) ([]string, error) {
+	rows, err := queryTx(ctx, s, tx, `SELECT url, host FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1`, []any{job, batch},
+		func(rows *sql.Rows) (string, error) {
+			var u, h string
+			if err := rows.Scan(&u, &h); err != nil || h != "" {
+				return h, err
+			}
+			return jobs.HostOf(u), nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("job %s batch %s: hosts of its URLs: %w", job, batch, err)
+	}
+	return rows, nil
 }
 
 // handTo moves the chosen queued URLs into batch and returns those moved,
@@ -371,7 +387,7 @@ func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want i
 		// Counted on a row of its own, not the holder's: a group commit of
 		// the holder holds that one while it queues for the batch's lock,
 		// which this transaction holds.
-		if out.Entries, out.Hosts, err = s.pull(ctx, tx, job, id, b.Holder+"/pull", n, max(want, 1)); err != nil {
+		if out.Entries, out.Hosts, err = s.pull(ctx, tx, job, id, b.Holder+"/pull", n, max(want, 1), false); err != nil {
 			return err
 		}
 		pol, err := s.policy(ctx, tx, job)

@@ -53,6 +53,7 @@ func (s *Store) PutRobots(ctx context.Context, job, origin string, f crawl.Robot
 	if body == nil {
 		body = []byte{}
 	}
+	defer s.robotsDelays.Delete(job + "\x00" + host) // read again at the next hand-out
 	return s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_robots (job, origin, host, status, body, crawl_delay_ms, expires_ms)
 			VALUES (?, ?, ?, ?, ?, ?, `+s.d.nowMS+` + ?)

@@ -71,6 +71,8 @@ type Store struct {
 	maxPages sync.Map // job → int (immutable once created)
 	policies sync.Map // job → hostPolicy (immutable once created)
 	known    sync.Map // job → *knownURLs: URLs known to be in its frontier (known.go)
+	// robotsDelays: job and host → cachedDelay of a kept robots.txt (hosts.go)
+	robotsDelays sync.Map
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration

@@ -153,6 +153,18 @@ func bareColly(base string, parallelism int) (int64, float64) {
 	return pages.Load(), float64(pages.Load()) / time.Since(t).Seconds()
 }
 
+// collyStart is bareColly that stops after n requests: the start of a
+// crawl, measured at the site (pageClock).
+func collyStart(base string, parallelism, n int) {
+	cc := colly.NewCollector(colly.Async(true), colly.AllowedDomains("127.0.0.1"), colly.MaxDepth(101), colly.MaxRequests(uint32(n)))
+	cc.IgnoreRobotsTxt = false
+	_ = cc.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: parallelism})
+	cc.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = e.Request.Visit(e.Attr("href")) })
+	cc.OnHTML("title", func(*colly.HTMLElement) {})
+	_ = cc.Visit(base + "/")
+	cc.Wait()
+}
+
 // BenchmarkCrawlCluster measures a Baton cluster against bare Colly at the
 // same total concurrency (24), side by side in one run, on the demo site
 // with 20 ms per page and 10,000 pages, on both job stores (SQLite, and

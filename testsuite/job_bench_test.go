@@ -140,11 +140,7 @@ func taskWrites(b *testing.B, c *testsuite.Cluster, n int) int {
 // parallelism, as a user would without Baton, and returns pages/s.
 func bareColly(base string, parallelism int) (int64, float64) {
 	var pages atomic.Int64
-	cc := colly.NewCollector(colly.Async(true), colly.AllowedDomains("127.0.0.1"), colly.MaxDepth(101))
-	cc.IgnoreRobotsTxt = false
-	_ = cc.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: parallelism})
-	cc.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = e.Request.Visit(e.Attr("href")) })
-	cc.OnHTML("title", func(*colly.HTMLElement) {})
+	cc := newBareColly(parallelism)
 	cc.OnResponse(func(*colly.Response) { pages.Add(1) })
 	cc.OnError(func(*colly.Response, error) { pages.Add(1) })
 	t := time.Now()
@@ -156,13 +152,21 @@ func bareColly(base string, parallelism int) (int64, float64) {
 // collyStart is bareColly that stops after n requests: the start of a
 // crawl, measured at the site (pageClock).
 func collyStart(base string, parallelism, n int) {
-	cc := colly.NewCollector(colly.Async(true), colly.AllowedDomains("127.0.0.1"), colly.MaxDepth(101), colly.MaxRequests(uint32(n)))
+	cc := newBareColly(parallelism)
+	cc.MaxRequests = uint32(n)
+	_ = cc.Visit(base + "/")
+	cc.Wait()
+}
+
+// newBareColly is the collector of bareColly: async, the local site's
+// links followed, robots.txt obeyed, parallelism requests at once.
+func newBareColly(parallelism int) *colly.Collector {
+	cc := colly.NewCollector(colly.Async(true), colly.AllowedDomains("127.0.0.1"), colly.MaxDepth(101))
 	cc.IgnoreRobotsTxt = false
 	_ = cc.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: parallelism})
 	cc.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = e.Request.Visit(e.Attr("href")) })
 	cc.OnHTML("title", func(*colly.HTMLElement) {})
-	_ = cc.Visit(base + "/")
-	cc.Wait()
+	return cc
 }
 
 // BenchmarkCrawlCluster measures a Baton cluster against bare Colly at the

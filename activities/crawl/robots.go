@@ -86,8 +86,8 @@ func (c *robotsCache) get(ctx context.Context, origin string, fetch func(context
 		default:
 		}
 	}
-	wait := (*robotsEntry).readyCh
-	if e == nil {
+	started := e == nil // this call fetches
+	if started {
 		if len(c.entries) >= robotsMaxEntries {
 			c.pruneLocked()
 		}
@@ -103,19 +103,19 @@ func (c *robotsCache) get(ctx context.Context, origin string, fetch func(context
 				keep()
 			}
 		}()
-		wait = (*robotsEntry).keptCh
 	}
 	c.mu.Unlock()
+	wait := e.ready
+	if started {
+		wait = e.kept
+	}
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-wait(e):
+	case <-wait:
 		return e.rules, nil
 	}
 }
-
-func (e *robotsEntry) readyCh() <-chan struct{} { return e.ready }
-func (e *robotsEntry) keptCh() <-chan struct{}  { return e.kept }
 
 func (c *robotsCache) pruneLocked() {
 	now := time.Now()

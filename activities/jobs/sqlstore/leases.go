@@ -107,15 +107,15 @@ func (s *Store) underMaxPages(ctx context.Context, tx *sql.Tx, job string, n int
 // of its unfinished URLs it holds no lease of (its lease expired, or the
 // batch was handed out by an older Baton) is leased again if it can be;
 // else the Runner finds it missing from the leases and gives the batch
-// back. rows are the hosts of the batch's unfinished URLs (openHosts).
-func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, want int, rows []string) error {
+// back. hosts are those of the batch's unfinished URLs (openHosts).
+func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, want int, hosts []string) error {
 	open := map[string]bool{}
 	spare, err := v.spare(ctx, want)
 	if err != nil {
 		return err
 	}
 	adopt := map[string]int{}
-	for _, h := range rows {
+	for _, h := range hosts {
 		if _, ok := v.mine[h]; !ok && !open[h] && h != "" {
 			sh, cost, err := v.share(ctx, h, max(spare, 1))
 			if err != nil {

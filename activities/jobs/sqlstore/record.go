@@ -50,8 +50,7 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 	// found it, in URL order.
 	// Links this process knows are in the frontier already are not sent
 	// (known.go).
-	var links [][]any
-	var linkEntries []jobs.Entry // links' entries, as links (before sorting)
+	var links []jobs.Entry
 	owner := map[string]int{}
 	refused := map[int][]jobs.RefusedLink{}
 	known := s.knownFor(job)
@@ -63,13 +62,11 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 			}
 			if _, ok := owner[l.URL]; !ok && !known.has(l.URL) {
 				owner[l.URL] = i // its label and data are the first page's
-				links = append(links, entryRow(job, l))
-				linkEntries = append(linkEntries, l)
+				links = append(links, l)
 			}
 		}
 	}
-	slices.SortFunc(linkEntries, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
-	slices.SortFunc(links, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	slices.SortFunc(links, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
 	var taken []jobs.Entry
 	urls := make([][]any, len(rs))
 	for i, r := range rs {
@@ -118,29 +115,26 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 					queue = nil
 				}
 			}
-			// The links the batch takes go in handed out to it (state 1),
-			// the others queued (state 0).
-			rows := make([][]any, len(queue))
-			var mine []int // the indexes of the links it takes
+			// The links the batch takes (up to take, of the hosts it may
+			// take) go in handed out to it (state 1), the others queued.
+			var hosts map[string]bool
 			if take > 0 && maxPages == 0 {
-				hosts, err := s.takeHosts(ctx, tx, job, batch, rs)
-				if err != nil {
+				if hosts, err = s.takeHosts(ctx, tx, job, batch, rs); err != nil {
 					return err
 				}
-				for i, l := range queue {
-					if len(mine) < take && hosts[l[5].(string)] {
-						mine = append(mine, i)
-					}
-				}
 			}
+			rows := make([][]any, len(queue))
+			var mine []jobs.Entry // the links it takes
 			for i, l := range queue {
-				state, in := 0, any(nil)
-				if slices.Contains(mine, i) {
-					state, in = 1, batch
+				row := entryRow(job, l)
+				if len(mine) < take && hosts[row[5].(string)] {
+					mine = append(mine, l)
+					rows[i] = append(row, 1, batch)
+				} else {
+					rows[i] = append(row, 0, nil)
 				}
-				rows[i] = []any{l[0], l[1], l[2], state, in, l[3], l[4], l[5]}
 			}
-			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, state, batch, label, data, host) VALUES `, nil, "(?, ?, ?, ?, ?, ?, ?, ?)",
+			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, label, data, host, state, batch) VALUES `, nil, "(?, ?, ?, ?, ?, ?, ?, ?)",
 				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, rows)
 			if err != nil {
 				return fmt.Errorf("record: queue links: %w", err)
@@ -148,9 +142,9 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 			for u := range added {
 				out[owner[u]].Added++
 			}
-			for _, i := range mine {
-				if added[linkEntries[i].URL] { // a link there before stays where it is
-					taken = append(taken, linkEntries[i])
+			for _, l := range mine {
+				if added[l.URL] { // a link there before stays where it is
+					taken = append(taken, l)
 				}
 			}
 			queued = len(queue) > 0
@@ -241,7 +235,7 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 		// there before).
 		urls := make([]string, len(links))
 		for i, l := range links {
-			urls[i] = l[1].(string)
+			urls[i] = l.URL
 		}
 		known.add(urls)
 	}

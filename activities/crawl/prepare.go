@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/batoncrawl/baton/roles"
 )
@@ -87,7 +86,7 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 // origin: from the Engine's cache, else from the crawl's RobotsStore,
 // else fetched (once for all the concurrent callers, and kept).
 func (e *Engine) robotsRules(ctx context.Context, p prepared) (*robotsRules, error) {
-	origin := strings.ToLower(p.b.url.Scheme) + "://" + p.domain
+	origin := robotsOrigin(p)
 	key := origin
 	if p.opts.Proxy != "" {
 		key += " via " + p.opts.Proxy
@@ -100,7 +99,7 @@ func (e *Engine) robotsRules(ctx context.Context, p prepared) (*robotsRules, err
 	}
 	return e.robots.get(ctx, robotsKey(key, p.opts.Robots), func(c context.Context) (*robotsRules, func()) {
 		return robotsOf(c, p.opts.Robots, origin, p.agent, func(c context.Context) RobotsFile {
-			return fetchRobots(c, &http.Client{Transport: p.base()}, origin, p.agent, p.opts.Headers, min(p.opts.Timeout, 30*time.Second), p.checkRedirect)
+			return fetchRobots(c, &http.Client{Transport: p.base()}, origin, p.agent, p.opts.Headers, RobotsTimeout(p.opts), p.checkRedirect)
 		})
 	})
 }
@@ -111,11 +110,17 @@ func (e *Engine) robotsRules(ctx context.Context, p prepared) (*robotsRules, err
 // Fetch of the same origin that comes meanwhile waits for this one
 // instead of fetching robots.txt again. A request that could not be sent
 // (invalid, or its host refused) warms nothing; neither does
-// opts.IgnoreRobots. Safe for concurrent use.
-func (e *Engine) WarmRobots(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options) {
+// opts.IgnoreRobots. It returns the origin warmed (scheme://host[:port],
+// as the crawl's RobotsStore knows it), "" when none. Safe for concurrent
+// use.
+func (e *Engine) WarmRobots(ctx context.Context, req roles.Request, auth Auth, depth int, opts Options) string {
 	pr, errText := e.prepare(ctx, req, auth, depth, opts, false)
 	if errText != "" || pr.opts.IgnoreRobots {
-		return
+		return ""
 	}
 	go func() { _, _ = e.robotsRules(context.WithoutCancel(ctx), pr) }()
+	return robotsOrigin(pr)
 }
+
+// robotsOrigin is the origin of a prepared request's robots.txt.
+func robotsOrigin(p prepared) string { return strings.ToLower(p.b.url.Scheme) + "://" + p.domain }

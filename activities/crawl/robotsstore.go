@@ -28,11 +28,18 @@ type RobotsStore interface {
 // robots.txt unreachable or unavailable, which allows all) and body, how
 // long it stays fresh, and the Crawl-delay it sets for the User-Agent of
 // the fetch that read it (at most a minute).
+//
+// A file with Fetching set is not a file but a claim: another process is
+// fetching it (a new job's warm-up, BatchRunner.Warm) and will keep it
+// within TTL; an Engine that loads a claim waits for the file instead of
+// fetching robots.txt a second time (and fetches it itself once the
+// claim has run out).
 type RobotsFile struct {
 	Status     int
 	Body       []byte
 	TTL        time.Duration
 	CrawlDelay time.Duration
+	Fetching   bool
 }
 
 // rules reads f at now (see parseRobots): a 2xx body is parsed, 4xx and
@@ -59,7 +66,7 @@ func robotsKey(key string, rs RobotsStore) string {
 // again by the next Engine.
 func robotsOf(ctx context.Context, rs RobotsStore, origin, agent string, fetch func(context.Context) RobotsFile) (*robotsRules, func()) {
 	if rs != nil {
-		if f, ok, err := rs.LoadRobots(ctx, origin); err == nil && ok && f.TTL > 0 {
+		if f, ok := loadRobots(ctx, rs, origin); ok {
 			return f.rules(time.Now()), nil
 		}
 	}
@@ -72,4 +79,48 @@ func robotsOf(ctx context.Context, rs RobotsStore, origin, agent string, fetch f
 		_, f.CrawlDelay = r.allowed("/", agent)
 		_ = rs.SaveRobots(ctx, origin, f)
 	}
+}
+
+// loadRobots reads the fresh robots.txt of origin from rs. While another
+// process claims its fetch (RobotsFile.Fetching), it reads again, every
+// robotsClaimPoll at first and less often as the wait goes on, until the
+// file is there, the claim ran out (false: the caller fetches it) or ctx
+// ends.
+func loadRobots(ctx context.Context, rs RobotsStore, origin string) (RobotsFile, bool) {
+	poll := robotsClaimPoll
+	for {
+		f, ok, err := rs.LoadRobots(ctx, origin)
+		if err != nil || !ok || f.TTL <= 0 {
+			return RobotsFile{}, false
+		}
+		if !f.Fetching {
+			return f, true
+		}
+		t := time.NewTimer(min(poll, f.TTL))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return RobotsFile{}, false
+		case <-t.C:
+		}
+		poll = min(poll*3/2, robotsClaimMaxPoll)
+	}
+}
+
+// robotsClaimPoll and robotsClaimMaxPoll pace loadRobots's reads while
+// another process fetches a robots.txt: a fetch of a nearby site takes
+// tens of milliseconds, a slow one seconds.
+const (
+	robotsClaimPoll    = 2 * time.Millisecond
+	robotsClaimMaxPoll = 100 * time.Millisecond
+)
+
+// RobotsTimeout bounds the fetch of a robots.txt by a crawl with options
+// o (its request timeout, DefaultTimeout when unset, at most 30 s): a
+// claim on its fetch (RobotsFile.Fetching) need not last longer.
+func RobotsTimeout(o Options) time.Duration {
+	if o.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return min(o.Timeout, 30*time.Second)
 }

@@ -37,10 +37,10 @@ type Activities struct {
 	// Metrics gets the queued URLs of the jobs supervised here at each
 	// read of their counters (nil: none).
 	Metrics *telemetry.Metrics
-	// Local is this worker's own Runner, when it is one (zero: none): a
-	// new job whose seeds all fit its first batch gives that batch to it
-	// when it is idle, and it gets the seeds' robots.txt while the batch
-	// is handed out (see handOut).
+	// Local is this worker's own Runner (zero: none): it gets the
+	// robots.txt of a new job's seeds while the job is stored and its
+	// first batch handed out, and the seeds' batch goes to it when it is
+	// idle (see start).
 	Local Local
 }
 
@@ -55,11 +55,12 @@ type Local struct {
 }
 
 // Warmer readies a worker's Runner for the first batch of a new job, of
-// the given seeds, before the batch's Task reaches it (BatchRunner.Warm);
-// stored is closed once the job is in the store (nil: it is). Warm must
-// not wait.
+// the given seeds, before the batch's Task reaches it or another
+// worker's Runner (BatchRunner.Warm); stored is closed once the job is in
+// the store (nil: it is). Warm must not wait; the channel it returns is
+// closed once a batch of the seeds may be handed out.
 type Warmer interface {
-	Warm(ctx context.Context, spec Spec, seeds []string, stored <-chan struct{})
+	Warm(ctx context.Context, spec Spec, seeds []string, stored <-chan struct{}) <-chan struct{}
 }
 
 func (a *Activities) now() time.Time {

@@ -31,9 +31,10 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	}
 	c := metadata.NewCluster(a.Meta, a.Root, in.Spec.Group)
 	var g roles.GroupState
-	var idle []string // a new job's idle Runners, read while it was stored
+	var idle []string          // a new job's idle Runners, read while it was stored
+	var warmed <-chan struct{} // closed once its seeds' batch may be handed out
 	if in.Start {
-		g, idle, err = a.start(ctx, c, in.Spec)
+		g, idle, warmed, err = a.start(ctx, c, in.Spec)
 	} else {
 		g, _, err = c.GetGroup(ctx)
 	}
@@ -69,7 +70,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	if len(res.Assigned) > 0 {
 		idle = nil // a retried call: read them again, past its batches
 	}
-	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start, idle)
+	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start, idle, warmed)
 	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
@@ -113,7 +114,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if err != nil {
 			return res, err
 		}
-		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false, nil)
+		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false, nil, nil)
 		res.Assigned, seq = append(res.Assigned, more...), next
 		if err != nil {
 			return res, err
@@ -134,8 +135,9 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 // idle Runners left once the frontier is empty (up to maxStartBatches in
 // all) get start batches: empty batches that pull the first pages' links
 // themselves as soon as they are recorded (SupervisorStore.OpenBatch,
-// BatchRunner).
-func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool, idle []string) ([]BatchRef, int, error) {
+// BatchRunner). No batch's Task is written before warmed is closed (nil:
+// at once): the warm-up of the job's seeds claimed their robots.txt.
+func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool, idle []string, warmed <-chan struct{}) ([]BatchRef, int, error) {
 	log := a.log(ctx, "job", spec.ID)
 	var assigned []BatchRef
 	if idle == nil {
@@ -194,6 +196,13 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 		if _, err := js.Claim(ctx, spec.ID, batch, r, epoch); err != nil {
 			return assigned, seq, err
 		}
+		if warmed != nil {
+			select {
+			case <-warmed:
+			case <-ctx.Done():
+				return assigned, seq, ctx.Err()
+			}
+		}
 		t := roles.EmptyTask()
 		t.Job = &roles.JobRef{ID: spec.ID, Batch: batch, Size: info.Size}
 		t.RunningStatus = roles.TaskProcessing
@@ -234,10 +243,12 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 
 // start stores a new job (JobStart) while it reads the group and its idle
 // Runners that carry the job's crawler, in hand-out order, and warms the
-// worker's own Runner as soon as they are read (warmLocal): the seed's
-// robots.txt is being fetched while the job is stored and its first
-// batch handed out.
-func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (roles.GroupState, []string, error) {
+// worker's own Runner at once (warm): the seed's robots.txt is being
+// fetched while the job is stored and its first batch handed out. The
+// seeds' batch goes first to the worker's own Runner when it is idle
+// (its fetches wait for the warm-up in the same process, not for the
+// store); it is handed out once warmed is closed.
+func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (g roles.GroupState, idle []string, warmed <-chan struct{}, err error) {
 	stored := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
@@ -247,43 +258,40 @@ func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) 
 		}
 		errc <- err
 	}()
-	g, _, err := c.GetGroup(ctx)
-	var idle []string
+	warmed = a.warm(ctx, spec, stored)
+	g, _, err = c.GetGroup(ctx)
 	if err == nil {
 		idle = carriers(ctx, c, a.idleRunners(ctx, c, g, nil, nil, 0), spec)
-		idle = a.warmLocal(ctx, spec, idle, len(g.CurrentRunner), stored)
+		if i := slices.Index(idle, a.Local.Name); warmed != nil && i > 0 {
+			idle = append([]string{a.Local.Name}, slices.Delete(slices.Clone(idle), i, i+1)...)
+		}
 	}
 	if serr := <-errc; serr != nil {
-		return g, nil, serr // the job's error first: it may not be retried
+		return g, nil, nil, serr // the job's error first: it may not be retried
 	}
-	return g, idle, err
+	return g, idle, warmed, err
 }
 
-// warmLocal gives a new job's seeds to this worker's own Runner when it
-// is idle and the job's first batch takes them all (as handOut sizes it
-// for runners Runners in the group): it returns idle with that Runner
-// first, having told it to get ready (Local.Runner.Warm: its robots.txt
-// is fetched while the job is stored, closing stored, and its batch
-// handed out). Otherwise idle is unchanged.
-func (a *Activities) warmLocal(ctx context.Context, spec Spec, idle []string, runners int, stored <-chan struct{}) []string {
+// warm tells this worker's Runner to get ready for a new job's seeds
+// (Local.Runner.Warm: their robots.txt is fetched while the job is
+// stored, closing stored, and its first batch handed out, whichever
+// Runner gets it) and returns when they may be handed out; nil when it
+// warms nothing: a worker of another group, seeds in the store (a seeds
+// file) or more than a first batch of them.
+func (a *Activities) warm(ctx context.Context, spec Spec, stored <-chan struct{}) <-chan struct{} {
 	l := a.Local
-	if l.Runner == nil || l.Group != spec.Group || spec.SeedsStored > 0 || len(spec.Seeds) == 0 {
-		return idle
-	}
-	i := slices.Index(idle, l.Name)
-	if i < 0 {
-		return idle
+	if l.Runner == nil || l.Group != spec.Group || spec.SeedsStored > 0 || len(spec.Seeds) == 0 || len(spec.Seeds) > firstTake {
+		return nil
 	}
 	seeds, err := spec.SeedEntries(nil)
-	if err != nil || len(seeds) != len(spec.Seeds) || len(seeds) > firstBatch(spec, len(seeds), max(len(idle), runners)) {
-		return idle
+	if err != nil || len(seeds) != len(spec.Seeds) {
+		return nil
 	}
 	urls := make([]string, len(seeds))
 	for k, e := range seeds {
 		urls[k] = e.URL
 	}
-	l.Runner.Warm(ctx, spec, urls, stored)
-	return append([]string{l.Name}, slices.Delete(slices.Clone(idle), i, i+1)...)
+	return l.Runner.Warm(ctx, spec, urls, stored)
 }
 
 // firstBatch is the size of the batches a hand-out takes from queued URLs

@@ -144,11 +144,13 @@ func (h *hostLeases) renewEvery() time.Duration {
 // robots.txt keeps it there, the others read it. A file is kept only once
 // stored is closed (nil: at once): the warm-up of a new job's first batch
 // (BatchRunner.Warm) fetches its seed's robots.txt while the job itself
-// is being stored.
+// is being stored. A warm-up's (warm) claims of the files' fetches are
+// its own: it reads a claim as no file.
 type jobRobots struct {
 	store  RunnerStore
 	job    string
 	stored <-chan struct{}
+	warm   bool
 }
 
 var _ crawl.RobotsStore = jobRobots{}
@@ -156,7 +158,11 @@ var _ crawl.RobotsStore = jobRobots{}
 func (j jobRobots) Scope() string { return j.job }
 
 func (j jobRobots) LoadRobots(ctx context.Context, origin string) (crawl.RobotsFile, bool, error) {
-	return j.store.Robots(ctx, j.job, origin)
+	f, ok, err := j.store.Robots(ctx, j.job, origin)
+	if j.warm && f.Fetching {
+		return crawl.RobotsFile{}, false, err
+	}
+	return f, ok, err
 }
 
 func (j jobRobots) SaveRobots(ctx context.Context, origin string, f crawl.RobotsFile) error {

@@ -21,7 +21,7 @@ func (r *BatchRunner) job(ctx context.Context, job string, log *slog.Logger) (*j
 	if err != nil {
 		return nil, err
 	}
-	jr, err := r.run(ctx, s, nil, log)
+	jr, err := r.run(ctx, s, nil, false, log)
 	if err != nil {
 		return nil, err
 	}
@@ -33,8 +33,9 @@ func (r *BatchRunner) job(ctx context.Context, job string, log *slog.Logger) (*j
 
 // run readies a job's run on this worker from its spec s. Its robots.txt
 // files are kept in the store once stored is closed (nil: the job is
-// stored already).
-func (r *BatchRunner) run(ctx context.Context, s Spec, stored <-chan struct{}, log *slog.Logger) (*jobRun, error) {
+// stored already). A warm-up's run (Warm) fetches the files it claimed
+// (it does not wait for its own claims).
+func (r *BatchRunner) run(ctx context.Context, s Spec, stored <-chan struct{}, warm bool, log *slog.Logger) (*jobRun, error) {
 	// The operator's limits first: a job above them is refused before
 	// its secrets are opened or anything fetched (its bodies directory
 	// resolved under the bodies root).
@@ -54,7 +55,7 @@ func (r *BatchRunner) run(ctx context.Context, s Spec, stored <-chan struct{}, l
 	}
 	// The job's robots.txt files are kept in the store: a host's is
 	// fetched once for the job, whichever Runners crawl it.
-	s.Options.Robots = jobRobots{store: r.Store, job: s.ID, stored: stored}
+	s.Options.Robots = jobRobots{store: r.Store, job: s.ID, stored: stored, warm: warm}
 	jr := &jobRun{spec: s, bodiesRoot: bodiesRoot}
 	if jr.crawler, jr.options, err = r.crawlerFor(s); err != nil {
 		return nil, err

@@ -336,12 +336,17 @@ type RunnerStore interface {
 	// Requeue drop a batch's leases.
 	Pull(ctx context.Context, job, id string, epoch int64, n, want int) (Pulled, error)
 	// Robots returns the robots.txt of origin kept for the job (PutRobots)
-	// and still fresh (crawl.RobotsFile.TTL is what is left), or ok false.
+	// and still fresh (crawl.RobotsFile.TTL is what is left), or a claim
+	// on its fetch still running (Fetching, TTL what is left of it), or ok
+	// false.
 	Robots(ctx context.Context, job, origin string) (f crawl.RobotsFile, ok bool, err error)
 	// PutRobots keeps the robots.txt of origin as a Runner fetched it for
-	// the job (replacing the one kept): every Runner of the job reads it
-	// from there, and its Crawl-delay decides whether the host's
-	// parallelism may be shared among batches.
+	// the job (replacing the one kept, or a claim): every Runner of the
+	// job reads it from there, and its Crawl-delay decides whether the
+	// host's parallelism may be shared among batches. A file with
+	// Fetching set is a claim on its fetch for f.TTL, kept only where the
+	// job has no file or claim for origin; a claim does not make the
+	// host's robots.txt known to the hand-outs.
 	PutRobots(ctx context.Context, job, origin string, f crawl.RobotsFile) error
 	// RecordAll records finished URLs of one batch at one epoch in one
 	// transaction, checked against the batch's epoch (a group commit: one

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -120,14 +121,21 @@ func TestWarmIgnoresAJobThatIgnoresRobots(t *testing.T) {
 
 // warmCalls records the Warm calls of a Local Runner.
 type warmCalls struct {
-	mu    sync.Mutex
-	calls [][]string
+	mu      sync.Mutex
+	calls   [][]string
+	claimed chan struct{} // what Warm returns (nil: closed)
 }
 
-func (w *warmCalls) Warm(_ context.Context, spec jobs.Spec, seeds []string, _ <-chan struct{}) {
+func (w *warmCalls) Warm(_ context.Context, spec jobs.Spec, seeds []string, _ <-chan struct{}) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.calls = append(w.calls, append([]string{spec.ID}, seeds...))
+	if w.claimed != nil {
+		return w.claimed
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
 }
 
 func (w *warmCalls) get() [][]string {
@@ -136,9 +144,9 @@ func (w *warmCalls) get() [][]string {
 	return slices.Clone(w.calls)
 }
 
-// A new job's first JobAssign gives the seeds' batch to the worker's own
-// Runner when it is idle and the batch takes all the seeds, and warms it;
-// otherwise the seeds go as before and nothing is warmed.
+// A new job's first JobAssign warms the worker's own Runner for the
+// seeds (up to a first batch of them), whichever Runner gets them, and
+// gives the seeds' batch to it when it is idle.
 func TestJobAssignStartGivesTheSeedsToItsOwnIdleRunner(t *testing.T) {
 	assign := func(f *fixture, spec jobs.Spec) {
 		t.Helper()
@@ -180,15 +188,49 @@ func TestJobAssignStartGivesTheSeedsToItsOwnIdleRunner(t *testing.T) {
 		holder, n := seedHolder(f, spec.ID)
 		assert.Equal(t, 1, n)
 		assert.NotEqual(t, local, holder)
-		assert.Empty(t, w.get(), "nothing warmed for a Runner that does not get the seeds")
+		assert.Equal(t, [][]string{{spec.ID, "http://example.test/"}}, w.get(), "warmed for the Runner that gets the seeds, on another worker")
 	})
-	t.Run("seeds over one batch", func(t *testing.T) {
+	t.Run("seeds over Runners", func(t *testing.T) {
 		f := newFixture(t, 3, 0)
 		w := &warmCalls{}
 		f.a.Local = jobs.Local{Group: testGroup, Name: f.runners[2], Runner: w}
 		spec := f.spec("job-spread", 0, seedURLs(3)...) // one seed per Runner
 		assign(f, spec)
-		assert.Empty(t, w.get(), "the seeds are spread over the Runners: none warmed")
+		assert.Equal(t, [][]string{append([]string{spec.ID}, seedURLs(3)...)}, w.get())
+	})
+	t.Run("seeds over a first batch", func(t *testing.T) {
+		f := newFixture(t, 3, 0)
+		w := &warmCalls{}
+		f.a.Local = jobs.Local{Group: testGroup, Name: f.runners[2], Runner: w}
+		assign(f, f.spec("job-many", 0, seedURLs(2*jobs.DefaultConcurrency+1)...))
+		assert.Empty(t, w.get(), "more seeds than a first batch: none warmed")
+	})
+	t.Run("handed out once claimed", func(t *testing.T) {
+		f := newFixture(t, 3, 0)
+		w := &warmCalls{claimed: make(chan struct{})}
+		f.a.Local = jobs.Local{Group: testGroup, Name: f.runners[2], Runner: w}
+		spec := f.spec("job-claim", 0, "http://example.test/")
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.a.JobAssign(f.ctx, jobs.AssignInput{Spec: spec, Start: true})
+			done <- err
+		}()
+		batch := jobs.BatchID(spec.ID, 0)
+		eventually(t, func() bool {
+			infos, err := f.store.Batches(f.ctx, spec.ID, []string{batch})
+			return err == nil && len(infos) == 1 && infos[0].Holder != ""
+		}, "the seeds' batch claimed in the store")
+		holder, n := seedHolder(f, spec.ID)
+		assert.Zero(t, n, "no Task names the batch (%s) before the warm-up claimed its robots.txt", holder)
+		close(w.claimed)
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(waitLimit):
+			t.Fatal("JobAssign did not return once the warm-up claimed")
+		}
+		_, n = seedHolder(f, spec.ID)
+		assert.Equal(t, 1, n, "handed out then")
 	})
 	t.Run("another group", func(t *testing.T) {
 		f := newFixture(t, 3, 0)
@@ -219,8 +261,67 @@ func TestWarmBeforeTheJobIsStored(t *testing.T) {
 	require.NoError(t, err)
 	close(stored)
 	eventually(t, func() bool {
-		_, ok, err := e.store.Robots(e.ctx, spec.ID, site.URL)
-		return err == nil && ok
+		f, ok, err := e.store.Robots(e.ctx, spec.ID, site.URL)
+		return err == nil && ok && !f.Fetching
 	}, "robots.txt kept once the job is stored")
 	assert.EqualValues(t, 1, site.robotsHits.Load())
+}
+
+// claimReads counts the claims (RobotsFile.Fetching) its Runner's store
+// answered.
+type claimReads struct {
+	jobs.Store
+	n atomic.Int32
+}
+
+func (c *claimReads) Robots(ctx context.Context, job, origin string) (crawl.RobotsFile, bool, error) {
+	f, ok, err := c.Store.Robots(ctx, job, origin)
+	if f.Fetching {
+		c.n.Add(1)
+	}
+	return f, ok, err
+}
+
+// A new job's warm-up on one worker claims its seed's robots.txt in the
+// store; a batch of the seed on another worker waits for that file
+// instead of fetching robots.txt again, and fetches the seed once it is
+// kept: robots.txt fetched once for the job, before the page.
+func TestWarmOnAnotherWorkerIsWaitedFor(t *testing.T) {
+	site := newRobotsSite(t, false)
+	e := warmEnv(t, site, false) // the worker whose Runner holds the batch
+	reads := &claimReads{Store: e.store}
+	e.br.Store = reads
+	other := &jobs.BatchRunner{Store: e.store, Pages: crawl.NewEngine(), Concurrency: 2} // the worker that warms
+	claimed := other.Warm(e.ctx, e.spec, e.urls, nil)
+	select {
+	case <-claimed:
+	case <-time.After(waitLimit):
+		t.Fatal("the warm-up did not claim robots.txt")
+	}
+	eventually(t, func() bool { return site.robotsHits.Load() == 1 }, "robots.txt requested by the warm-up")
+	done := e.runAsync()
+	eventually(t, func() bool { return reads.n.Load() > 0 }, "the batch's Runner read the claim")
+	assert.EqualValues(t, 1, site.robotsHits.Load(), "the batch's Runner did not fetch robots.txt itself")
+	close(site.gate)
+	out, err := e.wait(done)
+	require.NoError(t, err)
+	assert.Equal(t, 1, out.Success, "the root recorded")
+	assert.EqualValues(t, 1, site.robotsHits.Load(), "robots.txt fetched once for the job")
+	assert.EqualValues(t, 1, site.pageHits.Load())
+	assert.False(t, site.pageEarly.Load(), "the root was requested only once robots.txt was answered")
+}
+
+// A claim whose warm-up never keeps the file (its worker died) holds a
+// batch back only until it runs out: the batch's Runner fetches
+// robots.txt itself then.
+func TestARobotsClaimThatRunsOutIsFetchedAgain(t *testing.T) {
+	site := newRobotsSite(t, false)
+	close(site.gate)
+	e := warmEnv(t, site, false)
+	require.NoError(t, e.store.PutRobots(e.ctx, e.spec.ID, site.URL, crawl.RobotsFile{Fetching: true, TTL: 300 * time.Millisecond}))
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, 1, out.Success)
+	assert.EqualValues(t, 1, site.robotsHits.Load(), "fetched by the batch's Runner, once the claim ran out")
+	assert.False(t, site.pageEarly.Load())
 }

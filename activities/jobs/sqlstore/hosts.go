@@ -188,8 +188,8 @@ func (s *Store) robotsDelay(ctx context.Context, q querier, job, host string) (i
 	}
 	var known int
 	var crawlDelay int64
-	if err := q.QueryRowContext(ctx, s.q(`SELECT COUNT(*), COALESCE(MAX(crawl_delay_ms), 0) FROM baton_robots WHERE job = ? AND host = ?`),
-		job, host).Scan(&known, &crawlDelay); err != nil {
+	if err := q.QueryRowContext(ctx, s.q(`SELECT COUNT(*), COALESCE(MAX(crawl_delay_ms), 0) FROM baton_robots WHERE job = ? AND host = ? AND status <> ?`),
+		job, host, robotsClaim).Scan(&known, &crawlDelay); err != nil {
 		return 0, false, fmt.Errorf("job %s: robots.txt of %s: %w", job, host, err)
 	}
 	if known > 0 {

@@ -35,8 +35,16 @@ func (s *Store) Robots(ctx context.Context, job, origin string) (crawl.RobotsFil
 		return crawl.RobotsFile{}, false, nil
 	}
 	f.TTL, f.CrawlDelay = time.Duration(left)*time.Millisecond, time.Duration(delay)*time.Millisecond
+	if f.Status == robotsClaim {
+		f = crawl.RobotsFile{Fetching: true, TTL: f.TTL}
+	}
 	return f, true, nil
 }
+
+// robotsClaim is the status of a claim on a robots.txt's fetch
+// (crawl.RobotsFile.Fetching): a row of baton_robots that holds no file,
+// and that no hand-out counts as the host's robots.txt known.
+const robotsClaim = -1
 
 // PutRobots keeps the robots.txt of origin fetched for job (see
 // jobs.RunnerStore).
@@ -52,6 +60,20 @@ func (s *Store) PutRobots(ctx context.Context, job, origin string, f crawl.Robot
 	body := f.Body
 	if body == nil {
 		body = []byte{}
+	}
+	if f.Fetching {
+		// A claim: kept only where there is no row (a file, or a claim,
+		// of another fetch); it expires after f.TTL.
+		return s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_robots (job, origin, host, status, body, crawl_delay_ms, expires_ms)
+				VALUES (?, ?, ?, ?, ?, 0, `+s.d.nowMS+` + ?)
+				ON CONFLICT (job, origin) DO NOTHING`),
+				job, origin, host, robotsClaim, []byte{}, f.TTL.Milliseconds())
+			if err != nil {
+				return fmt.Errorf("job %s: claim the fetch of robots.txt of %s: %w", job, origin, err)
+			}
+			return nil
+		})
 	}
 	defer s.robotsDelays.Delete(job + "\x00" + host) // read again at the next hand-out
 	return s.write(ctx, func(tx *sql.Tx) error {

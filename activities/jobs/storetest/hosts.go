@@ -194,6 +194,44 @@ func testHostLeasesFollowRobots(t *testing.T, f *fixture) {
 	assert.LessOrEqual(t, l.Wait, 300*time.Millisecond)
 }
 
+// A claim on a robots.txt's fetch (a new job's warm-up fetches it) is
+// read as such, with what is left of it, until the file replaces it or it
+// runs out; it never replaces a file, and the hand-outs do not take it
+// for the host's robots.txt known: the host stays one batch's.
+func testRobotsClaim(t *testing.T, f *fixture) {
+	job := f.politeJob("j", func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.IgnoreRobots = 4, false }, hostURLs("a.example", 10)...)
+	claim := crawl.RobotsFile{Fetching: true, TTL: time.Hour}
+	require.NoError(t, f.s.PutRobots(f.ctx, job, "https://a.example", claim))
+	require.NoError(t, f.s.PutRobots(f.ctx, job, "https://a.example", claim), "claimed again: kept as it is")
+	got, ok, err := f.s.Robots(f.ctx, job, "https://a.example")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, got.Fetching)
+	assert.Zero(t, got.Status)
+	assert.Empty(t, got.Body)
+	assert.InDelta(t, time.Hour, got.TTL, float64(time.Minute))
+	require.Len(t, f.takeAs(job, "b1", "r1", 2), 2)
+	assert.True(t, f.leases(job, "b1")["a.example"].Exclusive, "a claim is not the robots.txt known")
+
+	file := crawl.RobotsFile{Status: 200, Body: []byte("User-agent: *\nDisallow: /x\n"), TTL: time.Hour}
+	require.NoError(t, f.s.PutRobots(f.ctx, job, "https://a.example", file))
+	require.NoError(t, f.s.PutRobots(f.ctx, job, "https://a.example", claim), "a claim after the file")
+	got, ok, err = f.s.Robots(f.ctx, job, "https://a.example")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.False(t, got.Fetching, "the file replaced the claim, and a claim does not replace it")
+	assert.Equal(t, 200, got.Status)
+	assert.Equal(t, string(file.Body), string(got.Body))
+	p := f.pull(job, "b1", 1, 0, 2)
+	assert.Equal(t, []jobs.HostLease{{Host: "a.example", Share: 2}}, p.Hosts, "known now: shared")
+
+	require.NoError(t, f.s.PutRobots(f.ctx, job, "https://b.example", crawl.RobotsFile{Fetching: true, TTL: 50 * time.Millisecond}))
+	assert.Eventually(t, func() bool {
+		_, ok, err := f.s.Robots(f.ctx, job, "https://b.example")
+		return err == nil && !ok
+	}, 10*time.Second, 10*time.Millisecond, "a claim that ran out is no file")
+}
+
 // A lease expires its TTL after its last renewal: a batch that stopped
 // pulling (its Runner gone, nobody re-queued it) loses its host to the
 // next batch then, not before; the first batch's next pull finds it lost.

@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"HostLeasesExclusive", testHostLeasesExclusive},
 		{"HostLeasesShares", testHostLeasesShares},
 		{"HostLeasesFollowRobots", testHostLeasesFollowRobots},
+		{"RobotsClaim", testRobotsClaim},
 		{"HostLeaseExpiry", testHostLeaseExpiry},
 		{"HostLeaseHandOver", testHostLeaseHandOver},
 		{"HostLeaseRelease", testHostLeaseRelease},

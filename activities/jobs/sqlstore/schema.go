@@ -71,7 +71,8 @@ const schemaVersion = 4
 //	                released (last_ms); see hosts.go
 //	baton_robots    one row per (job, origin) whose robots.txt a Runner
 //	                fetched: its status, body, the Crawl-delay for the
-//	                job's agent and until when it is fresh
+//	                job's agent and until when it is fresh; or a claim
+//	                on its fetch (status -1, no body) until it expires
 //
 // Every statement is CREATE … IF NOT EXISTS, so an upgrade runs them all
 // and an older store gains the tables it lacks; the columns added to a

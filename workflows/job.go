@@ -242,7 +242,16 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 			// Not cut short by a cancellation: the batches it hands out
 			// must be known, to wait for them.
 			dctx, _ := workflow.NewDisconnectedContext(sctx)
-			if err := workflow.ExecuteActivity(dctx, ja.JobAssign, in).Get(dctx, &ar); err != nil {
+			var f workflow.Future
+			if start && workflow.GetVersion(ctx, localStartVersion, workflow.DefaultVersion, 1) == 1 {
+				// The job's first step runs in the worker that started
+				// the workflow, at once: no round trip to the server
+				// before the job is stored and robots.txt asked.
+				f = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, localStartOptions(m)), ja.JobAssign, in)
+			} else {
+				f = workflow.ExecuteActivity(dctx, ja.JobAssign, in)
+			}
+			if err := f.Get(dctx, &ar); err != nil {
 				return progress(), err
 			}
 			start = false
@@ -490,6 +499,11 @@ func removeBatches(inflight, ended []jobs.BatchRef) []jobs.BatchRef {
 	}
 	return out
 }
+
+// localStartVersion guards a new job's first JobAssign as a local
+// activity (localStartOptions): a job started before it replays its first
+// JobAssign as an activity.
+const localStartVersion = "local-start"
 
 // pickupVersion guards the shorter path of a job: the first JobAssign
 // stores the job (no JobStart round trip) and waits a moment for its first

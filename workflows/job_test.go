@@ -361,3 +361,40 @@ func TestCrawlJobSmallJobCompletesAfterOneActivity(t *testing.T) {
 	env.AssertNotCalled(t, "JobStart", mock.Anything, mock.Anything)
 	env.AssertNotCalled(t, "JobAwait", mock.Anything, mock.Anything, mock.Anything)
 }
+
+// A new job's first JobAssign (the one that stores it) runs as a local
+// activity, in the worker that runs the workflow's first task: no round
+// trip to the server before the job is stored and its first batch handed
+// out. The JobAssigns after it are activities.
+func TestCrawlJobStartsWithALocalJobAssign(t *testing.T) {
+	env := newCrawlJobEnv()
+	var local, remote []bool // Start of each JobAssign, by kind
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		if info.ActivityType.Name == "JobAssign" {
+			local = append(local, args[0].(jobs.AssignInput).Start)
+		}
+	})
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name == "JobAssign" {
+			var in jobs.AssignInput
+			require.NoError(t, args.Get(&in))
+			remote = append(remote, in.Start)
+		}
+	})
+	calls := 0
+	env.OnActivity(ja.JobAssign, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in jobs.AssignInput) (jobs.AssignResult, error) {
+			calls++
+			if calls == 1 {
+				return jobs.AssignResult{Stats: jobs.Stats{Seen: 2, Queued: 2}}, nil // nothing handed out yet
+			}
+			b := jobs.BatchRef{Batch: "b0", Runner: crawler(1), Size: 2}
+			return jobs.AssignResult{Assigned: []jobs.BatchRef{b}, Done: []jobs.BatchRef{b}, Stats: jobs.Stats{Seen: 2, Recorded: 2}}, nil
+		})
+	env.OnActivity(ja.JobAwait, mock.Anything, mock.Anything, mock.Anything).Return(jobs.AwaitResult{Idle: true, Stats: jobs.Stats{Seen: 2, Queued: 2}}, nil).Maybe()
+	env.ExecuteWorkflow(CrawlJob, JobInput{Spec: jobSpec()})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, []bool{true}, local, "the job's first JobAssign, local")
+	assert.NotEmpty(t, remote, "the next JobAssigns are activities")
+	assert.NotContains(t, remote, true)
+}

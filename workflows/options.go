@@ -90,6 +90,19 @@ func shortOptions(m cluster.Member) workflow.ActivityOptions {
 	}
 }
 
+// localStartOptions are a new job's first JobAssign's, run as a local
+// activity in the worker that runs the job's first workflow task (so
+// that the job is stored and its first batch handed out without a round
+// trip to Temporal's server first): the timeout and retries of
+// shortOptions. Its worker killed, the workflow task times out (10 s, as
+// the activity's StartToCloseTimeout) and another worker runs it again
+// (JobAssign is idempotent: a retried call finds the batches handed
+// out).
+func localStartOptions(m cluster.Member) workflow.LocalActivityOptions {
+	o := shortOptions(m)
+	return workflow.LocalActivityOptions{StartToCloseTimeout: o.StartToCloseTimeout, RetryPolicy: o.RetryPolicy}
+}
+
 // longOptions are for long waits and task runs: they heartbeat, so a dead
 // worker is noticed within the heartbeat timeout and the activity retried
 // when the worker is back. The timeout is at least twice every interval

@@ -33,8 +33,9 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	var g roles.GroupState
 	var idle []string          // a new job's idle Runners, read while it was stored
 	var warmed <-chan struct{} // closed once its seeds' batch may be handed out
+	var stored *Stats          // a new job's counters as it was stored
 	if in.Start {
-		g, idle, warmed, err = a.start(ctx, c, in.Spec)
+		g, idle, warmed, stored, err = a.start(ctx, c, in.Spec)
 	} else {
 		g, _, err = c.GetGroup(ctx)
 	}
@@ -68,9 +69,9 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		seq++
 	}
 	if len(res.Assigned) > 0 {
-		idle = nil // a retried call: read them again, past its batches
+		idle, stored = nil, nil // a retried call: read them again, past its batches
 	}
-	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start, idle, warmed)
+	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start, idle, warmed, stored)
 	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
@@ -114,7 +115,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if err != nil {
 			return res, err
 		}
-		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false, nil, nil)
+		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false, nil, nil, nil)
 		res.Assigned, seq = append(res.Assigned, more...), next
 		if err != nil {
 			return res, err
@@ -136,16 +137,22 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 // all) get start batches: empty batches that pull the first pages' links
 // themselves as soon as they are recorded (SupervisorStore.OpenBatch,
 // BatchRunner). No batch's Task is written before warmed is closed (nil:
-// at once): the warm-up of the job's seeds claimed their robots.txt.
-func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool, idle []string, warmed <-chan struct{}) ([]BatchRef, int, error) {
+// at once): the warm-up of the job's seeds claimed their robots.txt. st
+// is the job's counters when the caller has them fresh (a new job's, as
+// it was stored; nil: read here).
+func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool, idle []string, warmed <-chan struct{}, st *Stats) ([]BatchRef, int, error) {
 	log := a.log(ctx, "job", spec.ID)
 	var assigned []BatchRef
 	if idle == nil {
 		idle = carriers(ctx, c, a.idleRunners(ctx, c, g, nil, busy, seq), spec)
 	}
-	st, err := js.Stats(ctx, spec.ID)
-	if err != nil {
-		return assigned, seq, err
+	var err error
+	if st == nil {
+		read, err := js.Stats(ctx, spec.ID)
+		if err != nil {
+			return assigned, seq, err
+		}
+		st = &read
 	}
 	size := firstBatch(spec, st.Queued, max(len(idle), len(g.CurrentRunner)))
 	undelivered := "" // a batch taken that no Runner got yet
@@ -247,12 +254,15 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 // fetched while the job is stored and its first batch handed out. The
 // seeds' batch goes first to the worker's own Runner when it is idle
 // (its fetches wait for the warm-up in the same process, not for the
-// store); it is handed out once warmed is closed.
-func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (g roles.GroupState, idle []string, warmed <-chan struct{}, err error) {
+// store); it is handed out once warmed is closed. st is the job's
+// counters as it was stored.
+func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (g roles.GroupState, idle []string, warmed <-chan struct{}, st *Stats, err error) {
 	stored := make(chan struct{})
 	errc := make(chan error, 1)
+	var created Stats
 	go func() {
-		_, err := a.JobStart(ctx, spec)
+		var err error
+		created, err = a.JobStart(ctx, spec)
 		if err == nil {
 			close(stored)
 		}
@@ -267,9 +277,9 @@ func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) 
 		}
 	}
 	if serr := <-errc; serr != nil {
-		return g, nil, nil, serr // the job's error first: it may not be retried
+		return g, nil, nil, nil, serr // the job's error first: it may not be retried
 	}
-	return g, idle, warmed, err
+	return g, idle, warmed, &created, err
 }
 
 // warm tells this worker's Runner to get ready for a new job's seeds

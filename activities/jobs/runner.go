@@ -126,7 +126,8 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		log = slog.Default()
 	}
 	in.Log = log
-	jr, err := r.job(ctx, in.Job, log)
+	o := r.open(ctx, in)
+	jr, err := o.jr, o.jerr
 	if errors.Is(err, ErrNoCrawler) {
 		return r.giveBack(ctx, in, err)
 	}
@@ -143,7 +144,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		}
 		return BatchOutcome{}, err
 	}
-	info, err := r.holding(ctx, in)
+	info, err := o.info, o.herr
 	switch {
 	case errors.Is(err, ErrStale):
 		return BatchOutcome{Fenced: true, Reason: err.Error()}, nil
@@ -158,11 +159,10 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 		log.Info("batch no longer running", "state", info.State)
 		return BatchOutcome{}, nil
 	}
-	todo, err := r.Store.Unfinished(ctx, in.Job, in.Batch)
-	if err != nil {
-		return BatchOutcome{}, err
+	if o.uerr != nil {
+		return BatchOutcome{}, o.uerr
 	}
-	ran, fenced, err := r.crawl(ctx, in, jr, todo, info.Size)
+	ran, fenced, err := r.crawl(ctx, in, jr, o.todo, info.Size, o.first)
 	if err != nil {
 		return BatchOutcome{Ran: ran}, err
 	}
@@ -245,12 +245,9 @@ func (r *BatchRunner) holding(ctx context.Context, in BatchRun) (BatchInfo, erro
 // start after the pause), commits the pages fetched, gives the URLs it did
 // not fetch back to the frontier (Store.Release) and returns, so that the
 // batch ends as done and the job sees it end.
-func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo []Entry, size int) (ran int, fenced string, err error) {
+func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo []Entry, size int, renewed0 *renewal) (ran int, fenced string, err error) {
 	spec := jr.spec
-	conc := r.Concurrency
-	if conc <= 0 {
-		conc = DefaultConcurrency
-	}
+	conc := r.concurrency()
 	commitLinger := r.CommitLinger
 	if commitLinger <= 0 {
 		commitLinger = DefaultCommitLinger
@@ -290,15 +287,19 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	// whose lease is lost (expired, taken by another batch) stops the
 	// batch: what it did not fetch goes back to the frontier.
 	leases := &hostLeases{}
-	first, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, conc)
-	switch {
-	case errors.Is(err, ErrStale):
-		return 0, err.Error(), nil
-	case err != nil:
-		return 0, "", err
+	if renewed0 == nil { // not renewed as the batch was opened (open)
+		p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, conc)
+		switch {
+		case errors.Is(err, ErrStale):
+			return 0, err.Error(), nil
+		case err != nil:
+			return 0, "", err
+		}
+		renewed0 = &renewal{p: p, at: time.Now()}
 	}
-	leases.set(first, time.Now())
-	lastPull, renewing := time.Now(), false
+	first := renewed0.p
+	leases.set(first, renewed0.at)
+	lastPull, renewing := renewed0.at, false
 	renewTick := time.NewTicker(leases.renewEvery())
 	defer renewTick.Stop()
 	queue := todo

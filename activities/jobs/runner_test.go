@@ -407,6 +407,26 @@ func TestRunBatchResumesAHalfDoneBatch(t *testing.T) {
 	assert.Equal(t, int64(2), b.Epoch)
 }
 
+// A batch whose row its Runner must claim as it opens it (its Task names
+// a higher epoch than the store has: a hand-over whose claim did not reach
+// the store) runs: its host leases, renewed before the claim and refused,
+// are renewed again once it is in.
+func TestRunBatchClaimsAsItOpens(t *testing.T) {
+	urls := pageURLs(4)
+	e := newBatchEnv(t, 2, urls, nil)
+	next := nodeName(2)
+	out, err := e.runAs(next, 2)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.BatchOutcome{Success: 4, Ran: 4}, out)
+	for u, n := range e.pages.perURL() {
+		assert.Equal(t, 1, n, u)
+	}
+	b := e.info()
+	assert.Equal(t, jobs.BatchDone, b.State)
+	assert.Equal(t, next, b.Holder)
+	assert.Equal(t, int64(2), b.Epoch)
+}
+
 func TestRunBatchIsFencedByAClaimAtAHigherEpoch(t *testing.T) {
 	urls := pageURLs(6)
 	e := newBatchEnv(t, 1, urls, nil)

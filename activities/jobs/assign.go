@@ -137,7 +137,8 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 // all) get start batches: empty batches that pull the first pages' links
 // themselves as soon as they are recorded (SupervisorStore.OpenBatch,
 // BatchRunner). No batch's Task is written before warmed is closed (nil:
-// at once): the warm-up of the job's seeds claimed their robots.txt. st
+// at once; maxWarmWait at most): the warm-up of the job's seeds claimed
+// their robots.txt. st
 // is the job's counters when the caller has them fresh (a new job's, as
 // it was stored; nil: read here).
 func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool, idle []string, warmed <-chan struct{}, st *Stats) ([]BatchRef, int, error) {
@@ -204,11 +205,16 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 			return assigned, seq, err
 		}
 		if warmed != nil {
+			wait := time.NewTimer(maxWarmWait)
 			select {
 			case <-warmed:
+			case <-wait.C: // a slow warm-up (its host's name slow to resolve): the Runner fetches robots.txt itself if it must
 			case <-ctx.Done():
+				wait.Stop()
 				return assigned, seq, ctx.Err()
 			}
+			wait.Stop()
+			warmed = nil
 		}
 		t := roles.EmptyTask()
 		t.Job = &roles.JobRef{ID: spec.ID, Batch: batch, Size: info.Size}
@@ -335,6 +341,11 @@ const maxStartBatches = 8
 // firstTake is the size of an unbounded batch when it is handed out (a
 // Runner pulls the rest from the frontier as it frees slots).
 const firstTake = 2 * DefaultConcurrency
+
+// maxWarmWait bounds how long a new job's first hand-out waits for the
+// warm-up to claim the seeds' robots.txt (Warmer.Warm): a few
+// milliseconds normally, as the job is stored meanwhile.
+const maxWarmWait = 2 * time.Second
 
 // startLinger is how long a new job's first JobAssign waits for its
 // first batches to finish.

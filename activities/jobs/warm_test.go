@@ -232,6 +232,15 @@ func TestJobAssignStartGivesTheSeedsToItsOwnIdleRunner(t *testing.T) {
 		_, n = seedHolder(f, spec.ID)
 		assert.Equal(t, 1, n, "handed out then")
 	})
+	t.Run("a warm-up that never claims", func(t *testing.T) {
+		f := newFixture(t, 3, 0)
+		w := &warmCalls{claimed: make(chan struct{})} // never closed: its store, or the seed's DNS, hangs
+		f.a.Local = jobs.Local{Group: testGroup, Name: f.runners[2], Runner: w}
+		spec := f.spec("job-stuck", 0, "http://example.test/")
+		assign(f, spec)
+		_, n := seedHolder(f, spec.ID)
+		assert.Equal(t, 1, n, "handed out all the same, after a bounded wait")
+	})
 	t.Run("another group", func(t *testing.T) {
 		f := newFixture(t, 3, 0)
 		w := &warmCalls{}

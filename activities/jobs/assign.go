@@ -31,11 +31,9 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	}
 	c := metadata.NewCluster(a.Meta, a.Root, in.Spec.Group)
 	var g roles.GroupState
-	var idle []string          // a new job's idle Runners, read while it was stored
-	var warmed <-chan struct{} // closed once its seeds' batch may be handed out
-	var stored *Stats          // a new job's counters as it was stored
+	var op *opening // a new job's first hand-out
 	if in.Start {
-		g, idle, warmed, stored, err = a.start(ctx, c, in.Spec)
+		g, op, err = a.start(ctx, c, in.Spec)
 	} else {
 		g, _, err = c.GetGroup(ctx)
 	}
@@ -68,10 +66,10 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
 		seq++
 	}
-	if len(res.Assigned) > 0 {
-		idle, stored = nil, nil // a retried call: read them again, past its batches
+	if op != nil && len(res.Assigned) > 0 {
+		op.idle, op.stats = nil, nil // a retried call: read them again, past its batches
 	}
-	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), in.Start, idle, warmed, stored)
+	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), op)
 	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
@@ -115,7 +113,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if err != nil {
 			return res, err
 		}
-		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), false, nil, nil, nil)
+		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), nil)
 		res.Assigned, seq = append(res.Assigned, more...), next
 		if err != nil {
 			return res, err
@@ -127,23 +125,38 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	}
 }
 
+// opening is what a new job's first hand-out (handOut) has from the job's
+// start (start): its idle Runners in hand-out order and its counters,
+// read while it was stored (nil: read by the hand-out), and warmed,
+// closed once the warm-up of its seeds claimed their robots.txt (nil:
+// nothing to wait for).
+type opening struct {
+	idle   []string
+	stats  *Stats
+	warmed <-chan struct{}
+}
+
 // handOut gives a batch of the frontier to each idle Runner of the group
-// that carries the job's crawler (idle, in that order, when not nil; else
-// read here, busy being the batches in flight), with IDs
+// that carries the job's crawler (read here, busy being the batches in
+// flight, unless the job's opening has them), with IDs
 // from seq on, and returns the batches and the next seq. A batch taken
 // whose Runner became busy before it got it is re-queued and reported with
-// no Runner (it used its ID). With start (a job's first hand-out), the
+// no Runner (it used its ID). At a job's opening (its first hand-out), the
 // idle Runners left once the frontier is empty (up to maxStartBatches in
 // all) get start batches: empty batches that pull the first pages' links
 // themselves as soon as they are recorded (SupervisorStore.OpenBatch,
-// BatchRunner). No batch's Task is written before warmed is closed (nil:
-// at once; maxWarmWait at most): the warm-up of the job's seeds claimed
-// their robots.txt. st
-// is the job's counters when the caller has them fresh (a new job's, as
-// it was stored; nil: read here).
-func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, start bool, idle []string, warmed <-chan struct{}, st *Stats) ([]BatchRef, int, error) {
+// BatchRunner); and no batch's Task is written before the opening's
+// warmed is closed (maxWarmWait at most).
+func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, op *opening) ([]BatchRef, int, error) {
 	log := a.log(ctx, "job", spec.ID)
 	var assigned []BatchRef
+	start := op != nil
+	var idle []string
+	var st *Stats
+	var warmed <-chan struct{}
+	if start {
+		idle, st, warmed = op.idle, op.stats, op.warmed
+	}
 	if idle == nil {
 		idle = carriers(ctx, c, a.idleRunners(ctx, c, g, nil, busy, seq), spec)
 	}
@@ -260,9 +273,9 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 // fetched while the job is stored and its first batch handed out. The
 // seeds' batch goes first to the worker's own Runner when it is idle
 // (its fetches wait for the warm-up in the same process, not for the
-// store); it is handed out once warmed is closed. st is the job's
-// counters as it was stored.
-func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (g roles.GroupState, idle []string, warmed <-chan struct{}, st *Stats, err error) {
+// store); it is handed out once the warm-up claimed the seeds'
+// robots.txt (opening.warmed).
+func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (g roles.GroupState, op *opening, err error) {
 	stored := make(chan struct{})
 	errc := make(chan error, 1)
 	var created Stats
@@ -274,18 +287,19 @@ func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) 
 		}
 		errc <- err
 	}()
-	warmed = a.warm(ctx, spec, stored)
+	op = &opening{warmed: a.warm(ctx, spec, stored)}
 	g, _, err = c.GetGroup(ctx)
 	if err == nil {
-		idle = carriers(ctx, c, a.idleRunners(ctx, c, g, nil, nil, 0), spec)
-		if i := slices.Index(idle, a.Local.Name); warmed != nil && i > 0 {
-			idle = append([]string{a.Local.Name}, slices.Delete(slices.Clone(idle), i, i+1)...)
+		op.idle = carriers(ctx, c, a.idleRunners(ctx, c, g, nil, nil, 0), spec)
+		if i := slices.Index(op.idle, a.Local.Name); op.warmed != nil && i > 0 {
+			op.idle = append([]string{a.Local.Name}, slices.Delete(slices.Clone(op.idle), i, i+1)...)
 		}
 	}
 	if serr := <-errc; serr != nil {
-		return g, nil, nil, nil, serr // the job's error first: it may not be retried
+		return g, nil, serr // the job's error first: it may not be retried
 	}
-	return g, idle, warmed, &created, err
+	op.stats = &created
+	return g, op, err
 }
 
 // warm tells this worker's Runner to get ready for a new job's seeds

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,35 +29,43 @@ import (
 )
 
 // hostsSite is the demo site served on the bridge of the hosts, counting
-// requests by the address they came from.
+// requests by the address they came from: its pages', and its robots.txt's.
 type hostsSite struct {
 	*demosite.Site
-	srv  *httptest.Server
-	mu   sync.Mutex
-	from map[string]int // client IP → requests
+	srv    *httptest.Server
+	mu     sync.Mutex
+	from   map[string]int // client IP → page requests
+	robots map[string]int // client IP → robots.txt requests
 }
 
 func newHostsSite(t *testing.T, h *testsuite.Hosts, cfg demosite.Config) *hostsSite {
-	s := &hostsSite{Site: demosite.New(cfg), from: map[string]int{}}
+	s := &hostsSite{Site: demosite.New(cfg), from: map[string]int{}, robots: map[string]int{}}
 	s.srv = h.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
 		s.mu.Lock()
-		s.from[ip]++
+		if r.URL.Path == "/robots.txt" {
+			s.robots[ip]++
+		} else {
+			s.from[ip]++
+		}
 		s.mu.Unlock()
 		s.Site.ServeHTTP(w, r)
 	}))
 	return s
 }
 
-// From returns how many requests came from each address.
+// From returns how many page requests came from each address.
 func (s *hostsSite) From() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range s.from {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.from)
+}
+
+// RobotsFrom returns how many robots.txt requests came from each address.
+func (s *hostsSite) RobotsFrom() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.robots)
 }
 
 // hostsCluster is a group of 2 Runners and 1 Backup, each worker on a host
@@ -142,9 +151,16 @@ func TestCrawlOnThreeHosts(t *testing.T) {
 	}
 	runnerIPs := []string{hosts.Host(1).IP, hosts.Host(2).IP}
 	for ip := range site.From() {
-		assert.Contains(t, runnerIPs, ip, "the site was crawled from the Runners' hosts only")
+		assert.Contains(t, runnerIPs, ip, "the site's pages were crawled from the Runners' hosts only")
 	}
-	t.Logf("%d pages in %v; requests by address: %v", len(recs), took.Round(time.Millisecond), site.From())
+	// robots.txt is fetched once for the job, by the worker that ran its
+	// first step (its warm-up): a Runner's, or the backup's.
+	robots := 0
+	for _, n := range site.RobotsFrom() {
+		robots += n
+	}
+	assert.Equal(t, 1, robots, "robots.txt fetched once for the job: %v", site.RobotsFrom())
+	t.Logf("%d pages in %v; page requests by address: %v; robots.txt requests: %v", len(recs), took.Round(time.Millisecond), site.From(), site.RobotsFrom())
 
 	// ZooKeeper and PostgreSQL see every worker from its host.
 	cons, err := testsuite.FourLetterWord(c.ZK.Addr(), "cons")

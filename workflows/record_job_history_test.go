@@ -22,9 +22,10 @@ import (
 	"github.com/batoncrawl/baton/testsuite"
 )
 
-// TestRecordCrawlJobControlHistory records testdata/crawl_job_control_history.json
-// for TestReplayCrawlJobControlHistory (run it by hand after an intended
-// change of CrawlJob):
+// TestRecordCrawlJobControlHistory records testdata/crawl_job_local_start_history.json
+// for TestReplayCrawlJobLocalStartHistory (run it by hand after an intended
+// change of CrawlJob; testdata/crawl_job_control_history.json is its
+// recording from before local-start, and stays):
 //
 //	go test -tags recordhistory -run TestRecordCrawlJobControlHistory ./workflows/
 //
@@ -112,7 +113,7 @@ func TestRecordCrawlJobControlHistory(t *testing.T) {
 	}
 	data, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&h)
 	require.NoError(t, err)
-	out := filepath.Join("testdata", "crawl_job_control_history.json")
+	out := filepath.Join("testdata", "crawl_job_local_start_history.json")
 	require.NoError(t, os.WriteFile(out, append(data, '\n'), 0o644))
 	t.Logf("wrote %s: %d events", out, len(h.Events))
 }

@@ -162,8 +162,8 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 	}
 	var err error
 	if st == nil {
-		read, err := js.Stats(ctx, spec.ID)
-		if err != nil {
+		var read Stats
+		if read, err = js.Stats(ctx, spec.ID); err != nil {
 			return assigned, seq, err
 		}
 		st = &read

@@ -244,8 +244,9 @@ func (r *BatchRunner) holding(ctx context.Context, in BatchRun) (BatchInfo, erro
 // flight (a request waiting for its domain's turn or a retry must not
 // start after the pause), commits the pages fetched, gives the URLs it did
 // not fetch back to the frontier (Store.Release) and returns, so that the
-// batch ends as done and the job sees it end.
-func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo []Entry, size int, renewed0 *renewal) (ran int, fenced string, err error) {
+// batch ends as done and the job sees it end. early is the batch's first
+// renewal of its host leases when open made it (nil: crawl makes it).
+func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo []Entry, size int, early *renewal) (ran int, fenced string, err error) {
 	spec := jr.spec
 	conc := r.concurrency()
 	commitLinger := r.CommitLinger
@@ -287,7 +288,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	// whose lease is lost (expired, taken by another batch) stops the
 	// batch: what it did not fetch goes back to the frontier.
 	leases := &hostLeases{}
-	if renewed0 == nil { // not renewed as the batch was opened (open)
+	if early == nil { // not renewed as the batch was opened (open)
 		p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, conc)
 		switch {
 		case errors.Is(err, ErrStale):
@@ -295,11 +296,11 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		case err != nil:
 			return 0, "", err
 		}
-		renewed0 = &renewal{p: p, at: time.Now()}
+		early = &renewal{p: p, at: time.Now()}
 	}
-	first := renewed0.p
-	leases.set(first, renewed0.at)
-	lastPull, renewing := renewed0.at, false
+	first := early.p
+	leases.set(first, early.at)
+	lastPull, renewing := early.at, false
 	renewTick := time.NewTicker(leases.renewEvery())
 	defer renewTick.Stop()
 	queue := todo

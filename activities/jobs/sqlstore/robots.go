@@ -57,33 +57,27 @@ func (s *Store) PutRobots(ctx context.Context, job, origin string, f crawl.Robot
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return err
 	}
-	body := f.Body
+	// A file replaces the row kept (a file, or a claim); a claim is kept
+	// only where there is none (a file, or a claim of another fetch), with
+	// no file in it, until it expires after f.TTL.
+	status, body, delay := f.Status, f.Body, f.CrawlDelay
+	onConflict, what := `DO UPDATE SET status = excluded.status, body = excluded.body,
+				crawl_delay_ms = excluded.crawl_delay_ms, expires_ms = excluded.expires_ms`, "keep robots.txt"
+	if f.Fetching {
+		status, body, delay, onConflict, what = robotsClaim, nil, 0, "DO NOTHING", "claim the fetch of robots.txt"
+	} else {
+		defer s.robotsDelays.Delete(job + "\x00" + host) // read again at the next hand-out
+	}
 	if body == nil {
 		body = []byte{}
 	}
-	if f.Fetching {
-		// A claim: kept only where there is no row (a file, or a claim,
-		// of another fetch); it expires after f.TTL.
-		return s.write(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_robots (job, origin, host, status, body, crawl_delay_ms, expires_ms)
-				VALUES (?, ?, ?, ?, ?, 0, `+s.d.nowMS+` + ?)
-				ON CONFLICT (job, origin) DO NOTHING`),
-				job, origin, host, robotsClaim, []byte{}, f.TTL.Milliseconds())
-			if err != nil {
-				return fmt.Errorf("job %s: claim the fetch of robots.txt of %s: %w", job, origin, err)
-			}
-			return nil
-		})
-	}
-	defer s.robotsDelays.Delete(job + "\x00" + host) // read again at the next hand-out
 	return s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_robots (job, origin, host, status, body, crawl_delay_ms, expires_ms)
 			VALUES (?, ?, ?, ?, ?, ?, `+s.d.nowMS+` + ?)
-			ON CONFLICT (job, origin) DO UPDATE SET status = excluded.status, body = excluded.body,
-				crawl_delay_ms = excluded.crawl_delay_ms, expires_ms = excluded.expires_ms`),
-			job, origin, host, f.Status, body, f.CrawlDelay.Milliseconds(), f.TTL.Milliseconds())
+			ON CONFLICT (job, origin) `+onConflict),
+			job, origin, host, status, body, delay.Milliseconds(), f.TTL.Milliseconds())
 		if err != nil {
-			return fmt.Errorf("job %s: keep robots.txt of %s: %w", job, origin, err)
+			return fmt.Errorf("job %s: %s of %s: %w", job, what, origin, err)
 		}
 		return nil
 	})

@@ -294,7 +294,7 @@ func (c Config) Validate() error {
 
 // StoreConfig is the job store's setting, with its password.
 func (c Config) StoreConfig(password string) sqlstore.Config {
-	return sqlstore.Config{Store: c.Store, DataDir: c.DataDir, Password: password, MaxConns: c.StoreMaxConns}
+	return sqlstore.Config{Store: c.Store, DataDir: c.DataDir, Password: password, MaxConns: c.StoreMaxConns, Warm: true}
 }
 
 // Member is the activities' view of this instance.

@@ -145,7 +145,10 @@ func (h *hostLeases) renewEvery() time.Duration {
 // stored is closed (nil: at once): the warm-up of a new job's first batch
 // (BatchRunner.Warm) fetches its seed's robots.txt while the job itself
 // is being stored. A warm-up's (warm) claims of the files' fetches are
-// its own: it reads a claim as no file.
+// its own: it reads a claim as no file; and while the job is being
+// stored by the step it warms for, it reads nothing: a new job has no
+// file yet (a first step retried after it kept one fetches robots.txt
+// once more).
 type jobRobots struct {
 	store  RunnerStore
 	job    string
@@ -158,6 +161,13 @@ var _ crawl.RobotsStore = jobRobots{}
 func (j jobRobots) Scope() string { return j.job }
 
 func (j jobRobots) LoadRobots(ctx context.Context, origin string) (crawl.RobotsFile, bool, error) {
+	if j.warm && j.stored != nil {
+		select {
+		case <-j.stored:
+		default:
+			return crawl.RobotsFile{}, false, nil // being stored: no file yet
+		}
+	}
 	f, ok, err := j.store.Robots(ctx, j.job, origin)
 	if j.warm && f.Fetching {
 		return crawl.RobotsFile{}, false, err

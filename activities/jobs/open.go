@@ -17,36 +17,41 @@ type opened struct {
 	herr error // holding the batch (holding)
 	todo []Entry
 	uerr error // reading its unfinished URLs (only when it is running)
-	// first is the batch's first renewal of its host leases (Pull of
-	// none, sized to the Runner's concurrency), and when it answered; nil
-	// when it was refused or failed: crawl renews them itself then (a
-	// batch holding had to claim is refused until the claim is in).
+	// first is the batch's host leases as its hand-out (or its last
+	// renewal) left them, read (RunnerStore.Leases), and when; nil when
+	// they were not read or do not cover its unfinished URLs (a batch
+	// holding had to claim, whose leases expired meanwhile): crawl
+	// renews them before its first fetch then.
 	first *renewal
 }
 
-// renewal is a renewal of a batch's host leases and when it answered.
+// renewal is a batch's host leases, renewed (a Pull of none) or read
+// (read: crawl renews them at once, beside its first fetches), and when
+// they were answered.
 type renewal struct {
-	p  Pulled
-	at time.Time
+	p    Pulled
+	at   time.Time
+	read bool
 }
 
 // open reads what a batch's run needs before its first fetch, the three
 // at once: the job's run (job: the spec, read once per worker), the
-// batch's row (holding) and then its unfinished URLs, and a first renewal
-// of its host leases. On a new job's first batch that is three round
-// trips to the store fewer before the seed is fetched. The renewal is a
-// write checked against the batch's epoch, like every renewal: sent for
-// a batch that is not ours, or no longer running, it is refused and
-// changes nothing.
+// batch's row (holding) and then its unfinished URLs, and its host
+// leases. None of them waits for the job's lock, which the hand-outs of
+// the job's other batches hold at its start: its first fetches go out at
+// once, with the leases its hand-out took (TakeBatch leases the hosts of
+// the URLs it hands out), and crawl renews and sizes them to the Runner's
+// concurrency (a Pull, a write checked against the batch's epoch: for a
+// batch that is not ours it is refused, and the run stops) beside them.
 func (r *BatchRunner) open(ctx context.Context, in BatchRun) opened {
 	var o opened
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, r.concurrency())
+		hosts, err := r.Store.Leases(ctx, in.Job, in.Batch)
 		if err == nil {
-			o.first = &renewal{p: p, at: time.Now()}
+			o.first = &renewal{p: Pulled{Hosts: hosts}, at: time.Now(), read: true}
 		}
 	}()
 	go func() {
@@ -58,6 +63,25 @@ func (r *BatchRunner) open(ctx context.Context, in BatchRun) opened {
 	}()
 	o.jr, o.jerr = r.job(ctx, in.Job, in.Log)
 	wg.Wait()
+	if o.first == nil || o.jr == nil {
+		return o
+	}
+	o.first.p.TTL = LeaseTTL(o.jr.spec.Timers)
+	held := make(map[string]bool, len(o.first.p.Hosts))
+	for i, l := range o.first.p.Hosts {
+		held[l.Host] = true
+		if !l.Exclusive {
+			// As the renewal sizes it: a hand-out of n URLs leased a
+			// shared host for n requests at once.
+			o.first.p.Hosts[i].Share = min(l.Share, r.concurrency())
+		}
+	}
+	for _, e := range o.todo {
+		if h := HostOf(e.URL); h != "" && !held[h] {
+			o.first = nil // renewed (or found lost) before any fetch
+			break
+		}
+	}
 	return o
 }
 

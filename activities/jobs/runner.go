@@ -301,6 +301,16 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	first := early.p
 	leases.set(first, early.at)
 	lastPull, renewing := early.at, false
+	renew := func() {
+		renewing = true
+		go func() {
+			p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, conc)
+			renewed <- pulled{p: p, at: time.Now(), err: err}
+		}()
+	}
+	// Leases read, not renewed (open): renewed at once, by the first pull
+	// when the batch pulls at once.
+	renewNow := early.read
 	renewTick := time.NewTicker(leases.renewEvery())
 	defer renewTick.Stop()
 	queue := todo
@@ -334,8 +344,12 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			"in_flight", inflight, "to_commit", len(pending)+committing, "not_fetched", len(queue))
 	}
 	checkLeases := func(p pulled) {
+		every := leases.renewEvery()
 		leases.set(p.p, p.at)
 		lastPull = p.at
+		if e := leases.renewEvery(); e != every {
+			renewTick.Reset(e) // the job's TTL, as the store answers it
+		}
 		if h := leases.lost(queue); h != "" {
 			stopFetching("host lease lost", "the batch no longer holds host "+h+" (its lease expired and another batch took it)")
 		}
@@ -369,6 +383,11 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 				p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, n, conc)
 				extended <- pulled{p: p, at: time.Now(), gen: gen, err: err}
 			}()
+			renewNow = false
+		}
+		if renewNow && !stopping && !renewing && !extending {
+			renewNow = false
+			renew()
 		}
 		// Fetching runs ahead of the commits by at most two rounds of slots.
 		for !stopping && halted == "" && inflight < conc && len(queue) > 0 && len(pending)+committing < 2*conc {
@@ -420,14 +439,19 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 				}
 				break
 			}
-			if !stopping && len(queue) == 0 && !exhausted && size < limit {
+			pullable := !stopping && len(queue) == 0 && !exhausted && size < limit
+			if pullable && !renewing {
 				continue // pull again: the frontier may have grown
 			}
-			if stopping || !starting || size > 0 || draining || heldOut >= startHeldOut || !time.Now().Before(startBy) {
-				break
-			}
-			if startTick == nil {
-				startTick = time.After(startPoll) // a start batch: wait for the first links
+			// (pullable while a renewal of the leases is under way: the
+			// pull starts once it has answered, select.)
+			if !pullable {
+				if stopping || !starting || size > 0 || draining || heldOut >= startHeldOut || !time.Now().Before(startBy) {
+					break
+				}
+				if startTick == nil {
+					startTick = time.After(startPoll) // a start batch: wait for the first links
+				}
 			}
 		}
 		select {
@@ -459,11 +483,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 				stopFetching("host leases not renewed", fmt.Sprintf("no renewal for %v", since.Round(time.Millisecond)))
 			}
 			if !stopping && !renewing && !extending && time.Since(lastPull) >= leases.renewEvery() {
-				renewing = true
-				go func() {
-					p, err := r.Store.Pull(ctx, in.Job, in.Batch, in.Epoch, 0, conc)
-					renewed <- pulled{p: p, at: time.Now(), err: err}
-				}()
+				renew()
 			}
 		case p := <-renewed:
 			renewing = false

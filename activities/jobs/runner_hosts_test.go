@@ -33,7 +33,8 @@ func (s *leaseStore) Pull(ctx context.Context, job, id string, epoch int64, n, w
 	if n == 0 {
 		s.renewals.Add(1)
 	}
-	if s.pulls.Add(1) > 1 && s.lose.Load() {
+	s.pulls.Add(1)
+	if s.lose.Load() {
 		p.Hosts = nil
 	}
 	if s.ttl > 0 {
@@ -43,6 +44,72 @@ func (s *leaseStore) Pull(ctx context.Context, job, id string, epoch int64, n, w
 		p.Hosts[i].Wait = max(p.Hosts[i].Wait, s.wait)
 	}
 	return p, err
+}
+
+// Leases answers as Pull does: a handed-over host's wait.
+func (s *leaseStore) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
+	ls, err := s.Store.Leases(ctx, job, batch)
+	for i := range ls {
+		ls[i].Wait = max(ls[i].Wait, s.wait)
+	}
+	return ls, err
+}
+
+// heldPulls is a store whose Pulls (renewals only, with renewals) wait
+// until held is closed: the job's lock held by other transactions, as the
+// hand-outs of a job's other batches hold it at its start.
+type heldPulls struct {
+	jobs.Store
+	held     chan struct{}
+	renewals bool
+	waiting  atomic.Int32
+}
+
+func (s *heldPulls) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
+	if n == 0 || !s.renewals {
+		s.waiting.Add(1)
+		select {
+		case <-s.held:
+		case <-ctx.Done():
+			return jobs.Pulled{}, ctx.Err()
+		}
+	}
+	return s.Store.Pull(ctx, job, id, epoch, n, want)
+}
+
+// A batch's first fetches go out with the leases its hand-out took, read,
+// without waiting for the job's lock: the renewal that sizes them is
+// made beside them.
+func TestRunBatchFetchesBeforeItsLeasesAreRenewed(t *testing.T) {
+	e := politeEnv(t, 2, 4, 2)
+	hp := &heldPulls{Store: e.store, held: make(chan struct{})}
+	e.br.Store = hp
+	ch := e.runAsync()
+	eventually(t, func() bool { n, _, _ := e.pages.count(); return n >= 2 }, "fetches while every pull waits for the job's lock")
+	assert.Positive(t, hp.waiting.Load(), "the renewal was sent")
+	close(hp.held)
+	out, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, 4, out.Ran)
+}
+
+// A batch that has fetched and recorded all it holds while the renewal
+// of its leases is under way pulls once the renewal has answered (it
+// neither ends early nor spins).
+func TestRunBatchPullsAfterARenewalUnderWay(t *testing.T) {
+	e := newBatchEnv(t, 2, pageURLs(4), func(s *jobs.Spec) {
+		s.BatchSize, s.Options.Parallelism, s.Options.IgnoreRobots = 0, 2, true // it grows while the frontier has URLs
+	})
+	hp := &heldPulls{Store: e.store, held: make(chan struct{}), renewals: true}
+	e.br.Store = hp
+	ch := e.runAsync()
+	eventually(t, func() bool { return e.stats().Recorded == 4 }, "the batch's pages recorded while its renewal waits (%d)", e.stats().Recorded)
+	require.Empty(t, ch, "the batch ended before it pulled")
+	close(hp.held)
+	out, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, 4, out.Ran)
+	assert.Equal(t, jobs.BatchDone, e.info().State)
 }
 
 // politeEnv is a batch of n pages of one host, of a job whose parallelism
@@ -118,7 +185,7 @@ func TestRunBatchGivesBackALostHost(t *testing.T) {
 	}
 	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: links}
 	ls := &leaseStore{Store: e.store}
-	ls.lose.Store(true) // from the second pull on
+	ls.lose.Store(true) // from the first pull on: the batch starts with the leases its hand-out took (read)
 	e.br.Store = ls
 	out, err := e.run()
 	require.NoError(t, err)

@@ -335,6 +335,9 @@ type RunnerStore interface {
 	// after their last renewal; FinishBatch, FailBatch, Release and
 	// Requeue drop a batch's leases.
 	Pull(ctx context.Context, job, id string, epoch int64, n, want int) (Pulled, error)
+	// Leases: as in Store (a batch's run starts with the leases its
+	// hand-out took, read, and renews them at once).
+	Leases(ctx context.Context, job, batch string) ([]HostLease, error)
 	// Robots returns the robots.txt of origin kept for the job (PutRobots)
 	// and still fresh (crawl.RobotsFile.TTL is what is left), or a claim
 	// on its fetch still running (Fetching, TTL what is left of it), or ok

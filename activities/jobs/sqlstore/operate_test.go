@@ -241,3 +241,33 @@ func TestPostgresThroughPgBouncer(t *testing.T) {
 		assert.Equal(t, jobs.Stats{Seen: pages, Recorded: pages, Items: itemsOf(pages)}, st)
 	})
 }
+
+// TestPostgresWarmPool: a worker's store (Config.Warm) has its whole pool
+// open once it is opened, as the server sees it, and keeps it; a CLI's
+// store opens only what it used.
+func TestPostgresWarmPool(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, time.Minute)
+	serverConns := func() int {
+		var n int
+		admin := openPostgres(t, pg)
+		require.NoError(t, admin.DB().QueryRowContext(ctx,
+			`SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&n))
+		require.NoError(t, admin.Close())
+		return n
+	}
+	before := serverConns()
+	cli, err := sqlstore.Open(ctx, sqlstore.Config{Store: pg.DSN(), MaxConns: 5})
+	require.NoError(t, err)
+	assert.Less(t, cli.DB().Stats().OpenConnections, 5, "a CLI's store opens what it uses")
+	require.NoError(t, cli.Close())
+
+	w, err := sqlstore.Open(ctx, sqlstore.Config{Store: pg.DSN(), MaxConns: 5, Warm: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	st := w.DB().Stats()
+	assert.Equal(t, 5, st.OpenConnections, "the whole pool open")
+	assert.Equal(t, 5, st.Idle, "and back in the pool")
+	assert.Eventually(t, func() bool { return serverConns()-before == 5 }, 10*time.Second, 20*time.Millisecond,
+		"the server sees the worker's 5 connections, and no other of ours")
+}

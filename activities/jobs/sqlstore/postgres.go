@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -98,7 +99,9 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 	// Connections are renewed now and then (a server or pooler restarted
 	// behind a load balancer, memory a long session holds).
 	db.SetConnMaxLifetime(30 * time.Minute)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	if !c.Warm {
+		db.SetConnMaxIdleTime(5 * time.Minute)
+	}
 	// A server still starting (or restarting) is waited for until ctx
 	// ends; a refusal (bad password, no such database) fails at once.
 	var last error
@@ -121,7 +124,27 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	return newStore(ctx, db, postgresDialect, "postgres", location, c.Existing)
+	s, err := newStore(ctx, db, postgresDialect, "postgres", location, c.Existing)
+	if err == nil && c.Warm {
+		warmPool(ctx, db, pool)
+	}
+	return s, err
+}
+
+// warmPool opens n connections of db's pool (Config.Warm); one it cannot
+// open is opened when it is needed, as without.
+func warmPool(ctx context.Context, db *sql.DB, n int) {
+	conns := make([]*sql.Conn, 0, n)
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		_ = c.Close() // back to the pool, open
+	}
 }
 
 // IsPostgresDSN reports whether a --store value names PostgreSQL.

@@ -259,9 +259,12 @@ func TestWarmBeforeTheJobIsStored(t *testing.T) {
 	e := warmEnv(t, site, false)
 	spec := e.spec
 	spec.ID = "job-not-yet"
+	reads := &robotsReads{Store: e.store}
+	e.br.Store = reads
 	stored := make(chan struct{})
 	e.br.Warm(e.ctx, spec, e.urls, stored)
 	eventually(t, func() bool { return site.robotsDone.Load() }, "robots.txt fetched before the job is stored")
+	assert.Zero(t, reads.n.Load(), "the store read for a job it does not hold yet")
 	_, ok, _ := e.store.Robots(e.ctx, spec.ID, site.URL)
 	assert.False(t, ok, "kept before the job is stored")
 	seeds, err := spec.SeedEntries(nil)
@@ -274,6 +277,17 @@ func TestWarmBeforeTheJobIsStored(t *testing.T) {
 		return err == nil && ok && !f.Fetching
 	}, "robots.txt kept once the job is stored")
 	assert.EqualValues(t, 1, site.robotsHits.Load())
+}
+
+// robotsReads counts the reads of robots.txt files.
+type robotsReads struct {
+	jobs.Store
+	n atomic.Int32
+}
+
+func (c *robotsReads) Robots(ctx context.Context, job, origin string) (crawl.RobotsFile, bool, error) {
+	c.n.Add(1)
+	return c.Store.Robots(ctx, job, origin)
 }
 
 // claimReads counts the claims (RobotsFile.Fetching) its Runner's store

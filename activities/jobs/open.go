@@ -19,9 +19,9 @@ type opened struct {
 	uerr error // reading its unfinished URLs (only when it is running)
 	// first is the batch's host leases as its hand-out (or its last
 	// renewal) left them, read (RunnerStore.Leases), and when; nil when
-	// they were not read or do not cover its unfinished URLs (a batch
-	// holding had to claim, whose leases expired meanwhile): crawl
-	// renews them before its first fetch then.
+	// they were not read, may have been read before holding claimed the
+	// batch, or do not cover its unfinished URLs (a hand-over's, expired
+	// meanwhile): crawl renews them before its first fetch then.
 	first *renewal
 }
 
@@ -45,6 +45,7 @@ type renewal struct {
 // batch that is not ours it is refused, and the run stops) beside them.
 func (r *BatchRunner) open(ctx context.Context, in BatchRun) opened {
 	var o opened
+	claimed := false
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -56,13 +57,20 @@ func (r *BatchRunner) open(ctx context.Context, in BatchRun) opened {
 	}()
 	go func() {
 		defer wg.Done()
-		o.info, o.herr = r.holding(ctx, in)
+		o.info, claimed, o.herr = r.holding(ctx, in)
 		if o.herr == nil && o.info.State == BatchRunning {
 			o.todo, o.uerr = r.Store.Unfinished(ctx, in.Job, in.Batch)
 		}
 	}()
 	o.jr, o.jerr = r.job(ctx, in.Job, in.Log)
 	wg.Wait()
+	if claimed {
+		// Claimed here (its Task written before its claim: an older
+		// Baton's), the claim renewing the leases for the new holder
+		// (the wait since the old holder's last request) maybe after
+		// they were read.
+		o.first = nil
+	}
 	if o.first == nil || o.jr == nil {
 		return o
 	}

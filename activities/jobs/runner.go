@@ -184,7 +184,7 @@ func (r *BatchRunner) RunBatch(ctx context.Context, in BatchRun) (BatchOutcome, 
 // that do; this is the guard): its URLs go back to the frontier for a
 // Runner that carries it, and the batch ends.
 func (r *BatchRunner) giveBack(ctx context.Context, in BatchRun, why error) (BatchOutcome, error) {
-	info, err := r.holding(ctx, in)
+	info, _, err := r.holding(ctx, in)
 	switch {
 	case errors.Is(err, ErrStale):
 		return BatchOutcome{Fenced: true, Reason: err.Error()}, nil
@@ -211,19 +211,20 @@ func (r *BatchRunner) giveBack(ctx context.Context, in BatchRun, why error) (Bat
 // The job's assignment and a hand-over claim the batch in the store
 // before they write the Task that names it, so the row normally says so
 // already and is only read; it is claimed here only when it does not
-// (ErrStale when a higher epoch holds it).
-func (r *BatchRunner) holding(ctx context.Context, in BatchRun) (BatchInfo, error) {
+// (ErrStale when a higher epoch holds it); claimed says whether it was.
+func (r *BatchRunner) holding(ctx context.Context, in BatchRun) (info BatchInfo, claimed bool, err error) {
 	bs, err := r.Store.Batches(ctx, in.Job, []string{in.Batch})
 	if err != nil {
-		return BatchInfo{}, err
+		return BatchInfo{}, false, err
 	}
 	if len(bs) == 0 {
-		return BatchInfo{}, ErrNoBatch
+		return BatchInfo{}, false, ErrNoBatch
 	}
 	if bs[0].Epoch == in.Epoch && bs[0].Holder == in.Runner {
-		return bs[0], nil
+		return bs[0], false, nil
 	}
-	return r.Store.Claim(ctx, in.Job, in.Batch, in.Runner, in.Epoch)
+	info, err = r.Store.Claim(ctx, in.Job, in.Batch, in.Runner, in.Epoch)
+	return info, true, err
 }
 
 // crawl fetches todo with up to Concurrency requests in flight and

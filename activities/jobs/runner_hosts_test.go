@@ -293,3 +293,54 @@ func TestRunBatchStopsWhenItsLeasesMayHaveExpired(t *testing.T) {
 	assert.Equal(t, 40, st.Recorded+st.Queued, "the rest is queued again")
 	assert.Equal(t, jobs.BatchDone, e.info().State)
 }
+
+// claimAfterLeases is a store whose Claim waits until the batch's leases
+// were read, and notes when it claimed.
+type claimAfterLeases struct {
+	jobs.Store
+	read      chan struct{}
+	once      atomic.Bool
+	claimedAt atomic.Int64
+}
+
+func (s *claimAfterLeases) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
+	ls, err := s.Store.Leases(ctx, job, batch)
+	if s.once.CompareAndSwap(false, true) {
+		close(s.read)
+	}
+	return ls, err
+}
+
+func (s *claimAfterLeases) Claim(ctx context.Context, job, id, holder string, epoch int64) (jobs.BatchInfo, error) {
+	select {
+	case <-s.read:
+	case <-ctx.Done():
+		return jobs.BatchInfo{}, ctx.Err()
+	}
+	s.claimedAt.Store(time.Now().UnixNano())
+	return s.Store.Claim(ctx, job, id, holder, epoch)
+}
+
+// A Runner that has to claim its batch as it opens it (its Task written
+// before the claim) does not fetch with the leases it read before its
+// claim: the claim renewed them for the new holder, whose first request
+// to a host waits for the job's delay from the hand-over.
+func TestRunBatchClaimingAsItOpensWaitsForTheHost(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	e := newBatchEnv(t, 2, pageURLs(2), func(s *jobs.Spec) {
+		s.Options.Delay, s.Options.IgnoreRobots = delay, true
+	})
+	cs := &claimAfterLeases{Store: e.store, read: make(chan struct{})}
+	e.br.Store = cs
+	out, err := e.runAs(nodeName(2), 2)
+	require.NoError(t, err)
+	assert.Equal(t, 2, out.Ran)
+	require.NotZero(t, cs.claimedAt.Load(), "it claimed")
+	claimed := time.Unix(0, cs.claimedAt.Load())
+	for _, c := range e.pages.snapshot() {
+		// (The store's clock is read after the claim began: a few ms of
+		// slack.)
+		assert.False(t, c.opts.NotBefore.Before(claimed.Add(delay-20*time.Millisecond)),
+			"%s not before %v after the claim", c.req.URL, c.opts.NotBefore.Sub(claimed))
+	}
+}

@@ -279,28 +279,18 @@ func TestWarmBeforeTheJobIsStored(t *testing.T) {
 	assert.EqualValues(t, 1, site.robotsHits.Load())
 }
 
-// robotsReads counts the reads of robots.txt files.
+// robotsReads counts the reads of robots.txt files its Runner's store
+// answered, and the claims (RobotsFile.Fetching) among them.
 type robotsReads struct {
 	jobs.Store
-	n atomic.Int32
+	n, claims atomic.Int32
 }
 
 func (c *robotsReads) Robots(ctx context.Context, job, origin string) (crawl.RobotsFile, bool, error) {
 	c.n.Add(1)
-	return c.Store.Robots(ctx, job, origin)
-}
-
-// claimReads counts the claims (RobotsFile.Fetching) its Runner's store
-// answered.
-type claimReads struct {
-	jobs.Store
-	n atomic.Int32
-}
-
-func (c *claimReads) Robots(ctx context.Context, job, origin string) (crawl.RobotsFile, bool, error) {
 	f, ok, err := c.Store.Robots(ctx, job, origin)
 	if f.Fetching {
-		c.n.Add(1)
+		c.claims.Add(1)
 	}
 	return f, ok, err
 }
@@ -312,7 +302,7 @@ func (c *claimReads) Robots(ctx context.Context, job, origin string) (crawl.Robo
 func TestWarmOnAnotherWorkerIsWaitedFor(t *testing.T) {
 	site := newRobotsSite(t, false)
 	e := warmEnv(t, site, false) // the worker whose Runner holds the batch
-	reads := &claimReads{Store: e.store}
+	reads := &robotsReads{Store: e.store}
 	e.br.Store = reads
 	other := &jobs.BatchRunner{Store: e.store, Pages: crawl.NewEngine(), Concurrency: 2} // the worker that warms
 	claimed := other.Warm(e.ctx, e.spec, e.urls, nil)
@@ -323,7 +313,7 @@ func TestWarmOnAnotherWorkerIsWaitedFor(t *testing.T) {
 	}
 	eventually(t, func() bool { return site.robotsHits.Load() == 1 }, "robots.txt requested by the warm-up")
 	done := e.runAsync()
-	eventually(t, func() bool { return reads.n.Load() > 0 }, "the batch's Runner read the claim")
+	eventually(t, func() bool { return reads.claims.Load() > 0 }, "the batch's Runner read the claim")
 	assert.EqualValues(t, 1, site.robotsHits.Load(), "the batch's Runner did not fetch robots.txt itself")
 	close(site.gate)
 	out, err := e.wait(done)

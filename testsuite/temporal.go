@@ -66,6 +66,14 @@ func WithTemporalUI() TemporalOption {
 	return func(c *temporalConfig) { c.ui = true }
 }
 
+// TransferPollRPS is how often the dev server's history shard may read its
+// transfer queue (history.transferProcessorMaxPollRPS), as the local stack
+// sets it (deployments/scripts/stack.sh): a workflow task or an activity
+// not dispatched eagerly is handed to matching when the queue is read, and
+// the server's default, 20 a second, on the dev server's single shard held
+// each one 25 ms on average (BenchmarkTemporalDispatch).
+const TransferPollRPS = 1000
+
 // WithTemporalDynamicConfig sets a server dynamic-config value; jsonValue is
 // a JSON literal, e.g. WithTemporalDynamicConfig("limit.maxIDLength", "1000").
 func WithTemporalDynamicConfig(key, jsonValue string) TemporalOption {
@@ -204,9 +212,14 @@ func (tmp *Temporal) launch() error {
 	// server the default four partitions add ~40 ms to every dispatch. Eager
 	// activities, as the local stack has too: an activity scheduled on the
 	// workflow's own task queue comes back in the workflow task's reply.
+	// The transfer queue read at up to 1000 times a second, not 20: the dev
+	// server has one history shard, whose default limit of 20 reads a
+	// second held every workflow task 25 ms on average before a worker got
+	// it (a cluster spreads its workflows over hundreds of shards).
 	args = append(args, "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-		"--dynamic-config-value", "system.enableActivityEagerExecution=true")
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		"--dynamic-config-value", "history.transferProcessorMaxPollRPS="+strconv.Itoa(TransferPollRPS))
 	for _, dc := range tmp.cfg.dynamicConfig {
 		args = append(args, "--dynamic-config-value", dc)
 	}

@@ -248,6 +248,12 @@ temporal_up() {
     args+=(--dynamic-config-value matching.numTaskqueueReadPartitions=1
            --dynamic-config-value matching.numTaskqueueWritePartitions=1
            --dynamic-config-value system.enableActivityEagerExecution=true)
+    # The transfer queue read up to 1000 times a second: the dev server has
+    # one history shard, and at the default 20 reads a second every workflow
+    # task waited 25 ms on average before a worker got it (a job's start, a
+    # fail-over, every step); a cluster spreads its workflows over many
+    # shards. (testsuite.TransferPollRPS, the same value for the tests.)
+    args+=(--dynamic-config-value history.transferProcessorMaxPollRPS=1000)
     log "temporal: starting on ${HOST}:${TEMPORAL_PORT}, UI http://${HOST}:${UI_PORT} (log ${TEMPORAL_LOG})"
     spawn "${TEMPORAL_PID}" "${TEMPORAL_PORT} ${UI_PORT}" "${TEMPORAL_LOG}" "${bin}" "${args[@]}"
   fi

@@ -145,8 +145,8 @@ type opening struct {
 // idle Runners left once the frontier is empty (up to maxStartBatches in
 // all) get start batches: empty batches that pull the first pages' links
 // themselves as soon as they are recorded (SupervisorStore.OpenBatch,
-// BatchRunner); and no batch's Task is written before the opening's
-// warmed is closed (maxWarmWait at most).
+// BatchRunner); and no batch's Task for another worker's Runner is
+// written before the opening's warmed is closed (maxWarmWait at most).
 func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, op *opening) ([]BatchRef, int, error) {
 	log := a.log(ctx, "job", spec.ID)
 	var assigned []BatchRef
@@ -217,7 +217,9 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 		if _, err := js.Claim(ctx, spec.ID, batch, r, epoch); err != nil {
 			return assigned, seq, err
 		}
-		if warmed != nil {
+		if warmed != nil && r != a.Local.Name {
+			// Another worker's Runner reads the claim in the store; this
+			// worker's own waits for its warm-up in the process.
 			wait := time.NewTimer(maxWarmWait)
 			select {
 			case <-warmed:
@@ -273,8 +275,13 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 // fetched while the job is stored and its first batch handed out. The
 // seeds' batch goes first to the worker's own Runner when it is idle
 // (its fetches wait for the warm-up in the same process, not for the
-// store); it is handed out once the warm-up claimed the seeds'
-// robots.txt (opening.warmed).
+// store), at once; a batch for another worker's Runner is handed out
+// once the warm-up claimed the seeds' robots.txt in the store
+// (opening.warmed): that Runner waits for the file the claim announces
+// instead of fetching robots.txt itself. (Handing the own Runner its
+// batch at once, not after the claim, brought the seed's first request
+// 5 ms nearer to robots.txt's answer: the claim, a write at a busy
+// moment, took 10 ms.)
 func (a *Activities) start(ctx context.Context, c *metadata.Cluster, spec Spec) (g roles.GroupState, op *opening, err error) {
 	stored := make(chan struct{})
 	errc := make(chan error, 1)

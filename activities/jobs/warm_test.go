@@ -205,23 +205,33 @@ func TestJobAssignStartGivesTheSeedsToItsOwnIdleRunner(t *testing.T) {
 		assign(f, f.spec("job-many", 0, seedURLs(2*jobs.DefaultConcurrency+1)...))
 		assert.Empty(t, w.get(), "more seeds than a first batch: none warmed")
 	})
-	t.Run("handed out once claimed", func(t *testing.T) {
+	t.Run("other workers' batches handed out once claimed", func(t *testing.T) {
 		f := newFixture(t, 3, 0)
 		w := &warmCalls{claimed: make(chan struct{})}
-		f.a.Local = jobs.Local{Group: testGroup, Name: f.runners[2], Runner: w}
+		local := f.runners[2]
+		f.a.Local = jobs.Local{Group: testGroup, Name: local, Runner: w}
 		spec := f.spec("job-claim", 0, "http://example.test/")
 		done := make(chan error, 1)
 		go func() {
 			_, err := f.a.JobAssign(f.ctx, jobs.AssignInput{Spec: spec, Start: true})
 			done <- err
 		}()
-		batch := jobs.BatchID(spec.ID, 0)
+		// The worker's own Runner gets the seeds at once: its fetches
+		// wait for the warm-up in the process.
+		eventually(t, func() bool {
+			holder, n := seedHolder(f, spec.ID)
+			return n == 1 && holder == local
+		}, "the seeds' batch handed to the worker's own Runner before the claim")
+		// The start batches of the other Runners (their Runners would
+		// read the store for robots.txt) wait for the claim.
+		batch := jobs.BatchID(spec.ID, 1)
 		eventually(t, func() bool {
 			infos, err := f.store.Batches(f.ctx, spec.ID, []string{batch})
 			return err == nil && len(infos) == 1 && infos[0].Holder != ""
-		}, "the seeds' batch claimed in the store")
-		holder, n := seedHolder(f, spec.ID)
-		assert.Zero(t, n, "no Task names the batch (%s) before the warm-up claimed its robots.txt", holder)
+		}, "the next batch claimed in the store for another Runner")
+		for _, r := range f.runners[:2] {
+			assert.Nil(t, f.task(r).Job, "no Task of another worker's Runner (%s) names a batch before the warm-up claimed robots.txt", r)
+		}
 		close(w.claimed)
 		select {
 		case err := <-done:
@@ -229,8 +239,13 @@ func TestJobAssignStartGivesTheSeedsToItsOwnIdleRunner(t *testing.T) {
 		case <-time.After(waitLimit):
 			t.Fatal("JobAssign did not return once the warm-up claimed")
 		}
-		_, n = seedHolder(f, spec.ID)
-		assert.Equal(t, 1, n, "handed out then")
+		named := 0
+		for _, r := range f.runners[:2] {
+			if tk := f.task(r); tk.Job != nil && tk.Job.ID == spec.ID {
+				named++
+			}
+		}
+		assert.Equal(t, 2, named, "the other Runners' start batches handed out then")
 	})
 	t.Run("a warm-up that never claims", func(t *testing.T) {
 		f := newFixture(t, 3, 0)

@@ -14,6 +14,9 @@
 // package imports one above it, nor its parent unless that parent is a
 // library it builds on; no import cycle; no product file over 600 lines)
 // and checks that the build's -X flags name a variable that exists.
+// temporal_test.go holds the local stack's, Compose's and the tests'
+// Temporal servers to the same tuning (eager activities, the transfer
+// queue's read rate).
 //
 // Each check returns the problems it finds, so TestChecksCatchBrokenFiles
 // can show that it fails on broken copies of the files, and

@@ -36,7 +36,7 @@ func TestTemporalTuningCheckCatchesDrift(t *testing.T) {
 	}
 	cases := map[string][3]string{
 		"stack without the transfer rate": {strings.ReplaceAll(stack, transferPollKey, "history.other"), dc, harness},
-		"stack at another rate":           {regexp.MustCompile(transferPollKey + `=\d+`).ReplaceAllString(stack, transferPollKey+"=500"), dc, harness},
+		"stack at another rate":           {regexp.MustCompile(transferPollKey+`=\d+`).ReplaceAllString(stack, transferPollKey+"=500"), dc, harness},
 		"stack without eager activities":  {strings.ReplaceAll(stack, eagerKey+"=true", eagerKey+"=false"), dc, harness},
 		"compose without the rate":        {stack, strings.ReplaceAll(dc, transferPollKey, "history.other"), harness},
 		"compose at the default":          {stack, regexp.MustCompile(`value: 1000`).ReplaceAllString(dc, "value: 20"), harness},

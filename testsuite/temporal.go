@@ -76,6 +76,9 @@ const TransferPollRPS = 1000
 
 // WithTemporalDynamicConfig sets a server dynamic-config value; jsonValue is
 // a JSON literal, e.g. WithTemporalDynamicConfig("limit.maxIDLength", "1000").
+// It overrides the harness's own settings of the same key (the CLI keeps
+// the last value given; BenchmarkTemporalDispatch sets the server's default
+// transfer queue rate back this way).
 func WithTemporalDynamicConfig(key, jsonValue string) TemporalOption {
 	return func(c *temporalConfig) { c.dynamicConfig = append(c.dynamicConfig, key+"="+jsonValue) }
 }

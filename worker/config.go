@@ -63,6 +63,11 @@ type Config struct {
 	// PprofAddr is host:port of Go's profiler (/debug/pprof/); "" (the
 	// default) turns it off. Never served on MetricsAddr.
 	PprofAddr string
+	// GCPercent is the Go garbage collector's target (GOGC) in this
+	// worker: how far the heap grows, in percent of the live heap, before
+	// a collection. 0 leaves the runtime's (the GOGC environment variable,
+	// else Go's 100). See DefaultGCPercent.
+	GCPercent int
 	// ConnectTimeout bounds reaching ZooKeeper, Temporal and the job store
 	// at start.
 	ConnectTimeout time.Duration
@@ -123,7 +128,7 @@ func DefaultConfig() Config {
 		ZKSessionTimeout: 10 * time.Second, Temporal: connect.DefaultTemporal(),
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
 		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr, MetricsJobGrace: telemetry.DefaultJobGrace, ConnectTimeout: 30 * time.Second,
-		LeaveTimeout: 20 * time.Second,
+		LeaveTimeout: 20 * time.Second, GCPercent: defaultGCPercent(),
 	}
 }
 
@@ -150,6 +155,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://<host:port>/metrics (empty: off)")
 	fs.DurationVar(&c.MetricsJobGrace, "metrics-job-grace", c.MetricsJobGrace, "drop a crawl job's series (crawl_job label) from /metrics once the job has been idle on this worker this long (Prometheus keeps what it scraped)")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "serve Go's profiler at http://<host:port>/debug/pprof/ (default empty: off; keep it on loopback)")
+	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "Go garbage collector target of this worker (GOGC): heap growth in % of the live heap before a collection; higher spends memory to save CPU (0: the runtime's, GOGC or 100; default 400 unless GOGC is set)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded SQLite job store (crawl frontiers and results); one host's workers share it")
 	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
 	c.StoreSecurity.AddFlags(fs)
@@ -248,6 +254,9 @@ func (c Config) Validate() error {
 	}
 	if c.PprofAddr != "" && c.PprofAddr == c.MetricsAddr {
 		return fmt.Errorf("--pprof-addr: %q is --metrics-addr too: the profiler has an address of its own", c.PprofAddr)
+	}
+	if c.GCPercent < 0 {
+		return fmt.Errorf("--gc-percent: is %d, must be >= 0 (0: the runtime's; the collector is never turned off)", c.GCPercent)
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("--concurrency: is %d, must be >= 1", c.Concurrency)

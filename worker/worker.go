@@ -185,6 +185,7 @@ func advertised(crawlers map[string]*crawler.Crawler) roles.Crawlers {
 func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) error {
 	log := newLogger(cfg)
 	slog.SetDefault(log)
+	applyGCPercent(cfg.GCPercent)
 	metrics, err := startMetrics(cfg.MetricsAddr, cfg.MetricsJobGrace, log)
 	if err != nil {
 		return err

@@ -145,11 +145,33 @@ func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoc
 	if err != nil {
 		return b, err
 	}
+	return b, heldAt(b, epoch)
+}
+
+// growBatch adds n URLs handed to a running batch held at epoch to its
+// size, and checks the epoch as checkEpoch does, in one statement: the
+// row's lock is taken by the update, and a refusal rolls it back.
+func (s *Store) growBatch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, n int) (jobs.BatchInfo, error) {
+	b := jobs.BatchInfo{Job: job, ID: id}
+	err := tx.QueryRowContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ? RETURNING holder, epoch, size, state, error`), n, job, id).
+		Scan(&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
+	}
+	if err != nil {
+		return b, err
+	}
+	return b, heldAt(b, epoch)
+}
+
+// heldAt refuses a write at epoch to batch b unless b runs at that epoch.
+func heldAt(b jobs.BatchInfo, epoch int64) error {
+	job, id := b.Job, b.ID
 	if b.Epoch != epoch || b.State != jobs.BatchRunning {
-		return b, fmt.Errorf("job %s batch %s: write at epoch %d refused: batch is %s, held by %s at epoch %d: %w",
+		return fmt.Errorf("job %s batch %s: write at epoch %d refused: batch is %s, held by %s at epoch %d: %w",
 			job, id, epoch, b.State, b.Holder, b.Epoch, jobs.ErrStale)
 	}
-	return b, nil
+	return nil
 }
 
 // FinishBatch marks a batch whose URLs are all finished done.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -223,11 +222,14 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 		// to other share lockers ahead of a queued FOR UPDATE, so a holder
 		// recording from several goroutines would starve the Claim or
 		// Requeue that fences it. Held from here to the commit, so no
-		// group commits after a Claim or Requeue raised the epoch.
-		if _, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil || len(taken) == 0 {
+		// group commits after a Claim or Requeue raised the epoch. With
+		// links taken, the update of the batch's size takes that lock and
+		// reads the epoch (one statement less on a crawl's first waves).
+		if len(taken) > 0 {
+			_, err = s.growBatch(ctx, tx, job, batch, epoch, len(taken))
 			return err
 		}
-		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(taken), job, batch)
+		_, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate)
 		return err
 	})
 	if err == nil && queued {
@@ -253,11 +255,6 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 // commits), and the URLs taken keep them after. None while the job is not
 // running.
 func (s *Store) takeHosts(ctx context.Context, tx *sql.Tx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
-	if err := s.checkRunning(ctx, tx, job); errors.Is(err, jobs.ErrHalted) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
 	var hosts []any
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -266,8 +263,11 @@ func (s *Store) takeHosts(ctx context.Context, tx *sql.Tx, job, batch string, rs
 			hosts = append(hosts, h)
 		}
 	}
+	// None while the job's control row says it is not running (checkRunning,
+	// in the same statement).
 	held, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ? AND expires_ms > `+s.d.nowMS+
-		` AND host IN (?`+strings.Repeat(", ?", len(hosts)-1)+`)`, append([]any{job, batch}, hosts...),
+		` AND host IN (?`+strings.Repeat(", ?", len(hosts)-1)+`)
+		AND NOT EXISTS (SELECT 1 FROM baton_job_control WHERE job = ? AND state <> ?)`, append(append([]any{job, batch}, hosts...), job, jobs.ControlRunning),
 		func(rows *sql.Rows) (string, error) {
 			var h string
 			return h, rows.Scan(&h)

@@ -43,7 +43,7 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 			return err
 		}
 		out = jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}
-		taken, _, err := s.pull(ctx, tx, job, id, "~assign", n, n, true)
+		taken, _, err := s.pull(ctx, tx, job, id, "~assign", n, n, 0)
 		if err != nil || len(taken) == 0 {
 			return err
 		}

@@ -83,6 +83,26 @@ func (s *Store) lockJob(ctx context.Context, tx *sql.Tx, job string) error {
 	return nil
 }
 
+// lockJobNow is lockJob followed by nowMS, in one statement on
+// PostgreSQL: the clock is read in the outer query, whose rows come only
+// out of the locking subquery (PostgreSQL never pulls a subquery with FOR
+// UPDATE up into its parent), so after the lock is granted, as a second
+// statement would read it.
+func (s *Store) lockJobNow(ctx context.Context, tx *sql.Tx, job string) (int64, error) {
+	if s.d.forUpdate == "" {
+		return s.nowMS(ctx, tx)
+	}
+	var now int64
+	err := tx.QueryRowContext(ctx, s.q(`SELECT `+s.d.nowMS+` FROM (SELECT id FROM baton_jobs WHERE id = ?`+s.d.forUpdate+`) AS locked`), job).Scan(&now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("job %s: lock the job: %w", job, err)
+	}
+	return now, nil
+}
+
 func (s *Store) nowMS(ctx context.Context, q querier) (int64, error) {
 	var now int64
 	err := q.QueryRowContext(ctx, `SELECT `+s.d.nowMS).Scan(&now)

@@ -21,31 +21,29 @@ import (
 // shard) as a batch wanting want requests in flight, after renewing,
 // resizing and dropping the batch's leases; it returns the URLs in
 // frontier order and the batch's leases after it. The caller holds the
-// batch's row (Extend, Pull) or is making the batch (TakeBatch: fresh,
-// it has no URL yet). What needs no lock of the job is read before its
-// lock is taken, which every hand-out of the job waits for.
-func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int, fresh bool) ([]jobs.Entry, []jobs.HostLease, error) {
+// batch's row (Extend, Pull) or is making the batch (TakeBatch: it has no
+// URL yet); size is how many URLs the batch was ever handed (its row's).
+// What needs no lock of the job is read before its lock is taken, which
+// every hand-out of the job waits for.
+func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want, size int) ([]jobs.Entry, []jobs.HostLease, error) {
 	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return nil, nil, err
 	}
 	var open []string // the hosts of the batch's unfinished URLs
-	if !fresh {
+	if size > 0 {     // (none when it was never handed a URL)
 		if open, err = s.openHosts(ctx, tx, job, batch); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := s.lockJob(ctx, tx, job); err != nil {
+	now, err := s.lockJobNow(ctx, tx, job)
+	if err != nil {
 		return nil, nil, err
 	}
 	if n > 0 {
 		if n, err = s.underMaxPages(ctx, tx, job, n); err != nil {
 			return nil, nil, err
 		}
-	}
-	now, err := s.nowMS(ctx, tx)
-	if err != nil {
-		return nil, nil, err
 	}
 	v, err := s.view(ctx, tx, job, batch, pol, now)
 	if err != nil {
@@ -339,10 +337,7 @@ func (s *Store) releaseBatch(ctx context.Context, tx *sql.Tx, job, batch string)
 	if err != nil || len(hosts) == 0 {
 		return err
 	}
-	if err := s.lockJob(ctx, tx, job); err != nil {
-		return err
-	}
-	now, err := s.nowMS(ctx, tx)
+	now, err := s.lockJobNow(ctx, tx, job)
 	if err != nil {
 		return err
 	}
@@ -357,10 +352,7 @@ func (s *Store) handOver(ctx context.Context, tx *sql.Tx, job, batch string) err
 	if err != nil {
 		return err
 	}
-	if err := s.lockJob(ctx, tx, job); err != nil {
-		return err
-	}
-	now, err := s.nowMS(ctx, tx)
+	now, err := s.lockJobNow(ctx, tx, job)
 	if err != nil {
 		return err
 	}
@@ -387,7 +379,7 @@ func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want i
 		// Counted on a row of its own, not the holder's: a group commit of
 		// the holder holds that one while it queues for the batch's lock,
 		// which this transaction holds.
-		if out.Entries, out.Hosts, err = s.pull(ctx, tx, job, id, b.Holder+"/pull", n, max(want, 1), false); err != nil {
+		if out.Entries, out.Hosts, err = s.pull(ctx, tx, job, id, b.Holder+"/pull", n, max(want, 1), b.Size); err != nil {
 			return err
 		}
 		pol, err := s.policy(ctx, tx, job)

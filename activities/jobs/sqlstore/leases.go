@@ -30,8 +30,10 @@ func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	var open []string // the hosts of the batch's unfinished URLs
-	if size > 0 {     // (none when it was never handed a URL)
+	// The hosts of the batch's unfinished URLs: none when it was never
+	// handed a URL (a start batch's first pull, TakeBatch).
+	var open []string
+	if size > 0 {
 		if open, err = s.openHosts(ctx, tx, job, batch); err != nil {
 			return nil, nil, err
 		}

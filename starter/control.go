@@ -412,7 +412,7 @@ func reopenJob(cmd *cobra.Command, g *globals, tf *temporalFlags, c client.Clien
 		}
 	}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: wid, TaskQueue: workflows.JobQueue(g.group),
+		ID: wid, TaskQueue: workflows.JobQueue(g.group), WorkflowTaskTimeout: workflows.JobTaskTimeout,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrCluster.ValueSet(g.group),

@@ -312,7 +312,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				memo["sitemaps"] = spec.Sitemaps
 			}
 			run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{
-				ID: wid, TaskQueue: workflows.JobQueue(g.group),
+				ID: wid, TaskQueue: workflows.JobQueue(g.group), WorkflowTaskTimeout: workflows.JobTaskTimeout,
 				WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 				WorkflowExecutionErrorWhenAlreadyStarted: true,
 				TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrCluster.ValueSet(g.group),

@@ -57,7 +57,7 @@ func submit(b *testing.B, c *testsuite.Cluster, tc client.Client, id string, see
 	b.Helper()
 	spec := jobs.Spec{ID: id, Group: c.Group, Seeds: seeds, Options: opts, MaxPages: maxPages}
 	run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-		ID: workflows.JobWorkflowID(c.Group, id), TaskQueue: workflows.JobQueue(c.Group),
+		ID: workflows.JobWorkflowID(c.Group, id), TaskQueue: workflows.JobQueue(c.Group), WorkflowTaskTimeout: workflows.JobTaskTimeout,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, workflows.CrawlJob, workflows.JobInput{Spec: spec})
 	if err != nil {

@@ -178,6 +178,9 @@ func pauseCancelResumeRerun(t *testing.T, c *testsuite.Cluster, tc client.Client
 	desc, err := tc.DescribeWorkflowExecution(ctx, wid, "")
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus(), "Temporal's status")
+	// A worker that dies holding one of the job's workflow tasks hands it
+	// on within JobTaskTimeout, not Temporal's default 10 s.
+	assert.Equal(t, workflows.JobTaskTimeout, desc.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration(), "the job's workflow task timeout (baton crawl)")
 	var memoState string
 	require.NoError(t, json.Unmarshal(desc.GetWorkflowExecutionInfo().GetMemo().GetFields()["state"].GetData(), &memoState))
 	assert.Equal(t, workflows.JobCanceled, memoState, "the memo's state")
@@ -231,4 +234,7 @@ func pauseCancelResumeRerun(t *testing.T, c *testsuite.Cluster, tc client.Client
 	require.NoError(t, err)
 	assert.Equal(t, len(site.Missing()), st.Failed, "failed again, counted once")
 	assert.Zero(t, st.Queued)
+	desc, err = tc.DescribeWorkflowExecution(ctx, wid, "")
+	require.NoError(t, err)
+	assert.Equal(t, workflows.JobTaskTimeout, desc.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration(), "the job's workflow task timeout (baton rerun)")
 }

@@ -87,8 +87,9 @@ func BenchmarkRealSite(b *testing.B) {
 						pg = testsuite.StartPostgres(outer)
 					} else {
 						// The database settled, as between an operator's crawls: the
-						// cases before left autovacuum work (see BenchmarkPostgresCrawl).
-						pg.Admin(b, "VACUUM (ANALYZE)")
+						// cases before left autovacuum work, and after a checkpoint
+						// their WAL segments are reused (see BenchmarkPostgresCrawl).
+						pg.Admin(b, "VACUUM (ANALYZE)", "CHECKPOINT")
 					}
 					opts = append(opts, testsuite.WithPostgres(pg))
 				}

@@ -30,8 +30,9 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 	var out jobs.BatchInfo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// The job's lock first: a retried call waits for the first one and
-		// then finds its batch.
-		if err := s.lockJob(ctx, tx, job); err != nil {
+		// then finds its batch. The hand-out below runs under it.
+		now, err := s.lockJobNow(ctx, tx, job)
+		if err != nil {
 			return err
 		}
 		b, err := s.batchRow(ctx, tx, job, id, "")
@@ -43,7 +44,12 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 			return err
 		}
 		out = jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}
-		taken, _, err := s.pull(ctx, tx, job, id, "~assign", n, n, 0)
+		pol, err := s.policy(ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		// A new batch: no unfinished URL, so no open host.
+		taken, _, err := s.pullLocked(ctx, tx, job, id, "~assign", n, n, pol, nil, now)
 		if err != nil || len(taken) == 0 {
 			return err
 		}

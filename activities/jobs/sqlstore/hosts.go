@@ -66,17 +66,9 @@ func (s *Store) policy(ctx context.Context, q querier, job string) (hostPolicy, 
 	return pol, nil
 }
 
-// lockJob takes the job's row lock up to the commit (PostgreSQL): the
-// job's hand-outs and lease writes run one at a time.
-func (s *Store) lockJob(ctx context.Context, tx *sql.Tx, job string) error {
-	if s.d.forUpdate == "" {
-		return nil // SQLite: one writer at a time already
-	}
-	_, err := s.lockJobNow(ctx, tx, job)
-	return err
-}
-
-// lockJobNow is lockJob followed by nowMS, in one statement on
+// lockJobNow takes the job's row lock up to the commit (PostgreSQL: the
+// job's hand-outs and lease writes run one at a time; SQLite has one
+// writer at a time already) and returns nowMS, in one statement on
 // PostgreSQL: the clock is read in the outer query, whose rows come only
 // out of the locking subquery (PostgreSQL never pulls a subquery with FOR
 // UPDATE up into its parent), so after the lock is granted, as a second

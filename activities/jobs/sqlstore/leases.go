@@ -21,8 +21,8 @@ import (
 // shard) as a batch wanting want requests in flight, after renewing,
 // resizing and dropping the batch's leases; it returns the URLs in
 // frontier order and the batch's leases after it. The caller holds the
-// batch's row (Extend, Pull) or is making the batch (TakeBatch: it has no
-// URL yet); size is how many URLs the batch was ever handed (its row's).
+// batch's row (Extend, Pull); size is how many URLs the batch was ever
+// handed (its row's).
 // What needs no lock of the job is read before its lock is taken, which
 // every hand-out of the job waits for.
 func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want, size int) ([]jobs.Entry, []jobs.HostLease, error) {
@@ -31,7 +31,7 @@ func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, 
 		return nil, nil, err
 	}
 	// The hosts of the batch's unfinished URLs: none when it was never
-	// handed a URL (a start batch's first pull, TakeBatch).
+	// handed a URL (a start batch's first pull).
 	var open []string
 	if size > 0 {
 		if open, err = s.openHosts(ctx, tx, job, batch); err != nil {
@@ -42,6 +42,14 @@ func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, 
 	if err != nil {
 		return nil, nil, err
 	}
+	return s.pullLocked(ctx, tx, job, batch, shard, n, want, pol, open, now)
+}
+
+// pullLocked is pull once the job's lock is held (granted at now, the
+// store's clock read after it): TakeBatch takes that lock first itself.
+// open is the hosts of the batch's unfinished URLs.
+func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64) ([]jobs.Entry, []jobs.HostLease, error) {
+	var err error
 	if n > 0 {
 		if n, err = s.underMaxPages(ctx, tx, job, n); err != nil {
 			return nil, nil, err

@@ -118,6 +118,10 @@ type leaseView struct {
 	others  map[string]int // host → the other batches' live shares, summed
 	holders map[string]int // host → how many other batches hold it
 	expired bool           // some other batch's lease expired
+	// queued is how many URLs of the job were queued when choose saw the
+	// whole queue in its first page (a short queue: a crawl's first and
+	// last waves); -1 when it did not.
+	queued int
 	delays  map[string]hostDelay
 }
 
@@ -131,7 +135,7 @@ type hostDelay struct {
 // another batch took the host meanwhile), the others' live ones.
 func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
 	v := &leaseView{s: s, q: q, job: job, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
-		holders: map[string]int{}, delays: map[string]hostDelay{}}
+		holders: map[string]int{}, delays: map[string]hostDelay{}, queued: -1}
 	rows, err := q.QueryContext(ctx, s.q(`SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`), job)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
@@ -357,6 +361,9 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 			return nil, nil, err
 		}
 		if k < page {
+			if scanned == 0 {
+				v.queued = k
+			}
 			return out, acquired, nil // the whole queue seen
 		}
 		last = l

@@ -79,6 +79,9 @@ func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard st
 		if err != nil {
 			return nil, nil, err
 		}
+		if chosen, acquired, err = s.fairShare(ctx, tx, v, batch, chosen, acquired); err != nil {
+			return nil, nil, err
+		}
 		if err := s.acquire(ctx, tx, v, batch, acquired); err != nil {
 			return nil, nil, err
 		}
@@ -92,6 +95,50 @@ func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard st
 	leases, err := v.leases(ctx)
 	return out, leases, err
 }
+
+// fairShare trims a hand-out from a short queue (choose saw all of it)
+// to its part among the batches of the job waiting for their first URLs
+// (start batches, handed out empty at the job's start, which pull the
+// first pages' links themselves): a Runner whose slots are busy pulls
+// ahead, and at a crawl's start, with a few dozen URLs queued, one such
+// pull took all of them while two Runners' slots stayed empty until the
+// next commit (3 Runners × 8: every URL of the third wave went to the
+// first Runner's queue). The hosts leased for the URLs trimmed are not
+// leased.
+func (s *Store) fairShare(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, chosen []candidate, acquired map[string]int) ([]candidate, map[string]int, error) {
+	if v.queued < 0 || len(chosen) < 2 {
+		return chosen, acquired, nil
+	}
+	// Start batches wait for a second at most after their job's opening:
+	// a short queue later (a crawl's end, when a job may have thousands
+	// of batches) is not looked at for them.
+	until, _ := s.waitersUntil.LoadOrStore(v.job, time.Now().Add(startBatchesLook))
+	if time.Now().After(until.(time.Time)) {
+		return chosen, acquired, nil
+	}
+	var waiting int
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_batches WHERE job = ? AND state = ? AND size = 0 AND holder > '' AND id <> ?`),
+		v.job, jobs.BatchRunning, batch).Scan(&waiting); err != nil {
+		return nil, nil, fmt.Errorf("job %s: batches waiting for URLs: %w", v.job, err)
+	}
+	part := (v.queued + waiting) / (waiting + 1) // rounded up
+	if waiting == 0 || len(chosen) <= part {
+		return chosen, acquired, nil
+	}
+	chosen = chosen[:part]
+	kept := map[string]int{}
+	for _, c := range chosen {
+		if sh, ok := acquired[c.host]; ok {
+			kept[c.host] = sh
+		}
+	}
+	return chosen, kept, nil
+}
+
+// startBatchesLook is how long after this store's first hand-out of a
+// job from a short queue fairShare looks for start batches: twice how
+// long they wait (jobs' startWait, a second).
+const startBatchesLook = 2 * time.Second
 
 // underMaxPages bounds n by what max_pages leaves of the job (the job's
 // row is locked on PostgreSQL: two hand-outs never both take the

@@ -73,6 +73,9 @@ type Store struct {
 	known    sync.Map // job → *knownURLs: URLs known to be in its frontier (known.go)
 	// robotsDelays: job and host → cachedDelay of a kept robots.txt (hosts.go)
 	robotsDelays sync.Map
+	// waitersUntil: job → time.Time until which a hand-out from a short
+	// queue looks for batches waiting for their first URLs (fairShare)
+	waitersUntil sync.Map
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration

@@ -128,8 +128,8 @@ func testOpenBatch(t *testing.T, f *fixture) {
 	assert.Equal(t, 3, f.stats(job).Queued)
 
 	got := f.pull(job, "start1", 1, 16, 8).Entries
-	require.Len(t, got, 3, "a start batch pulls the links another batch recorded")
-	assert.Equal(t, 3, f.batch(job, "start1").Size)
+	require.Len(t, got, 2, "a start batch pulls the links another batch recorded, its part of them while start2 waits too")
+	assert.Equal(t, 2, f.batch(job, "start1").Size)
 	assert.Equal(t, 1, active(), "a start batch that pulled is active")
 
 	fin, err := f.s.FinishBatch(f.ctx, job, "start2", 1)

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"TakeBatchIdempotent", testTakeBatchIdempotent},
 		{"TakeBatchEmptyFrontier", testTakeBatchEmpty},
 		{"OpenBatch", testOpenBatch},
+		{"PullSharesAShortQueue", testPullSharesAShortQueue},
 		{"MaxPagesWithLinks", testMaxPagesLinks},
 		{"MaxPagesSeedsAndRequeue", testMaxPagesSeedsRequeue},
 		{"MaxPagesKnownLinks", testMaxPagesKnownLinks},

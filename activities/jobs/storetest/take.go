@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +89,46 @@ func testRecordTake(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	assert.Empty(t, got, "nothing taken in a job with max_pages")
 	assert.Equal(t, 1, f.stats(mp).Queued)
+}
+
+// A pull from a short queue (a crawl's first waves: a few dozen URLs)
+// takes its part of it while other batches of the job wait for their
+// first URLs (start batches), so that a Runner whose slots are busy does
+// not queue what the idle Runners' slots would fetch now; with none
+// waiting, or from a long queue, it takes what it asks for.
+func testPullSharesAShortQueue(t *testing.T, f *fixture) {
+	links := make([]string, 30)
+	for i := range links {
+		links[i] = hostURL("a.test", fmt.Sprintf("l%02d", i))
+	}
+	job := f.politeJob("short", func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.IgnoreRobots = 24, true }, hostURL("a.test", "s"))
+	require.Len(t, f.takeAs(job, "b1", "r1", 1), 1)
+	for _, id := range []string{"start1", "start2"} {
+		_, err := f.s.OpenBatch(f.ctx, job, id)
+		require.NoError(t, err, "OpenBatch %s", id)
+		f.claim(job, id, "r-"+id, 1)
+	}
+	f.record(job, "b1", "r1", 1, hostURL("a.test", "s"), links...)
+	require.Equal(t, 30, f.stats(job).Queued)
+
+	assert.Len(t, f.pull(job, "b1", 1, 24, 8).Entries, 10, "a third of 30 while two batches wait")
+	assert.Len(t, f.pull(job, "start1", 1, 24, 8).Entries, 10, "half of the 20 left while start2 waits")
+	assert.Len(t, f.pull(job, "start2", 1, 24, 8).Entries, 10, "the rest: nobody else waits")
+	assert.Zero(t, f.stats(job).Queued)
+
+	// Nobody waits: a pull takes what it asks for.
+	more := make([]string, 30)
+	for i := range more {
+		more[i] = hostURL("a.test", fmt.Sprintf("m%02d", i))
+	}
+	f.record(job, "b1", "r1", 1, links[0], more...)
+	assert.Len(t, f.pull(job, "b1", 1, 24, 8).Entries, 24)
+
+	// A long queue is not shared out: there is plenty for everyone.
+	long := f.politeJob("long", func(o *crawl.Options, _ *roles.Timers) { o.Parallelism, o.IgnoreRobots = 24, true }, hostURLs("a.test", 300)...)
+	require.Len(t, f.takeAs(long, "b1", "r1", 1), 1)
+	_, err := f.s.OpenBatch(f.ctx, long, "start1")
+	require.NoError(t, err, "OpenBatch")
+	f.claim(long, "start1", "r-start1", 1)
+	assert.Len(t, f.pull(long, "b1", 1, 24, 8).Entries, 24)
 }

@@ -122,7 +122,7 @@ type leaseView struct {
 	// whole queue in its first page (a short queue: a crawl's first and
 	// last waves); -1 when it did not.
 	queued int
-	delays  map[string]hostDelay
+	delays map[string]hostDelay
 }
 
 type hostDelay struct {

@@ -49,7 +49,7 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 			return err
 		}
 		// A new batch: no unfinished URL, so no open host.
-		taken, _, err := s.pullLocked(ctx, tx, job, id, "~assign", n, n, pol, nil, now)
+		taken, _, err := s.pullLocked(ctx, tx, job, id, "~assign", n, n, pol, nil, now, false)
 		if err != nil || len(taken) == 0 {
 			return err
 		}

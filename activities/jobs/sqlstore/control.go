@@ -45,20 +45,31 @@ func (s *Store) Control(ctx context.Context, job string) (string, error) {
 	return state, nil
 }
 
-// checkRunning refuses, with jobs.ErrHalted, to hand out URLs of a job
-// that is paused or cancelled (Extend).
-func (s *Store) checkRunning(ctx context.Context, q querier, job string) error {
-	var state string
-	err := q.QueryRowContext(ctx, s.q(`SELECT state FROM baton_job_control WHERE job = ?`), job).Scan(&state)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil:
-		return err
-	case state != jobs.ControlRunning:
+// running refuses, with jobs.ErrHalted, to hand out URLs of a job whose
+// control state is paused or cancelled (Pull); "" is running (no row).
+func running(job, state string) error {
+	if state != "" && state != jobs.ControlRunning {
 		return fmt.Errorf("job %s is %s: %w", job, state, jobs.ErrHalted)
 	}
 	return nil
+}
+
+// batchAndControl reads a batch's row under its lock (PostgreSQL) and its
+// job's control state ("" without a row) in one statement: a pull's first
+// round trip. The control state is read as the statement starts, before
+// the row's lock is granted (a pause committed meanwhile stops the next
+// pull).
+func (s *Store) batchAndControl(ctx context.Context, tx *sql.Tx, job, id string) (jobs.BatchInfo, string, error) {
+	b := jobs.BatchInfo{Job: job, ID: id}
+	var control string
+	err := tx.QueryRowContext(ctx, s.q(`SELECT holder, epoch, size, state, error,
+		COALESCE((SELECT c.state FROM baton_job_control c WHERE c.job = baton_batches.job), '')
+		FROM baton_batches WHERE job = ? AND id = ?`+s.d.forUpdate), job, id).
+		Scan(&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error, &control)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, "", fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
+	}
+	return b, control, err
 }
 
 // Release puts the unfinished URLs of a running batch held at epoch back

@@ -42,13 +42,15 @@ func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.pullLocked(ctx, tx, job, batch, shard, n, want, pol, open, now)
+	return s.pullLocked(ctx, tx, job, batch, shard, n, want, pol, open, now, true)
 }
 
 // pullLocked is pull once the job's lock is held (granted at now, the
 // store's clock read after it): TakeBatch takes that lock first itself.
-// open is the hosts of the batch's unfinished URLs.
-func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64) ([]jobs.Entry, []jobs.HostLease, error) {
+// open is the hosts of the batch's unfinished URLs; grow says whether the
+// batch's row exists, to add the URLs handed out to its size (a new
+// batch's row is written by TakeBatch after).
+func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64, grow bool) ([]jobs.Entry, []jobs.HostLease, error) {
 	var err error
 	if n > 0 {
 		if n, err = s.underMaxPages(ctx, tx, job, n); err != nil {
@@ -85,10 +87,7 @@ func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard st
 		if err := s.acquire(ctx, tx, v, batch, acquired); err != nil {
 			return nil, nil, err
 		}
-		if out, err = s.handTo(ctx, tx, job, batch, chosen); err != nil {
-			return nil, nil, err
-		}
-		if err := s.count(ctx, tx, job, shard, counts{taken: len(out)}); err != nil {
+		if out, err = s.handTo(ctx, tx, job, batch, shard, grow, chosen); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -236,6 +235,9 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch str
 		hosts = append(hosts, h)
 	}
 	slices.Sort(hosts)
+	if s.d.name == "postgres" {
+		return s.acquireJoined(ctx, tx, v, batch, acquired, hosts)
+	}
 	last := map[string]int64{}
 	for chunk := range slices.Chunk(hosts, 200) {
 		args := []any{v.job}
@@ -274,6 +276,46 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch str
 	return nil
 }
 
+// acquireJoined is acquire in one statement per 200 hosts (PostgreSQL):
+// each new lease takes its host's last release from the join, not from a
+// query before.
+func (s *Store) acquireJoined(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
+	for chunk := range slices.Chunk(hosts, 200) {
+		var b strings.Builder
+		args := make([]any, 0, 5*len(chunk))
+		for i, h := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT))")
+			args = append(args, v.job, h, batch, acquired[h], v.now+v.pol.ttlMS)
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms)
+			SELECT n.job, n.host, n.holder, n.share, n.expires_ms, COALESCE(r.last_ms, 0)
+			FROM (VALUES `+b.String()+`) AS n (job, host, holder, share, expires_ms)
+			LEFT JOIN baton_host_leases r ON r.job = n.job AND r.host = n.host AND r.holder = ''
+			ON CONFLICT (job, host, holder) DO UPDATE SET share = excluded.share, expires_ms = excluded.expires_ms, last_ms = excluded.last_ms
+			RETURNING host, last_ms`), args...)
+		if err != nil {
+			return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
+		}
+		for rows.Next() {
+			var host string
+			var last int64
+			if err := rows.Scan(&host, &last); err != nil {
+				rows.Close()
+				return err
+			}
+			v.mine[host] = &held{share: acquired[host], last: last}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
+		}
+	}
+	return nil
+}
+
 // openHosts returns the hosts of a batch's unfinished URLs, one per URL.
 // The caller holds the batch's row, not the job's lock, which none of
 // those rows needs: only the batch's own group commits change them (as
@@ -293,9 +335,12 @@ func (s *Store) openHosts(ctx context.Context, tx *sql.Tx, job, batch string) ([
 	return rows, nil
 }
 
-// handTo moves the chosen queued URLs into batch and returns those moved,
-// in frontier order.
-func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch string, chosen []candidate) ([]jobs.Entry, error) {
+// handTo moves the chosen queued URLs into batch, counts them taken by
+// shard and, with grow, adds them to the batch row's size; it returns
+// those moved, in frontier order. On PostgreSQL the three writes are one
+// statement (a pull's round trips are most of its time under the job's
+// lock on a busy machine).
+func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch, shard string, grow bool, chosen []candidate) ([]jobs.Entry, error) {
 	if len(chosen) == 0 {
 		return nil, nil
 	}
@@ -327,9 +372,22 @@ func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch string, chose
 		// then each row by its address read 30 buffers for 24.
 		q := `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
 		if s.d.rowRef != "" {
-			q = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
+			// With the counter and the batch's size (data-modifying
+			// CTEs, each run once and to completion; the batch row is
+			// this transaction's already, the counter row its holder's
+			// pulls' only).
+			q = `WITH moved AS (UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
 				SELECT ` + s.d.rowRef + ` FROM baton_frontier WHERE job = ? AND state = 0 AND seq BETWEEN ? AND ? AND seq IN (` + in.String() + `)
-				ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url`
+				ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url),
+				counted AS (INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
+					SELECT CAST(? AS TEXT), CAST(? AS TEXT), 0, COUNT(*), 0, 0, 0, 0 FROM moved
+					ON CONFLICT (job, shard) DO UPDATE SET taken = baton_counters.taken + excluded.taken)`
+			args = append(args, job, shard)
+			if grow {
+				q += `, grown AS (UPDATE baton_batches SET size = size + (SELECT COUNT(*) FROM moved) WHERE job = ? AND id = ?)`
+				args = append(args, job, batch)
+			}
+			q += ` SELECT url FROM moved`
 		}
 		rows, err := queryTx(ctx, s, tx, q, args, func(rows *sql.Rows) (string, error) {
 			var u string
@@ -340,6 +398,16 @@ func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch string, chose
 		}
 		for _, u := range rows {
 			moved[u] = true
+		}
+		if s.d.rowRef == "" && len(rows) > 0 {
+			if err := s.count(ctx, tx, job, shard, counts{taken: len(rows)}); err != nil {
+				return nil, err
+			}
+			if grow {
+				if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(rows), job, batch); err != nil {
+					return nil, fmt.Errorf("hand out job %s batch %s: size: %w", job, batch, err)
+				}
+			}
 		}
 	}
 	out := make([]jobs.Entry, 0, len(moved))
@@ -424,12 +492,15 @@ func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want i
 	var out jobs.Pulled
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = jobs.Pulled{}
-		b, err := s.checkEpoch(ctx, tx, job, id, epoch, s.d.forUpdate)
+		b, control, err := s.batchAndControl(ctx, tx, job, id)
 		if err != nil {
 			return err
 		}
+		if err := heldAt(b, epoch); err != nil {
+			return err
+		}
 		if n > 0 {
-			if err := s.checkRunning(ctx, tx, job); err != nil { // paused or cancelled: control.go
+			if err := running(job, control); err != nil { // paused or cancelled: control.go
 				return err
 			}
 		}
@@ -444,11 +515,7 @@ func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want i
 			return err
 		}
 		out.TTL = time.Duration(pol.ttlMS) * time.Millisecond
-		if len(out.Entries) == 0 {
-			return nil
-		}
-		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(out.Entries), job, id)
-		return err
+		return nil
 	})
 	return out, err
 }

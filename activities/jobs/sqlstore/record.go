@@ -263,7 +263,7 @@ func (s *Store) takeHosts(ctx context.Context, tx *sql.Tx, job, batch string, rs
 			hosts = append(hosts, h)
 		}
 	}
-	// None while the job's control row says it is not running (checkRunning,
+	// None while the job's control row says it is not running (running,
 	// in the same statement).
 	held, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ? AND expires_ms > `+s.d.nowMS+
 		` AND host IN (?`+strings.Repeat(", ?", len(hosts)-1)+`)

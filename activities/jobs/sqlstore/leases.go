@@ -249,18 +249,8 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch str
 		if err != nil {
 			return fmt.Errorf("job %s: hosts last released: %w", v.job, err)
 		}
-		for rows.Next() {
-			var host string
-			var ms int64
-			if err := rows.Scan(&host, &ms); err != nil {
-				rows.Close()
-				return err
-			}
-			last[host] = ms
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		if err := hostTimes(rows, func(host string, ms int64) { last[host] = ms }); err != nil {
+			return fmt.Errorf("job %s: hosts last released: %w", v.job, err)
 		}
 	}
 	var rows [][]any
@@ -299,21 +289,26 @@ func (s *Store) acquireJoined(ctx context.Context, tx *sql.Tx, v *leaseView, bat
 		if err != nil {
 			return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
 		}
-		for rows.Next() {
-			var host string
-			var last int64
-			if err := rows.Scan(&host, &last); err != nil {
-				rows.Close()
-				return err
-			}
-			v.mine[host] = &held{share: acquired[host], last: last}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := hostTimes(rows, func(host string, last int64) { v.mine[host] = &held{share: acquired[host], last: last} }); err != nil {
 			return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
 		}
 	}
 	return nil
+}
+
+// hostTimes reads rows of a host and a time in ms into each, and closes
+// them.
+func hostTimes(rows *sql.Rows, each func(host string, ms int64)) error {
+	defer rows.Close()
+	for rows.Next() {
+		var host string
+		var ms int64
+		if err := rows.Scan(&host, &ms); err != nil {
+			return err
+		}
+		each(host, ms)
+	}
+	return rows.Err()
 }
 
 // openHosts returns the hosts of a batch's unfinished URLs, one per URL.

@@ -13,10 +13,18 @@ import (
 // This file holds the batches: hand-out from the frontier, claims and
 // epochs, and how a batch ends (done, failed, re-queued).
 
+// batchCols are the columns of a batch's row that batchFields scans.
+const batchCols = "holder, epoch, size, state, error"
+
+// batchFields are where a row's batchCols go in b.
+func batchFields(b *jobs.BatchInfo) []any {
+	return []any{&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error}
+}
+
 func (s *Store) batchRow(ctx context.Context, q querier, job, id, lock string) (jobs.BatchInfo, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
-	err := q.QueryRowContext(ctx, s.q(`SELECT holder, epoch, size, state, error FROM baton_batches WHERE job = ? AND id = ?`+lock), job, id).
-		Scan(&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error)
+	err := q.QueryRowContext(ctx, s.q(`SELECT `+batchCols+` FROM baton_batches WHERE job = ? AND id = ?`+lock), job, id).
+		Scan(batchFields(&b)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
 	}
@@ -159,8 +167,8 @@ func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoc
 // row's lock is taken by the update, and a refusal rolls it back.
 func (s *Store) growBatch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, n int) (jobs.BatchInfo, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
-	err := tx.QueryRowContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ? RETURNING holder, epoch, size, state, error`), n, job, id).
-		Scan(&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error)
+	err := tx.QueryRowContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ? RETURNING `+batchCols), n, job, id).
+		Scan(batchFields(&b)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
 	}
@@ -302,11 +310,11 @@ func (s *Store) Batches(ctx context.Context, job string, ids []string) ([]jobs.B
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	return queryAll(ctx, s, `SELECT id, holder, epoch, size, state, error FROM baton_batches
+	return queryAll(ctx, s, `SELECT id, `+batchCols+` FROM baton_batches
 		WHERE job = ? AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args,
 		func(rows *sql.Rows) (jobs.BatchInfo, error) {
 			b := jobs.BatchInfo{Job: job}
-			err := rows.Scan(&b.ID, &b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error)
+			err := rows.Scan(append([]any{&b.ID}, batchFields(&b)...)...)
 			return b, err
 		})
 }

@@ -62,10 +62,10 @@ func running(job, state string) error {
 func (s *Store) batchAndControl(ctx context.Context, tx *sql.Tx, job, id string) (jobs.BatchInfo, string, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
 	var control string
-	err := tx.QueryRowContext(ctx, s.q(`SELECT holder, epoch, size, state, error,
+	err := tx.QueryRowContext(ctx, s.q(`SELECT `+batchCols+`,
 		COALESCE((SELECT c.state FROM baton_job_control c WHERE c.job = baton_batches.job), '')
 		FROM baton_batches WHERE job = ? AND id = ?`+s.d.forUpdate), job, id).
-		Scan(&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error, &control)
+		Scan(append(batchFields(&b), &control)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, "", fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
 	}

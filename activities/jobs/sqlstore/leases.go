@@ -235,7 +235,7 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch str
 		hosts = append(hosts, h)
 	}
 	slices.Sort(hosts)
-	if s.d.name == "postgres" {
+	if s.d.joinedWrites {
 		return s.acquireJoined(ctx, tx, v, batch, acquired, hosts)
 	}
 	last := map[string]int64{}
@@ -367,13 +367,16 @@ func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch, shard string
 		// then each row by its address read 30 buffers for 24.
 		q := `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
 		if s.d.rowRef != "" {
+			q = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
+				SELECT ` + s.d.rowRef + ` FROM baton_frontier WHERE job = ? AND state = 0 AND seq BETWEEN ? AND ? AND seq IN (` + in.String() + `)
+				ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url`
+		}
+		if s.d.joinedWrites {
 			// With the counter and the batch's size (data-modifying
 			// CTEs, each run once and to completion; the batch row is
 			// this transaction's already, the counter row its holder's
 			// pulls' only).
-			q = `WITH moved AS (UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
-				SELECT ` + s.d.rowRef + ` FROM baton_frontier WHERE job = ? AND state = 0 AND seq BETWEEN ? AND ? AND seq IN (` + in.String() + `)
-				ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url),
+			q = `WITH moved AS (` + q + `),
 				counted AS (INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
 					SELECT CAST(? AS TEXT), CAST(? AS TEXT), 0, COUNT(*), 0, 0, 0, 0 FROM moved
 					ON CONFLICT (job, shard) DO UPDATE SET taken = baton_counters.taken + excluded.taken)`
@@ -394,7 +397,7 @@ func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch, shard string
 		for _, u := range rows {
 			moved[u] = true
 		}
-		if s.d.rowRef == "" && len(rows) > 0 {
+		if !s.d.joinedWrites && len(rows) > 0 {
 			if err := s.count(ctx, tx, job, shard, counts{taken: len(rows)}); err != nil {
 				return nil, err
 			}

@@ -32,6 +32,11 @@ type dialect struct {
 	// hand-out finds the rows it chose by it (PostgreSQL's ctid; empty for
 	// SQLite, whose seqCol is that address already).
 	rowRef string
+	// joinedWrites: the engine takes data-modifying statements in WITH
+	// and an INSERT from a VALUES list with named columns (PostgreSQL): a
+	// hand-out writes in one statement (handTo, acquire) what SQLite,
+	// in-process, writes in several.
+	joinedWrites bool
 	// seqIndex follows job in the indexes that order by seqCol (SQLite's
 	// rowid is in every index already).
 	seqIndex string

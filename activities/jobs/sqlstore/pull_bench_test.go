@@ -9,7 +9,6 @@ import (
 
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
-	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/testsuite"
 )
 
@@ -24,13 +23,11 @@ import (
 func BenchmarkPostgresPull(b *testing.B) {
 	pg := testsuite.StartPostgres(b)
 	ctx := testCtx(b, 10*time.Minute)
-	s, err := sqlstore.OpenPostgres(ctx, pg.DSN(), "")
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = s.Close() })
+	s := openPostgres(b, pg)
 	opts := crawl.DefaultOptions()
 	opts.Parallelism, opts.IgnoreRobots = 24, true
 	job := "pullbench"
-	_, err = s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts}, []jobs.Entry{{URL: "http://new.test/"}})
+	_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts}, []jobs.Entry{{URL: "http://new.test/"}})
 	require.NoError(b, err)
 	pg.Admin(b, `INSERT INTO baton_frontier (job, url, depth, state, host) SELECT '`+job+`', 'http://new.test/p' || g, 1, 0, 'new.test' FROM generate_series(1, 20000) g`,
 		`ANALYZE baton_frontier`)

@@ -319,7 +319,7 @@ func TestSQLiteCrashSafety(t *testing.T) {
 	assert.Equal(t, jobs.Stats{Seen: n, Recorded: n}, st)
 }
 
-func openPostgres(t *testing.T, pg *testsuite.Postgres) *sqlstore.Store {
+func openPostgres(t testing.TB, pg *testsuite.Postgres) *sqlstore.Store {
 	t.Helper()
 	s, err := sqlstore.OpenPostgres(testCtx(t, time.Minute), pg.DSN(), "")
 	require.NoError(t, err, "OpenPostgres")

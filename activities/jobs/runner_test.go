@@ -823,7 +823,7 @@ func (r *recordGroups) RecordTake(ctx context.Context, rs []jobs.Record, take in
 }
 
 // While a batch has a round of URLs of its own queued, its group commits
-// wait for half a round of pages (the first page of 40 is not committed
+// wait for a round of pages (the first page of 40 is not committed
 // alone, as it was: a transaction per page or two); once its queue runs
 // short, a page is committed at once, and every page is recorded.
 func TestRunBatchCommitsFullerGroupsWhileItHasURLsQueued(t *testing.T) {
@@ -835,7 +835,7 @@ func TestRunBatchCommitsFullerGroupsWhileItHasURLsQueued(t *testing.T) {
 	e.pages.gate = make(chan struct{})
 	ch := e.runAsync()
 	eventually(t, func() bool { calls, _, _ := e.pages.count(); return calls == conc }, "a round of fetches")
-	for i := 1; i <= conc/2; i++ {
+	for i := 1; i <= conc; i++ {
 		e.pages.gate <- struct{}{}
 		// The page handled: its slot's next fetch started (a commit of
 		// it alone would have started before that).
@@ -848,7 +848,7 @@ func TestRunBatchCommitsFullerGroupsWhileItHasURLsQueued(t *testing.T) {
 	rg.mu.Lock()
 	defer rg.mu.Unlock()
 	require.NotEmpty(t, rg.groups)
-	assert.Equal(t, conc/2, rg.groups[0], "the first group commit (groups: %v)", rg.groups)
+	assert.Equal(t, conc, rg.groups[0], "the first group commit (groups: %v)", rg.groups)
 	sum := 0
 	for _, g := range rg.groups {
 		sum += g

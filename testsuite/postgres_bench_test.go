@@ -114,6 +114,8 @@ func (p *pageClock) Trace() string {
 // Run it with: make bench BENCH=PostgresCrawl PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
 // (add -count=3 to the flags for three runs: the first 500 pages vary by
 // a few tens of milliseconds from run to run, Colly's as much as Baton's).
+// BATON_BENCH_WORKER_ARGS_B compares a worker setting with the default,
+// alternated run after run (benchab_test.go).
 func BenchmarkPostgresCrawl(b *testing.B) {
 	const latency = 20 * time.Millisecond
 	const first = 500
@@ -128,6 +130,9 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
+	argsB := workerArgsB()
+	arms := newArmRuns()
+	logArms(b, arms)
 	pg := testsuite.StartPostgres(b)
 	warmSite := demosite.New(demosite.Config{Pages: 50, Seed: 5, Latency: latency})
 	warmClock := &pageClock{h: warmSite, n: 1}
@@ -155,7 +160,8 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 		b.Logf("bare Colly ×24, %d-page site: %d distinct pages (%d fetches), %.1f pages/s (%.1f fetches/s), first %d requests in %v; distinct pages: %s",
 			pages, n, fetches, bare, fetchRate, first, bareFirst.Round(time.Millisecond), bareTrace)
 		for _, shape := range []struct{ runners, conc int }{{1, 24}, {3, 8}} {
-			b.Run(fmt.Sprintf("%dpages/%dx%d", pages, shape.runners, shape.conc), func(b *testing.B) {
+			name := fmt.Sprintf("%dpages/%dx%d", pages, shape.runners, shape.conc)
+			b.Run(name, func(b *testing.B) {
 				// The jobs' IDs are new in every run (-count runs each
 				// case again): the database is the same, and a job ID it
 				// has is the job it has, not a new crawl.
@@ -172,8 +178,15 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				// segment every few seconds of writing (a 40-55 ms stall of
 				// every commit each time on this disk).
 				pg.Admin(b, "VACUUM (ANALYZE)", "CHECKPOINT")
-				c := testsuite.NewCluster(b, shape.runners, 1, testsuite.WithPostgres(pg),
-					testsuite.WithWorkerArgs("--concurrency", strconv.Itoa(shape.conc)))
+				args := []string{"--concurrency", strconv.Itoa(shape.conc)}
+				arm := arms.next(name, len(argsB) > 0)
+				if arm == 1 {
+					args = append(args, argsB...)
+					b.Logf("arm B: the workers run with %s", strings.Join(argsB, " "))
+				} else if len(argsB) > 0 {
+					b.Log("arm A: the workers run as given")
+				}
+				c := testsuite.NewCluster(b, shape.runners, 1, testsuite.WithPostgres(pg), testsuite.WithWorkerArgs(args...))
 				c.StartAll()
 				c.WaitElected(90 * time.Second)
 				tc := c.Temporal.Client(b)
@@ -201,6 +214,7 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				prog, took := crawlTimed(b, c, tc, id, []string{srv.URL + "/"}, o)
 				firstTook := clock.First()
 				rate := float64(prog.Stats.Recorded) / took.Seconds()
+				arms.add(name, arm, float64(firstTook.Milliseconds()), float64((firstTook - collyFirst).Milliseconds()), rate)
 				deadlocks := strings.Count(pg.LogSince(offset), "deadlock detected")
 				b.ReportMetric(rate, "pages/s")
 				b.ReportMetric(bare, "colly24-pages/s")

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // This file is BenchmarkPostgresCrawl's second arm: with
@@ -103,4 +106,23 @@ func logArms(b *testing.B, a *armRuns) {
 			b.Log(l)
 		}
 	})
+}
+
+// The second arm alternates run after run per case, and the summary gives
+// each arm's medians; with one arm every run is A and nothing is summed up.
+func TestArmRunsAlternateAndSummarise(t *testing.T) {
+	a := newArmRuns()
+	var got []int
+	for i := 0; i < 4; i++ {
+		arm := a.next("3000pages/3x8", true)
+		got = append(got, arm)
+		a.add("3000pages/3x8", arm, float64(500+10*i), float64(i), 1000)
+	}
+	assert.Equal(t, []int{0, 1, 0, 1}, got)
+	assert.Equal(t, 0, a.next("3000pages/1x24", false))
+	assert.Equal(t, 0, a.next("3000pages/1x24", false))
+	lines := a.summary([]string{"--gc-percent", "100"})
+	require.Len(t, lines, 1, "only the case that ran both arms")
+	assert.True(t, strings.HasPrefix(lines[0], "3000pages/3x8, medians of 2 runs (A: as given) and 2 (B: with --gc-percent 100): first 500 pages 510.0 ms against 520.0; Baton − bare Colly just before +1.0 ms against +2.0"), lines[0])
+	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
 }

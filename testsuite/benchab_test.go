@@ -5,7 +5,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,28 +25,29 @@ import (
 // workerArgsB returns the second arm's worker flags (nil: one arm).
 func workerArgsB() []string { return strings.Fields(os.Getenv("BATON_BENCH_WORKER_ARGS_B")) }
 
-// armRuns collects the runs of each case by arm. Safe for concurrent use.
+// armSample is one run's figures.
+type armSample struct{ first500, lag, rate float64 }
+
+// armRuns collects the runs of each case by arm. The cases run one at a
+// time: not for concurrent use.
 type armRuns struct {
-	mu    sync.Mutex
-	runs  map[string]int // case → runs so far
-	cases []string
-	// case → arm (0: A, 1: B) → samples
-	first500, lag, rate map[string]*[2][]float64
+	runs    map[string]int             // case → runs so far
+	cases   []string                   // in the order they first ran
+	samples map[string]*[2][]armSample // case → arm (0: A, 1: B) → runs
 }
 
 func newArmRuns() *armRuns {
-	return &armRuns{runs: map[string]int{}, first500: map[string]*[2][]float64{}, lag: map[string]*[2][]float64{}, rate: map[string]*[2][]float64{}}
+	return &armRuns{runs: map[string]int{}, samples: map[string]*[2][]armSample{}}
 }
 
 // next returns the arm of name's next run: A (0) first, then B (1), and so
 // on; always A without a second arm.
 func (a *armRuns) next(name string, twoArms bool) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	n := a.runs[name]
 	a.runs[name] = n + 1
 	if n == 0 {
 		a.cases = append(a.cases, name)
+		a.samples[name] = &[2][]armSample{}
 	}
 	if !twoArms {
 		return 0
@@ -55,33 +55,31 @@ func (a *armRuns) next(name string, twoArms bool) int {
 	return n % 2
 }
 
-// add records one run of name in arm.
+// add records one run of name (next was called for it) in arm.
 func (a *armRuns) add(name string, arm int, first500, lag, rate float64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, m := range []struct {
-		to map[string]*[2][]float64
-		v  float64
-	}{{a.first500, first500}, {a.lag, lag}, {a.rate, rate}} {
-		if m.to[name] == nil {
-			m.to[name] = &[2][]float64{}
-		}
-		m.to[name][arm] = append(m.to[name][arm], m.v)
-	}
+	a.samples[name][arm] = append(a.samples[name][arm], armSample{first500, lag, rate})
 }
 
 // summary is one line per case that ran both arms.
 func (a *armRuns) summary(argsB []string) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	var out []string
 	for _, c := range a.cases {
-		f, l, r := a.first500[c], a.lag[c], a.rate[c]
-		if f == nil || len(f[0]) == 0 || len(f[1]) == 0 {
+		s := a.samples[c]
+		if len(s[0]) == 0 || len(s[1]) == 0 {
 			continue
 		}
+		m := func(arm int, f func(armSample) float64) float64 {
+			v := make([]float64, len(s[arm]))
+			for i, x := range s[arm] {
+				v[i] = f(x)
+			}
+			return median(v)
+		}
+		first500 := func(x armSample) float64 { return x.first500 }
+		lag := func(x armSample) float64 { return x.lag }
+		rate := func(x armSample) float64 { return x.rate }
 		out = append(out, fmt.Sprintf("%s, medians of %d runs (A: as given) and %d (B: with %s): first 500 pages %.1f ms against %.1f; Baton − bare Colly just before %+.1f ms against %+.1f; %.1f pages/s against %.1f",
-			c, len(f[0]), len(f[1]), strings.Join(argsB, " "), median(f[0]), median(f[1]), median(l[0]), median(l[1]), median(r[0]), median(r[1])))
+			c, len(s[0]), len(s[1]), strings.Join(argsB, " "), m(0, first500), m(1, first500), m(0, lag), m(1, lag), m(0, rate), m(1, rate)))
 	}
 	return out
 }

@@ -32,14 +32,12 @@ const maxCommits = 1
 
 // DefaultCommitLinger is how long a group commit of a batch that has a
 // round of URLs queued of its own waits for commitGroup(conc) pages after
-// the first of them (BatchRunner.crawl). With 3 Runners × 8 on a
-// cross-linked site (BenchmarkPostgresCrawl, 3,000 pages) the groups grew
-// from about 2 pages to 4 and the crawl from 988–990 to 1,029–1,035
-// pages/s with a linger of 10 ms and half a round: PostgreSQL's and the
-// workers' CPU per page went down. A whole round and 20 ms (eleventh
-// session) took PostgreSQL's CPU for the crawl down by another 17–20 %
-// and the workers' by 6–8 %, at the same pages/s, on 3,000 and 20,000
-// pages; with 1 Runner × 24 it changed neither.
+// the first of them (BatchRunner.crawl): fewer, larger transactions. With
+// 3 Runners × 8 on a cross-linked site (BenchmarkPostgresCrawl, 3,000
+// pages) a round and 20 ms took PostgreSQL's CPU for the crawl 19 % below
+// half a round and 10 ms, and the workers' 8 %, at the same pages/s (which
+// half a round had raised from 988–990 to 1,029–1,035 over commits as they
+// came); 1 Runner × 24 did not change.
 const DefaultCommitLinger = 20 * time.Millisecond
 
 // commitGroup is the group a commit lingers for: a round of the batch's

@@ -26,13 +26,13 @@ type pageClock struct {
 	h     http.Handler
 	mu    sync.Mutex
 	start time.Time
-	seen  map[string]time.Time // distinct pages, first served
-	times []time.Duration      // when each distinct page was first served
+	seen  map[string]bool // distinct pages served
+	times []time.Duration // when each distinct page was first served
 }
 
 func (p *pageClock) Arm() {
 	p.mu.Lock()
-	p.start, p.seen, p.times = time.Now(), map[string]time.Time{}, nil
+	p.start, p.seen, p.times = time.Now(), map[string]bool{}, nil
 	p.mu.Unlock()
 }
 
@@ -55,8 +55,8 @@ func (p *pageClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	p.mu.Lock()
 	if p.seen != nil {
-		if _, ok := p.seen[r.URL.RequestURI()]; !ok {
-			p.seen[r.URL.RequestURI()] = now
+		if u := r.URL.RequestURI(); !p.seen[u] {
+			p.seen[u] = true
 			p.times = append(p.times, now.Sub(p.start))
 		}
 	}

@@ -82,12 +82,11 @@ func robotsOf(ctx context.Context, rs RobotsStore, origin, agent string, fetch f
 }
 
 // loadRobots reads the fresh robots.txt of origin from rs. While another
-// process claims its fetch (RobotsFile.Fetching), it reads again, every
-// robotsClaimPoll at first and less often as the wait goes on, until the
-// file is there, the claim ran out (false: the caller fetches it) or ctx
-// ends.
+// process claims its fetch (RobotsFile.Fetching), it reads again at the
+// pace of claimPoll, until the file is there, the claim ran out (false:
+// the caller fetches it) or ctx ends.
 func loadRobots(ctx context.Context, rs RobotsStore, origin string) (RobotsFile, bool) {
-	poll := robotsClaimPoll
+	start := time.Now()
 	for {
 		f, ok, err := rs.LoadRobots(ctx, origin)
 		if err != nil || !ok || f.TTL <= 0 {
@@ -96,22 +95,41 @@ func loadRobots(ctx context.Context, rs RobotsStore, origin string) (RobotsFile,
 		if !f.Fetching {
 			return f, true
 		}
-		t := time.NewTimer(min(poll, f.TTL))
+		t := time.NewTimer(min(claimPoll(time.Since(start)), f.TTL))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return RobotsFile{}, false
 		case <-t.C:
 		}
-		poll = min(poll*3/2, robotsClaimMaxPoll)
 	}
 }
 
-// robotsClaimPoll and robotsClaimMaxPoll pace loadRobots's reads while
-// another process fetches a robots.txt: a fetch of a nearby site takes
-// tens of milliseconds, a slow one seconds.
+// claimPoll is how long loadRobots waits before it reads a claimed
+// robots.txt again, having waited for it for waited: robotsClaimPoll
+// while a fetch of a nearby site may still answer (robotsClaimSteady),
+// then an eighth of how long it has waited, at most robotsClaimMaxPoll. The
+// claim that makes a batch wait is a new job's warm-up on another
+// worker, whose fetch of the seed's robots.txt began a few milliseconds
+// before: the batch's first request waits for the file, so a read that
+// comes late delays the whole crawl (it backed off from 2 ms by half
+// each read, and found the file of a 20 ms fetch about 5 ms after it was
+// kept).
+func claimPoll(waited time.Duration) time.Duration {
+	if waited < robotsClaimSteady {
+		return robotsClaimPoll
+	}
+	return min(max(waited/8, robotsClaimPoll), robotsClaimMaxPoll)
+}
+
+// robotsClaimPoll, robotsClaimSteady and robotsClaimMaxPoll pace
+// loadRobots's reads while another process fetches a robots.txt (a fetch
+// of a nearby site takes tens of milliseconds, a slow one seconds): every
+// read is one of the store, a few hundred a second from one batch while
+// it waits on a nearby site, and a few a second on a slow one.
 const (
 	robotsClaimPoll    = 2 * time.Millisecond
+	robotsClaimSteady  = 200 * time.Millisecond
 	robotsClaimMaxPoll = 100 * time.Millisecond
 )
 

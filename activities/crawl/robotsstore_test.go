@@ -203,3 +203,26 @@ func TestWarmedRobotsDoNotWaitForTheStore(t *testing.T) {
 	assert.Equal(t, int32(1), robots.Load(), "robots.txt fetched once")
 	assert.Contains(t, e.Fetch(context.Background(), get(srv.URL+"/private/x"), Auth{}, 0, o).Error, "disallowed", "its rules obeyed")
 }
+
+// While another worker fetches a robots.txt (a new job's warm-up), a
+// batch waiting for it reads the store every robotsClaimPoll for the
+// first robotsClaimSteady: a fetch of a nearby site is kept tens of
+// milliseconds after the claim, and a read that backs off finds it late
+// (from 2 ms growing by half each read, the file of a 20 ms fetch was
+// read about 5 ms after it was kept, and the crawl's first page waited
+// for it). Then the reads slow down, to at most robotsClaimMaxPoll.
+func TestClaimedRobotsAreReadSteadilyWhileANearbyFetchMayAnswer(t *testing.T) {
+	var at, last time.Duration
+	for at < robotsClaimSteady {
+		p := claimPoll(at)
+		assert.Equal(t, robotsClaimPoll, p, "read again after %v of waiting", at)
+		at += p
+	}
+	for ; at < 10*time.Second; at += last {
+		p := claimPoll(at)
+		assert.GreaterOrEqual(t, p, last, "never faster as the wait goes on (%v)", at)
+		assert.LessOrEqual(t, p, robotsClaimMaxPoll, "at %v", at)
+		last = p
+	}
+	assert.Equal(t, robotsClaimMaxPoll, last, "a slow fetch is read every robotsClaimMaxPoll")
+}

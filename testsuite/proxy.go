@@ -3,7 +3,9 @@ package testsuite
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on 127.0.0.1 in front of one server, for cutting a
@@ -17,6 +19,8 @@ type Proxy struct {
 	cut    bool
 	frozen chan struct{} // closed while traffic flows; nil: never frozen
 	conns  []net.Conn
+	delay  time.Duration // one way, for the connections accepted from now
+	sends  atomic.Int64  // reads from the clients' side: their messages, as sent
 }
 
 // StartProxy listens on a free loopback port and forwards every
@@ -59,12 +63,17 @@ func (p *Proxy) serve() {
 		}
 		p.conns = append(p.conns, c, u)
 		p.mu.Unlock()
-		go p.pipe(u, c)
-		go p.pipe(c, u)
+		if d := p.Latency(); d > 0 {
+			go p.delayed(u, c, d, true)
+			go p.delayed(c, u, d, false)
+			continue
+		}
+		go p.pipe(u, c, true)
+		go p.pipe(c, u, false)
 	}
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	defer func() {
 		_ = dst.Close()
 		_ = src.Close()
@@ -72,6 +81,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && fromClient {
+			p.sends.Add(1)
+		}
 		if n > 0 {
 			p.mu.Lock()
 			thawed := p.frozen
@@ -131,4 +143,63 @@ func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+}
+
+// Sends counts the reads of the proxy from its clients' side: what the
+// clients sent, in the pieces they sent it (a client that waits for an
+// answer before its next message sends one piece per round trip).
+func (p *Proxy) Sends() int64 { return p.sends.Load() }
+
+// SetLatency delays every byte by oneWay in each direction (a round trip
+// of twice that, as between two machines of a LAN) on the connections
+// accepted from now on; 0 forwards them at once. A connection's bytes
+// keep their order. Not with Freeze.
+func (p *Proxy) SetLatency(oneWay time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = oneWay
+}
+
+// Latency is what SetLatency set.
+func (p *Proxy) Latency() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
+}
+
+// delayed is pipe with every read's bytes written d after they were read.
+func (p *Proxy) delayed(dst, src net.Conn, d time.Duration, fromClient bool) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	out := make(chan chunk, 1024)
+	go func() {
+		defer func() {
+			_ = dst.Close()
+			_ = src.Close()
+		}()
+		for c := range out {
+			// Emulated wire time, not synchronisation: the bytes are
+			// due then.
+			time.Sleep(time.Until(c.due))
+			if _, err := dst.Write(c.b); err != nil {
+				return
+			}
+		}
+	}()
+	defer close(out)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && fromClient {
+			p.sends.Add(1)
+		}
+		if n > 0 {
+			out <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(d)}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

@@ -154,7 +154,7 @@ func (s *Store) Unfinished(ctx context.Context, job, id string) ([]jobs.Entry, e
 		[]any{job, id}, func(rows *sql.Rows) (jobs.Entry, error) { return scanEntry(rows) })
 }
 
-func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {
+func (s *Store) checkEpoch(ctx context.Context, tx dbtx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {
 	b, err := s.batchRow(ctx, tx, job, id, lock)
 	if err != nil {
 		return b, err
@@ -165,7 +165,7 @@ func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, job, id string, epoc
 // growBatch adds n URLs handed to a running batch held at epoch to its
 // size, and checks the epoch as checkEpoch does, in one statement: the
 // row's lock is taken by the update, and a refusal rolls it back.
-func (s *Store) growBatch(ctx context.Context, tx *sql.Tx, job, id string, epoch int64, n int) (jobs.BatchInfo, error) {
+func (s *Store) growBatch(ctx context.Context, tx dbtx, job, id string, epoch int64, n int) (jobs.BatchInfo, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
 	err := tx.QueryRowContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ? RETURNING `+batchCols), n, job, id).
 		Scan(batchFields(&b)...)

@@ -59,17 +59,21 @@ func running(job, state string) error {
 // round trip. The control state is read as the statement starts, before
 // the row's lock is granted (a pause committed meanwhile stops the next
 // pull).
-func (s *Store) batchAndControl(ctx context.Context, tx *sql.Tx, job, id string) (jobs.BatchInfo, string, error) {
+func (s *Store) batchAndControl(ctx context.Context, tx dbtx, job, id string) (jobs.BatchInfo, string, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
 	var control string
-	err := tx.QueryRowContext(ctx, s.q(`SELECT `+batchCols+`,
-		COALESCE((SELECT c.state FROM baton_job_control c WHERE c.job = baton_batches.job), '')
-		FROM baton_batches WHERE job = ? AND id = ?`+s.d.forUpdate), job, id).
-		Scan(append(batchFields(&b), &control)...)
+	err := tx.QueryRowContext(ctx, s.batchAndControlQuery(), job, id).Scan(append(batchFields(&b), &control)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, "", fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
 	}
 	return b, control, err
+}
+
+// batchAndControlQuery is batchAndControl's statement: job, batch.
+func (s *Store) batchAndControlQuery() string {
+	return s.q(`SELECT ` + batchCols + `,
+		COALESCE((SELECT c.state FROM baton_job_control c WHERE c.job = baton_batches.job), '')
+		FROM baton_batches WHERE job = ? AND id = ?` + s.d.forUpdate)
 }
 
 // Release puts the unfinished URLs of a running batch held at epoch back

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/batoncrawl/baton/activities/jobs"
 )
@@ -12,7 +11,7 @@ import (
 
 type counts struct{ seen, taken, requeued, recorded, failed, items int }
 
-func (s *Store) count(ctx context.Context, tx *sql.Tx, job, shard string, c counts) error {
+func (s *Store) count(ctx context.Context, tx dbtx, job, shard string, c counts) error {
 	if c == (counts{}) {
 		return nil
 	}

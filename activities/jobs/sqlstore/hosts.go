@@ -73,12 +73,12 @@ func (s *Store) policy(ctx context.Context, q querier, job string) (hostPolicy, 
 // out of the locking subquery (PostgreSQL never pulls a subquery with FOR
 // UPDATE up into its parent), so after the lock is granted, as a second
 // statement would read it.
-func (s *Store) lockJobNow(ctx context.Context, tx *sql.Tx, job string) (int64, error) {
+func (s *Store) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, error) {
 	if s.d.forUpdate == "" {
 		return s.nowMS(ctx, tx)
 	}
 	var now int64
-	err := tx.QueryRowContext(ctx, s.q(`SELECT `+s.d.nowMS+` FROM (SELECT id FROM baton_jobs WHERE id = ?`+s.d.forUpdate+`) AS locked`), job).Scan(&now)
+	err := tx.QueryRowContext(ctx, s.lockJobNowQuery(), job).Scan(&now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
 	}
@@ -86,6 +86,11 @@ func (s *Store) lockJobNow(ctx context.Context, tx *sql.Tx, job string) (int64, 
 		return 0, fmt.Errorf("job %s: lock the job: %w", job, err)
 	}
 	return now, nil
+}
+
+// lockJobNowQuery is lockJobNow's statement on PostgreSQL: job.
+func (s *Store) lockJobNowQuery() string {
+	return s.q(`SELECT ` + s.d.nowMS + ` FROM (SELECT id FROM baton_jobs WHERE id = ?` + s.d.forUpdate + `) AS locked`)
 }
 
 func (s *Store) nowMS(ctx context.Context, q querier) (int64, error) {
@@ -112,6 +117,7 @@ type leaseView struct {
 	s       *Store
 	q       queryer
 	job     string
+	batch   string // "" for a batch that holds none yet
 	pol     hostPolicy
 	now     int64
 	mine    map[string]*held
@@ -123,6 +129,12 @@ type leaseView struct {
 	// last waves); -1 when it did not.
 	queued int
 	delays map[string]hostDelay
+	// first is choose's first page of queued URLs when it was read
+	// ahead (a pipelined pull), with the page size it was read with;
+	// waiting is fairShare's count of start batches read ahead (-1: not).
+	first     []candidate
+	firstPage int
+	waiting   int
 }
 
 type hostDelay struct {
@@ -134,31 +146,47 @@ type hostDelay struct {
 // yet): the batch's own ones even if expired (it renews them unless
 // another batch took the host meanwhile), the others' live ones.
 func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
-	v := &leaseView{s: s, q: q, job: job, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
-		holders: map[string]int{}, delays: map[string]hostDelay{}, queued: -1}
-	rows, err := q.QueryContext(ctx, s.q(`SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`), job)
+	v := s.newView(q, job, batch, pol, now)
+	rows, err := q.QueryContext(ctx, s.q(leasesQuery), job)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var host, holder string
-		var share int
-		var expires, last int64
-		if err := rows.Scan(&host, &holder, &share, &expires, &last); err != nil {
+		if err := v.add(rows); err != nil {
 			return nil, err
-		}
-		switch {
-		case holder == batch:
-			v.mine[host] = &held{share: share, last: last, expires: expires}
-		case expires > now:
-			v.others[host] += share
-			v.holders[host]++
-		default:
-			v.expired = true
 		}
 	}
 	return v, rows.Err()
+}
+
+// leasesQuery reads the live leases of a job (its argument) for view.
+const leasesQuery = `SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`
+
+// newView is a view of no lease yet (add adds them) for batch.
+func (s *Store) newView(q queryer, job, batch string, pol hostPolicy, now int64) *leaseView {
+	return &leaseView{s: s, q: q, job: job, batch: batch, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
+		holders: map[string]int{}, delays: map[string]hostDelay{}, queued: -1, waiting: -1}
+}
+
+// add adds a row of leasesQuery to the view.
+func (v *leaseView) add(row scanner) error {
+	var host, holder string
+	var share int
+	var expires, last int64
+	if err := row.Scan(&host, &holder, &share, &expires, &last); err != nil {
+		return err
+	}
+	switch {
+	case holder == v.batch:
+		v.mine[host] = &held{share: share, last: last, expires: expires}
+	case expires > v.now:
+		v.others[host] += share
+		v.holders[host]++
+	default:
+		v.expired = true
+	}
+	return nil
 }
 
 // delay says whether host is held by one batch at a time, and its delay
@@ -317,23 +345,14 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 	}
 	var out []candidate
 	scan := func(where string, args []any, limit int) (int, int64, error) {
-		rows, err := v.q.QueryContext(ctx, v.s.q(`SELECT `+entryCols+`, `+v.s.d.seqCol+`, host FROM baton_frontier
-			WHERE job = ? AND state = 0 AND `+where+` ORDER BY `+v.s.d.seqCol+` LIMIT ?`), append(append([]any{v.job}, args...), limit)...)
-		if err != nil {
-			return 0, 0, fmt.Errorf("job %s: queued URLs: %w", v.job, err)
-		}
 		var got []candidate
-		for rows.Next() {
-			var c candidate
-			if c.e, err = scanEntry(rows, &c.seq, &c.host); err != nil {
-				rows.Close()
+		if v.first != nil && where == v.s.d.seqCol+` > ?` && args[0] == firstSeq && limit == v.firstPage {
+			got, v.first = v.first, nil // read ahead
+		} else {
+			var err error
+			if got, err = v.s.queued(ctx, v.q, v.job, where, args, limit); err != nil {
 				return 0, 0, err
 			}
-			got = append(got, c)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, 0, err
 		}
 		var last int64
 		for _, c := range got {
@@ -354,8 +373,8 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 		}
 		return len(got), last, nil
 	}
-	var last int64 = -1 << 62
-	for scanned, page := 0, min(scanPage, max(16, 2*n)); len(out) < n; page = min(scanPage, 2*page) {
+	var last int64 = firstSeq
+	for scanned, page := 0, firstScanPage(n); len(out) < n; page = min(scanPage, 2*page) {
 		k, l, err := scan(v.s.d.seqCol+` > ?`, []any{last}, page)
 		if err != nil {
 			return nil, nil, err
@@ -398,6 +417,46 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 		}
 	}
 	return out, acquired, nil
+}
+
+// firstSeq is below every seq: choose's first page starts after it.
+const firstSeq int64 = -1 << 62
+
+// firstScanPage is the size of choose's first page of queued URLs for a
+// hand-out of n.
+func firstScanPage(n int) int { return min(scanPage, max(16, 2*n)) }
+
+// queuedQuery reads queued URLs of a job in frontier order for choose:
+// job, then the arguments of where, then the limit.
+func (s *Store) queuedQuery(where string) string {
+	return s.q(`SELECT ` + entryCols + `, ` + s.d.seqCol + `, host FROM baton_frontier
+			WHERE job = ? AND state = 0 AND ` + where + ` ORDER BY ` + s.d.seqCol + ` LIMIT ?`)
+}
+
+// queued runs queuedQuery.
+func (s *Store) queued(ctx context.Context, q queryer, job, where string, args []any, limit int) ([]candidate, error) {
+	rows, err := q.QueryContext(ctx, s.queuedQuery(where), append(append([]any{job}, args...), limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)
+	}
+	defer rows.Close()
+	var got []candidate
+	for rows.Next() {
+		c, err := scanCandidate(rows)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, c)
+	}
+	return got, rows.Err()
+}
+
+// scanCandidate reads a row of queuedQuery.
+func scanCandidate(row scanner) (candidate, error) {
+	var c candidate
+	var err error
+	c.e, err = scanEntry(row, &c.seq, &c.host)
+	return c, err
 }
 
 // leases is the batch's leases as a Runner reads them.

@@ -16,7 +16,7 @@ import (
 // insertEntries queues entries new to the job's frontier and returns how
 // many were new. A URL already in the frontier, or repeated in entries,
 // keeps the label and data it was queued with first.
-func (s *Store) insertEntries(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
+func (s *Store) insertEntries(ctx context.Context, tx dbtx, job string, entries []jobs.Entry) (int, error) {
 	rows := make([][]any, 0, len(entries))
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
@@ -50,9 +50,12 @@ func entryRow(job string, e jobs.Entry) []any {
 // entryCols are the columns scanEntry reads, in its order.
 const entryCols = `url, depth, label, data`
 
+// scanner is a row being read: *sql.Rows, or pgx's in a pipeline.
+type scanner interface{ Scan(dest ...any) error }
+
 // scanEntry reads the entryCols of a frontier row, and more (a row's
 // further columns, after them).
-func scanEntry(rows *sql.Rows, more ...any) (jobs.Entry, error) {
+func scanEntry(rows scanner, more ...any) (jobs.Entry, error) {
 	var e jobs.Entry
 	var data sql.NullString
 	if err := rows.Scan(append([]any{&e.URL, &e.Depth, &e.Label, &data}, more...)...); err != nil {

@@ -1,12 +1,10 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +23,7 @@ import (
 // handed (its row's).
 // What needs no lock of the job is read before its lock is taken, which
 // every hand-out of the job waits for.
-func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want, size int) ([]jobs.Entry, []jobs.HostLease, error) {
+func (s *Store) pull(ctx context.Context, tx dbtx, job, batch, shard string, n, want, size int) ([]jobs.Entry, []jobs.HostLease, error) {
 	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +48,7 @@ func (s *Store) pull(ctx context.Context, tx *sql.Tx, job, batch, shard string, 
 // open is the hosts of the batch's unfinished URLs; grow says whether the
 // batch's row exists, to add the URLs handed out to its size (a new
 // batch's row is written by TakeBatch after).
-func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64, grow bool) ([]jobs.Entry, []jobs.HostLease, error) {
+func (s *Store) pullLocked(ctx context.Context, tx dbtx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64, grow bool) ([]jobs.Entry, []jobs.HostLease, error) {
 	var err error
 	if n > 0 {
 		if n, err = s.underMaxPages(ctx, tx, job, n); err != nil {
@@ -61,38 +59,53 @@ func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard st
 	if err != nil {
 		return nil, nil, err
 	}
-	if v.expired {
-		// Their holders stopped renewing them a lease's TTL ago.
-		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder > '' AND holder <> ? AND expires_ms <= ?`),
-			job, batch, now); err != nil {
-			return nil, nil, fmt.Errorf("job %s: drop expired host leases: %w", job, err)
-		}
-	}
-	if err := s.tend(ctx, tx, v, batch, want, open); err != nil {
+	done, err := s.pullView(ctx, tx, &writes{tx: tx}, v, shard, n, want, open, grow)
+	if err != nil {
 		return nil, nil, err
 	}
-	var out []jobs.Entry
+	return done()
+}
+
+// pullView is pullLocked once the job's leases are read (v), and n
+// bounded by max_pages: it reads on tx and writes with w, and returns
+// what to call once w's writes are done (at once, or committed in a
+// pipeline) for the URLs handed out and the batch's leases.
+func (s *Store) pullView(ctx context.Context, tx dbtx, w *writes, v *leaseView, shard string, n, want int, open []string, grow bool) (func() ([]jobs.Entry, []jobs.HostLease, error), error) {
+	job, batch := v.job, v.batch
+	if v.expired {
+		// Their holders stopped renewing them a lease's TTL ago.
+		if err := w.exec(ctx, "job "+job+": drop expired host leases", s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder > '' AND holder <> ? AND expires_ms <= ?`),
+			job, batch, v.now); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.tend(ctx, tx, w, v, batch, want, open); err != nil {
+		return nil, err
+	}
+	out := func() []jobs.Entry { return nil }
 	if n > 0 {
 		spare, err := v.spare(ctx, want)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		chosen, acquired, err := v.choose(ctx, n, spare)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if chosen, acquired, err = s.fairShare(ctx, tx, v, batch, chosen, acquired); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if err := s.acquire(ctx, tx, v, batch, acquired); err != nil {
-			return nil, nil, err
+		if err := s.acquire(ctx, tx, w, v, batch, acquired); err != nil {
+			return nil, err
 		}
-		if out, err = s.handTo(ctx, tx, job, batch, shard, grow, chosen); err != nil {
-			return nil, nil, err
+		if out, err = s.handTo(ctx, tx, w, job, batch, shard, grow, chosen); err != nil {
+			return nil, err
 		}
 	}
-	leases, err := v.leases(ctx)
-	return out, leases, err
+	return func() ([]jobs.Entry, []jobs.HostLease, error) {
+		leases, err := v.leases(ctx)
+		return out(), leases, err
+	}, nil
 }
 
 // fairShare trims a hand-out from a short queue (choose saw all of it)
@@ -104,7 +117,7 @@ func (s *Store) pullLocked(ctx context.Context, tx *sql.Tx, job, batch, shard st
 // next commit (3 Runners × 8: every URL of the third wave went to the
 // first Runner's queue). The hosts leased for the URLs trimmed are not
 // leased.
-func (s *Store) fairShare(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, chosen []candidate, acquired map[string]int) ([]candidate, map[string]int, error) {
+func (s *Store) fairShare(ctx context.Context, tx dbtx, v *leaseView, batch string, chosen []candidate, acquired map[string]int) ([]candidate, map[string]int, error) {
 	if v.queued < 0 || len(chosen) < 2 {
 		return chosen, acquired, nil
 	}
@@ -115,10 +128,11 @@ func (s *Store) fairShare(ctx context.Context, tx *sql.Tx, v *leaseView, batch s
 	if time.Now().After(until.(time.Time)) {
 		return chosen, acquired, nil
 	}
-	var waiting int
-	if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_batches WHERE job = ? AND state = ? AND size = 0 AND holder > '' AND id <> ?`),
-		v.job, jobs.BatchRunning, batch).Scan(&waiting); err != nil {
-		return nil, nil, fmt.Errorf("job %s: batches waiting for URLs: %w", v.job, err)
+	waiting := v.waiting
+	if waiting < 0 {
+		if err := tx.QueryRowContext(ctx, s.q(waitingQuery), v.job, jobs.BatchRunning, batch).Scan(&waiting); err != nil {
+			return nil, nil, fmt.Errorf("job %s: batches waiting for URLs: %w", v.job, err)
+		}
 	}
 	part := (v.queued + waiting) / (waiting + 1) // rounded up
 	if waiting == 0 || len(chosen) <= part {
@@ -134,6 +148,10 @@ func (s *Store) fairShare(ctx context.Context, tx *sql.Tx, v *leaseView, batch s
 	return chosen, kept, nil
 }
 
+// waitingQuery counts the start batches of a job waiting for URLs, but
+// one (fairShare): job, jobs.BatchRunning, the batch.
+const waitingQuery = `SELECT COUNT(*) FROM baton_batches WHERE job = ? AND state = ? AND size = 0 AND holder > '' AND id <> ?`
+
 // startBatchesLook is how long after this store's first hand-out of a
 // job from a short queue fairShare looks for start batches: twice how
 // long they wait (jobs' startWait, a second).
@@ -142,7 +160,7 @@ const startBatchesLook = 2 * time.Second
 // underMaxPages bounds n by what max_pages leaves of the job (the job's
 // row is locked on PostgreSQL: two hand-outs never both take the
 // remainder).
-func (s *Store) underMaxPages(ctx context.Context, tx *sql.Tx, job string, n int) (int, error) {
+func (s *Store) underMaxPages(ctx context.Context, tx dbtx, job string, n int) (int, error) {
 	maxPages, err := s.jobMaxPages(ctx, tx, job)
 	if err != nil || maxPages == 0 {
 		return n, err
@@ -162,7 +180,7 @@ func (s *Store) underMaxPages(ctx context.Context, tx *sql.Tx, job string, n int
 // batch was handed out by an older Baton) is leased again if it can be;
 // else the Runner finds it missing from the leases and gives the batch
 // back. hosts are those of the batch's unfinished URLs (openHosts).
-func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, want int, hosts []string) error {
+func (s *Store) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, want int, hosts []string) error {
 	open := map[string]bool{}
 	spare, err := v.spare(ctx, want)
 	if err != nil {
@@ -182,7 +200,7 @@ func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string
 		}
 		open[h] = true
 	}
-	if err := s.acquire(ctx, tx, v, batch, adopt); err != nil {
+	if err := s.acquire(ctx, tx, w, v, batch, adopt); err != nil {
 		return err
 	}
 	if len(v.mine) == 0 {
@@ -208,25 +226,22 @@ func (s *Store) tend(ctx context.Context, tx *sql.Tx, v *leaseView, batch string
 		}
 		if share != h.share {
 			h.share = share
-			if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_host_leases SET share = ? WHERE job = ? AND host = ? AND holder = ?`),
-				share, v.job, host, batch); err != nil {
-				return fmt.Errorf("job %s batch %s: share of %s: %w", v.job, batch, host, err)
+			if err := w.exec(ctx, fmt.Sprintf("job %s batch %s: share of %s", v.job, batch, host),
+				s.q(`UPDATE baton_host_leases SET share = ? WHERE job = ? AND host = ? AND holder = ?`), share, v.job, host, batch); err != nil {
+				return err
 			}
 		}
 	}
-	if err := s.dropLeases(ctx, tx, v.job, batch, done, v.now); err != nil {
+	if err := s.dropLeases(ctx, w, v.job, batch, done, v.now); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_host_leases SET expires_ms = ? WHERE job = ? AND holder = ?`),
-		v.now+v.pol.ttlMS, v.job, batch); err != nil {
-		return fmt.Errorf("job %s batch %s: renew host leases: %w", v.job, batch, err)
-	}
-	return nil
+	return w.exec(ctx, fmt.Sprintf("job %s batch %s: renew host leases", v.job, batch),
+		s.q(`UPDATE baton_host_leases SET expires_ms = ? WHERE job = ? AND holder = ?`), v.now+v.pol.ttlMS, v.job, batch)
 }
 
 // acquire writes the batch's new leases (host → share), each with the
 // time its host was last released.
-func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, acquired map[string]int) error {
+func (s *Store) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, acquired map[string]int) error {
 	if len(acquired) == 0 {
 		return nil
 	}
@@ -236,7 +251,7 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch str
 	}
 	slices.Sort(hosts)
 	if s.d.joinedWrites {
-		return s.acquireJoined(ctx, tx, v, batch, acquired, hosts)
+		return s.acquireJoined(ctx, w, v, batch, acquired, hosts)
 	}
 	last := map[string]int64{}
 	for chunk := range slices.Chunk(hosts, 200) {
@@ -269,7 +284,7 @@ func (s *Store) acquire(ctx context.Context, tx *sql.Tx, v *leaseView, batch str
 // acquireJoined is acquire in one statement per 200 hosts (PostgreSQL):
 // each new lease takes its host's last release from the join, not from a
 // query before.
-func (s *Store) acquireJoined(ctx context.Context, tx *sql.Tx, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
+func (s *Store) acquireJoined(ctx context.Context, w *writes, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
 	for chunk := range slices.Chunk(hosts, 200) {
 		var b strings.Builder
 		args := make([]any, 0, 5*len(chunk))
@@ -279,18 +294,26 @@ func (s *Store) acquireJoined(ctx context.Context, tx *sql.Tx, v *leaseView, bat
 			}
 			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT))")
 			args = append(args, v.job, h, batch, acquired[h], v.now+v.pol.ttlMS)
+			v.mine[h] = &held{share: acquired[h]} // its last release read with the writes
 		}
-		rows, err := tx.QueryContext(ctx, s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms)
+		err := w.query(ctx, fmt.Sprintf("job %s batch %s: lease hosts", v.job, batch), s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms)
 			SELECT n.job, n.host, n.holder, n.share, n.expires_ms, COALESCE(r.last_ms, 0)
 			FROM (VALUES `+b.String()+`) AS n (job, host, holder, share, expires_ms)
 			LEFT JOIN baton_host_leases r ON r.job = n.job AND r.host = n.host AND r.holder = ''
 			ON CONFLICT (job, host, holder) DO UPDATE SET share = excluded.share, expires_ms = excluded.expires_ms, last_ms = excluded.last_ms
-			RETURNING host, last_ms`), args...)
+			RETURNING host, last_ms`), args, func(row scanner) error {
+			var host string
+			var last int64
+			if err := row.Scan(&host, &last); err != nil {
+				return err
+			}
+			if h := v.mine[host]; h != nil {
+				h.last = last
+			}
+			return nil
+		})
 		if err != nil {
-			return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
-		}
-		if err := hostTimes(rows, func(host string, last int64) { v.mine[host] = &held{share: acquired[host], last: last} }); err != nil {
-			return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
+			return err
 		}
 	}
 	return nil
@@ -315,134 +338,53 @@ func hostTimes(rows *sql.Rows, each func(host string, ms int64)) error {
 // The caller holds the batch's row, not the job's lock, which none of
 // those rows needs: only the batch's own group commits change them (as
 // they did while a hand-out held the lock).
-func (s *Store) openHosts(ctx context.Context, tx *sql.Tx, job, batch string) ([]string, error) {
-	rows, err := queryTx(ctx, s, tx, `SELECT url, host FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1`, []any{job, batch},
-		func(rows *sql.Rows) (string, error) {
-			var u, h string
-			if err := rows.Scan(&u, &h); err != nil || h != "" {
-				return h, err
-			}
-			return jobs.HostOf(u), nil
-		})
+func (s *Store) openHosts(ctx context.Context, tx dbtx, job, batch string) ([]string, error) {
+	rows, err := queryTx(ctx, s, tx, openHostsQuery, []any{job, batch}, func(rows *sql.Rows) (string, error) { return scanOpenHost(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("job %s batch %s: hosts of its URLs: %w", job, batch, err)
 	}
 	return rows, nil
 }
 
-// handTo moves the chosen queued URLs into batch, counts them taken by
-// shard and, with grow, adds them to the batch row's size; it returns
-// those moved, in frontier order. On PostgreSQL the three writes are one
-// statement (a pull's round trips are most of its time under the job's
-// lock on a busy machine).
-func (s *Store) handTo(ctx context.Context, tx *sql.Tx, job, batch, shard string, grow bool, chosen []candidate) ([]jobs.Entry, error) {
-	if len(chosen) == 0 {
-		return nil, nil
-	}
-	moved := map[string]bool{}
-	for rest := slices.SortedFunc(slices.Values(chosen), func(a, b candidate) int { return cmp.Compare(a.seq, b.seq) }); len(rest) > 0; {
-		part := rest[:min(len(rest), handToChunk)]
-		rest = rest[len(part):]
-		args := []any{batch, job}
-		if s.d.rowRef != "" {
-			args = append(args, job, part[0].seq, part[len(part)-1].seq)
-		}
-		var in strings.Builder
-		for i, c := range part {
-			if i > 0 {
-				in.WriteString(", ")
-			}
-			in.WriteString("?")
-			args = append(args, c.seq)
-		}
-		// By their seq, found by the queued index (job, seq). SQLite's seq
-		// is the rowid: each row is found at once. PostgreSQL's planner
-		// cannot be left to choose: at a job's start its statistics still
-		// say no URL is queued (they were sampled before), so for "seq IN
-		// (…)" or "url IN (…)" it walked the host index over every queued
-		// URL of the job, filtering (about 1,400 buffer reads for a pull
-		// of 24 on a 20,000-page crawl: 3.6 ms under the job's lock, which
-		// every other pull waited for). An ordered scan of the queued
-		// index over the chosen range (the plan of choose's own scan) and
-		// then each row by its address read 30 buffers for 24.
-		q := `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
-		if s.d.rowRef != "" {
-			q = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
-				SELECT ` + s.d.rowRef + ` FROM baton_frontier WHERE job = ? AND state = 0 AND seq BETWEEN ? AND ? AND seq IN (` + in.String() + `)
-				ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url`
-		}
-		if s.d.joinedWrites {
-			// With the counter and the batch's size (data-modifying
-			// CTEs, each run once and to completion; the batch row is
-			// this transaction's already, the counter row its holder's
-			// pulls' only).
-			q = `WITH moved AS (` + q + `),
-				counted AS (INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
-					SELECT CAST(? AS TEXT), CAST(? AS TEXT), 0, COUNT(*), 0, 0, 0, 0 FROM moved
-					ON CONFLICT (job, shard) DO UPDATE SET taken = baton_counters.taken + excluded.taken)`
-			args = append(args, job, shard)
-			if grow {
-				q += `, grown AS (UPDATE baton_batches SET size = size + (SELECT COUNT(*) FROM moved) WHERE job = ? AND id = ?)`
-				args = append(args, job, batch)
-			}
-			q += ` SELECT url FROM moved`
-		}
-		rows, err := queryTx(ctx, s, tx, q, args, func(rows *sql.Rows) (string, error) {
-			var u string
-			return u, rows.Scan(&u)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("hand out job %s batch %s: %w", job, batch, err)
-		}
-		for _, u := range rows {
-			moved[u] = true
-		}
-		if !s.d.joinedWrites && len(rows) > 0 {
-			if err := s.count(ctx, tx, job, shard, counts{taken: len(rows)}); err != nil {
-				return nil, err
-			}
-			if grow {
-				if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(rows), job, batch); err != nil {
-					return nil, fmt.Errorf("hand out job %s batch %s: size: %w", job, batch, err)
-				}
-			}
-		}
-	}
-	out := make([]jobs.Entry, 0, len(moved))
-	for _, c := range chosen {
-		if moved[c.e.URL] {
-			out = append(out, c.e)
-		}
-	}
-	return out, nil
-}
+// openHostsQuery reads the URLs of a batch not finished, and their hosts:
+// job, batch.
+const openHostsQuery = `SELECT url, host FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1`
 
-// handToChunk is how many URLs one statement of handTo moves at most.
-const handToChunk = 200
+// scanOpenHost reads the host of a row of openHostsQuery.
+func scanOpenHost(row scanner) (string, error) {
+	var u, h string
+	if err := row.Scan(&u, &h); err != nil || h != "" {
+		return h, err
+	}
+	return jobs.HostOf(u), nil // a row queued by an older Baton
+}
 
 // dropLeases drops the batch's leases of hosts, remembering when each
 // host was released (its next holder waits for its delay from then).
-func (s *Store) dropLeases(ctx context.Context, tx *sql.Tx, job, batch string, hosts []string, now int64) error {
+func (s *Store) dropLeases(ctx context.Context, w *writes, job, batch string, hosts []string, now int64) error {
 	if len(hosts) == 0 {
 		return nil
 	}
 	slices.Sort(hosts)
-	var rows [][]any
-	for _, h := range hosts {
-		rows = append(rows, []any{job, h, now})
-	}
-	if _, err := s.returning(ctx, tx, `INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms) VALUES `, nil, "(?, ?, '', 0, 0, ?)",
-		` ON CONFLICT (job, host, holder) DO UPDATE SET last_ms = excluded.last_ms RETURNING host`, rows); err != nil {
-		return fmt.Errorf("job %s batch %s: release hosts: %w", job, batch, err)
+	what := fmt.Sprintf("job %s batch %s: release hosts", job, batch)
+	for chunk := range slices.Chunk(hosts, 200) {
+		args := make([]any, 0, 3*len(chunk))
+		for _, h := range chunk {
+			args = append(args, job, h, now)
+		}
+		if err := w.exec(ctx, what, s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms) VALUES (?, ?, '', 0, 0, ?)`+
+			strings.Repeat(", (?, ?, '', 0, 0, ?)", len(chunk)-1)+` ON CONFLICT (job, host, holder) DO UPDATE SET last_ms = excluded.last_ms`), args...); err != nil {
+			return err
+		}
 	}
 	for chunk := range slices.Chunk(hosts, 200) {
 		args := []any{job, batch}
 		for _, h := range chunk {
 			args = append(args, h)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder = ? AND host IN (?`+
+		if err := w.exec(ctx, what, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder = ? AND host IN (?`+
 			strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
-			return fmt.Errorf("job %s batch %s: release hosts: %w", job, batch, err)
+			return err
 		}
 	}
 	return nil
@@ -451,7 +393,7 @@ func (s *Store) dropLeases(ctx context.Context, tx *sql.Tx, job, batch string, h
 // releaseBatch drops every lease of a batch that ends or gives its URLs
 // back (FinishBatch, FailBatch, Release, Requeue). The caller holds the
 // batch's row.
-func (s *Store) releaseBatch(ctx context.Context, tx *sql.Tx, job, batch string) error {
+func (s *Store) releaseBatch(ctx context.Context, tx dbtx, job, batch string) error {
 	hosts, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ?`, []any{job, batch},
 		func(rows *sql.Rows) (string, error) {
 			var h string
@@ -464,13 +406,13 @@ func (s *Store) releaseBatch(ctx context.Context, tx *sql.Tx, job, batch string)
 	if err != nil {
 		return err
 	}
-	return s.dropLeases(ctx, tx, job, batch, hosts, now)
+	return s.dropLeases(ctx, &writes{tx: tx}, job, batch, hosts, now)
 }
 
 // handOver renews a batch's leases for its new holder (Claim from
 // another holder): the host's next request waits for its delay from now,
 // since the old holder's last one may have just started.
-func (s *Store) handOver(ctx context.Context, tx *sql.Tx, job, batch string) error {
+func (s *Store) handOver(ctx context.Context, tx dbtx, job, batch string) error {
 	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return err
@@ -487,6 +429,9 @@ func (s *Store) handOver(ctx context.Context, tx *sql.Tx, job, batch string) err
 // Pull hands a running batch held at epoch more URLs of hosts it may hold
 // (see jobs.RunnerStore).
 func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
+	if out, ok, err := s.pullPipelined(ctx, job, id, epoch, n, want); ok {
+		return out, err
+	}
 	var out jobs.Pulled
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = jobs.Pulled{}

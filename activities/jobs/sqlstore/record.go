@@ -254,7 +254,7 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 // unfinished URL of, and the group's URLs are unfinished until it
 // commits), and the URLs taken keep them after. None while the job is not
 // running.
-func (s *Store) takeHosts(ctx context.Context, tx *sql.Tx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
+func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
 	var hosts []any
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -285,7 +285,7 @@ func (s *Store) takeHosts(ctx context.Context, tx *sql.Tx, job, batch string, rs
 // duplicates claims the body hashes of the group's new pages fetched
 // without error (the first page of a hash owns it, in baton_hashes) and
 // returns, by index in rs, the URL each duplicate duplicates.
-func (s *Store) duplicates(ctx context.Context, tx *sql.Tx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
+func (s *Store) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
 	first := map[string]int{} // hash → index of its first page in the group
 	var claims [][]any
 	for i, r := range rs {
@@ -357,7 +357,7 @@ func itemRow(job, url string, it crawler.Pushed) []any {
 // order, once per (job, URL, index), and returns how many it inserted.
 // On PostgreSQL the job's items lock is taken first and held up to the
 // commit, so the job's items commit in the order of their seq.
-func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, job string, rows [][]any) (int, error) {
+func (s *Store) insertItems(ctx context.Context, tx dbtx, job string, rows [][]any) (int, error) {
 	slices.SortFunc(rows, func(a, b []any) int {
 		if c := strings.Compare(a[1].(string), b[1].(string)); c != 0 {
 			return c

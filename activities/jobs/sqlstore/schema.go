@@ -223,7 +223,7 @@ func upgradedIndexes(d *dialect) []string {
 
 // fillHosts sets the host of the frontier rows that have none (rows of a
 // store older than version 4); a URL without one keeps ”.
-func (s *Store) fillHosts(ctx context.Context, tx *sql.Tx) error {
+func (s *Store) fillHosts(ctx context.Context, tx dbtx) error {
 	type row struct{ job, url string }
 	rows, err := queryTx(ctx, s, tx, `SELECT job, url FROM baton_frontier WHERE host = ''`, nil, func(rows *sql.Rows) (row, error) {
 		var r row
@@ -245,7 +245,7 @@ func (s *Store) fillHosts(ctx context.Context, tx *sql.Tx) error {
 }
 
 // addColumn adds c to its table unless it is there.
-func (s *Store) addColumn(ctx context.Context, tx *sql.Tx, c column) error {
+func (s *Store) addColumn(ctx context.Context, tx dbtx, c column) error {
 	var n int
 	q := `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`
 	if !s.d.dollar {

@@ -37,6 +37,9 @@ type dialect struct {
 	// hand-out writes in one statement (handTo, acquire) what SQLite,
 	// in-process, writes in several.
 	joinedWrites bool
+	// pipeline: the engine's driver sends several statements in one
+	// round trip (pgx on PostgreSQL: pipeline.go).
+	pipeline bool
 	// seqIndex follows job in the indexes that order by seqCol (SQLite's
 	// rowid is in every index already).
 	seqIndex string

@@ -103,7 +103,7 @@ type querier interface {
 // returning runs a statement over rows in chunks (head with headArgs,
 // then one tuple per row, then tail, which ends in "RETURNING url") and
 // returns the URLs it reports, so one statement serves many rows.
-func (s *Store) returning(ctx context.Context, tx *sql.Tx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
+func (s *Store) returning(ctx context.Context, tx dbtx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
 	const chunk = 200
 	out := map[string]bool{}
 	for len(rows) > 0 {
@@ -164,7 +164,7 @@ func queryAll[T any](ctx context.Context, s *Store, query string, args []any, sc
 }
 
 // queryTx runs a query in tx and scans every row with scan.
-func queryTx[T any](ctx context.Context, s *Store, tx *sql.Tx, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+func queryTx[T any](ctx context.Context, s *Store, tx dbtx, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err
@@ -179,4 +179,12 @@ func queryTx[T any](ctx context.Context, s *Store, tx *sql.Tx, query string, arg
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// dbtx runs the statements of a write transaction: a *sql.Tx, or the
+// *sql.Conn of a transaction begun in a pipeline (pipeline.go).
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }

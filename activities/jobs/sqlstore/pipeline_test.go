@@ -1,0 +1,66 @@
+package sqlstore_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
+	"github.com/batoncrawl/baton/testsuite"
+)
+
+// TestPostgresPullRoundTrips: a pull on PostgreSQL is two round trips,
+// as the server sees it through a proxy that counts what the store
+// sends: its reads in one pipeline with its BEGIN, its writes in one with
+// its COMMIT; a batch's first pull (it leases the host) and its next one
+// (it renews the lease) alike. One statement at a time, they sent 8 and
+// 9 times. Between machines every send is a network round trip, and the
+// job's lock, which every other hand-out of the job waits for, is held
+// for one of them instead of seven.
+func TestPostgresPullRoundTrips(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, time.Minute)
+	proxy := testsuite.StartProxy(t, pg.Address())
+	s, err := sqlstore.OpenPostgres(ctx, strings.Replace(pg.DSN(), pg.Address(), proxy.Addr(), 1), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	const job = "roundtrips"
+	opts := crawl.DefaultOptions()
+	opts.Parallelism, opts.IgnoreRobots = 24, true
+	_, err = s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts}, []jobs.Entry{{URL: "http://new.test/"}})
+	require.NoError(t, err)
+	var links []jobs.Entry
+	for i := range 100 {
+		links = append(links, jobs.Entry{URL: fmt.Sprintf("http://new.test/p%d", i), Depth: 1})
+	}
+	_, err = s.OpenBatch(ctx, job, "seed")
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, job, "seed", "r0", 1)
+	require.NoError(t, err)
+	p, err := s.Pull(ctx, job, "seed", 1, 1, 1)
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 1)
+	_, err = s.RecordAll(ctx, []jobs.Record{{Job: job, Batch: "seed", Epoch: 1, Runner: "r0", URL: "http://new.test/",
+		Page: &jobs.PageRecord{Page: crawl.Page{URL: "http://new.test/", StatusCode: 200}, Job: job, Batch: "seed", Runner: "r0", Epoch: 1}, Links: links}})
+	require.NoError(t, err)
+
+	_, err = s.OpenBatch(ctx, job, "b1")
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, job, "b1", "r1", 1)
+	require.NoError(t, err)
+	for _, pull := range []string{"first", "next"} {
+		before := proxy.Sends()
+		p, err := s.Pull(ctx, job, "b1", 1, 24, 8)
+		sends := proxy.Sends() - before
+		require.NoError(t, err)
+		assert.Len(t, p.Entries, 24, "the %s pull", pull)
+		assert.LessOrEqual(t, sends, int64(2), "the %s pull's sends to the server (round trips)", pull)
+		t.Logf("the %s pull sent %d times", pull, sends)
+	}
+}

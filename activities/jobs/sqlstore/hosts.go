@@ -435,20 +435,12 @@ func (s *Store) queuedQuery(where string) string {
 
 // queued runs queuedQuery.
 func (s *Store) queued(ctx context.Context, q queryer, job, where string, args []any, limit int) ([]candidate, error) {
-	rows, err := q.QueryContext(ctx, s.queuedQuery(where), append(append([]any{job}, args...), limit)...)
+	got, err := queryTx(ctx, s, q, s.queuedQuery(where), append(append([]any{job}, args...), limit),
+		func(rows *sql.Rows) (candidate, error) { return scanCandidate(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)
 	}
-	defer rows.Close()
-	var got []candidate
-	for rows.Next() {
-		c, err := scanCandidate(rows)
-		if err != nil {
-			return nil, err
-		}
-		got = append(got, c)
-	}
-	return got, rows.Err()
+	return got, nil
 }
 
 // scanCandidate reads a row of queuedQuery.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -144,26 +143,7 @@ type rest func(tx dbtx, w *writes) (func() error, error)
 // writes go with the COMMIT. Retried as write is (every use is
 // idempotent as write's are).
 func (s *Store) pipelined(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) error {
-	retryFor := s.RetryFor
-	if retryFor == 0 {
-		retryFor = 30 * time.Second
-	}
-	deadline := time.Now().Add(retryFor)
-	backoff := s.d.retryFirst
-	for {
-		err := s.pipelinedOnce(ctx, ahead)
-		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, s.d.retryMax)
-	}
+	return s.retrying(ctx, func() error { return s.pipelinedOnce(ctx, ahead) })
 }
 
 func (s *Store) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) (err error) {

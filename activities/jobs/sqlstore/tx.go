@@ -38,6 +38,12 @@ func (s *Store) q(query string) string {
 // hands out a second lot of URLs; the first stays in the batch,
 // unfinished, and FinishBatch refuses the batch until it is run.)
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.retrying(ctx, func() error { return s.writeOnce(ctx, fn) })
+}
+
+// retrying runs once, a write transaction, again while the database is
+// unreachable or a transaction conflicted (write), for RetryFor at most.
+func (s *Store) retrying(ctx context.Context, once func() error) error {
 	retryFor := s.RetryFor
 	if retryFor == 0 {
 		retryFor = 30 * time.Second
@@ -45,7 +51,7 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	deadline := time.Now().Add(retryFor)
 	backoff := s.d.retryFirst
 	for {
-		err := s.writeOnce(ctx, fn)
+		err := once()
 		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
@@ -164,7 +170,7 @@ func queryAll[T any](ctx context.Context, s *Store, query string, args []any, sc
 }
 
 // queryTx runs a query in tx and scans every row with scan.
-func queryTx[T any](ctx context.Context, s *Store, tx dbtx, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+func queryTx[T any](ctx context.Context, s *Store, tx queryer, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err

@@ -78,20 +78,30 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 		_ = dst.Close()
 		_ = src.Close()
 	}()
+	p.pump(src, fromClient, func(b []byte) error {
+		p.mu.Lock()
+		thawed := p.frozen
+		p.mu.Unlock()
+		if thawed != nil {
+			<-thawed // frozen: hold the bytes, send nothing, close nothing
+		}
+		_, err := dst.Write(b)
+		return err
+	})
+}
+
+// pump reads src until it ends or each fails, counting what a client
+// sends (fromClient), and hands each read's bytes to each (its buffer is
+// read into again after each returns).
+func (p *Proxy) pump(src net.Conn, fromClient bool, each func([]byte) error) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && fromClient {
-			p.sends.Add(1)
-		}
 		if n > 0 {
-			p.mu.Lock()
-			thawed := p.frozen
-			p.mu.Unlock()
-			if thawed != nil {
-				<-thawed // frozen: hold the bytes, send nothing, close nothing
+			if fromClient {
+				p.sends.Add(1)
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if each(buf[:n]) != nil {
 				return
 			}
 		}
@@ -189,17 +199,8 @@ func (p *Proxy) delayed(dst, src net.Conn, d time.Duration, fromClient bool) {
 		}
 	}()
 	defer close(out)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && fromClient {
-			p.sends.Add(1)
-		}
-		if n > 0 {
-			out <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(d)}
-		}
-		if err != nil {
-			return
-		}
-	}
+	p.pump(src, fromClient, func(b []byte) error {
+		out <- chunk{b: append([]byte(nil), b...), due: time.Now().Add(d)}
+		return nil
+	})
 }

@@ -120,15 +120,7 @@ func collect[T any](br pgx.BatchResults, scan func(scanner) (T, error)) ([]T, er
 		return nil, err
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return scanAll(rows, func(r pgx.Rows) (T, error) { return scan(r) })
 }
 
 // rest is a pipelined transaction after its first round trip: it reads

@@ -176,6 +176,11 @@ func queryTx[T any](ctx context.Context, s *Store, tx queryer, query string, arg
 		return nil, err
 	}
 	defer rows.Close()
+	return scanAll(rows, scan)
+}
+
+// scanAll reads every row of rows with scan.
+func scanAll[R rowIter, T any](rows R, scan func(R) (T, error)) ([]T, error) {
 	var out []T
 	for rows.Next() {
 		v, err := scan(rows)

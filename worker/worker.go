@@ -314,7 +314,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		// A restarted instance gets its workflow tasks back quickly: after a
 		// crash, the sticky queue of the dead process is given up after 2 s.
 		opts := worker.Options{WorkerStopTimeout: 3 * time.Second, StickyScheduleToStartTimeout: 2 * time.Second,
-			Interceptors: []interceptor.WorkerInterceptor{&stopInterceptor{}}}
+			Interceptors: []interceptor.WorkerInterceptor{&stopInterceptor{leaving: leaving}}}
 		if fi := newFaultInterceptor(log); fi != nil {
 			opts.Interceptors = append(opts.Interceptors, fi)
 		}

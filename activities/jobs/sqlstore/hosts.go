@@ -130,10 +130,12 @@ type leaseView struct {
 	queued int
 	delays map[string]hostDelay
 	// first is choose's first page of queued URLs when it was read
-	// ahead (a pipelined pull), with the page size it was read with;
-	// waiting is fairShare's count of start batches read ahead (-1: not).
+	// ahead (a pipelined pull: firstRead), with the page size it was read
+	// with; waiting is fairShare's count of start batches read ahead (-1:
+	// not).
 	first     []candidate
 	firstPage int
+	firstRead bool
 	waiting   int
 }
 
@@ -344,16 +346,9 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 		return true, nil
 	}
 	var out []candidate
-	scan := func(where string, args []any, limit int) (int, int64, error) {
-		var got []candidate
-		if v.first != nil && where == v.s.d.seqCol+` > ?` && args[0] == firstSeq && limit == v.firstPage {
-			got, v.first = v.first, nil // read ahead
-		} else {
-			var err error
-			if got, err = v.s.queued(ctx, v.q, v.job, where, args, limit); err != nil {
-				return 0, 0, err
-			}
-		}
+	// take takes what it may of got, queued URLs read in frontier order,
+	// and returns how many were read and the last one's seq.
+	take := func(got []candidate) (int, int64, error) {
 		var last int64
 		for _, c := range got {
 			last = c.seq
@@ -375,7 +370,14 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 	}
 	var last int64 = firstSeq
 	for scanned, page := 0, firstScanPage(n); len(out) < n; page = min(scanPage, 2*page) {
-		k, l, err := scan(v.s.d.seqCol+` > ?`, []any{last}, page)
+		got, ok := v.readAhead(page)
+		if !ok {
+			var err error
+			if got, err = v.s.queued(ctx, v.q, v.job, v.s.d.seqCol+` > ?`, []any{last}, page); err != nil {
+				return nil, nil, err
+			}
+		}
+		k, l, err := take(got)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -411,12 +413,26 @@ func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[
 			return nil, nil, err
 		}
 		if ok {
-			if _, _, err := scan(`host = ? AND `+v.s.d.seqCol+` > ?`, []any{host.String, last}, n-len(out)); err != nil {
+			got, err := v.s.queued(ctx, v.q, v.job, `host = ? AND `+v.s.d.seqCol+` > ?`, []any{host.String, last}, n-len(out))
+			if err != nil {
+				return nil, nil, err
+			}
+			if _, _, err := take(got); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
 	return out, acquired, nil
+}
+
+// readAhead returns, once, the first page of queued URLs read ahead, if
+// it was read with page as its size.
+func (v *leaseView) readAhead(page int) ([]candidate, bool) {
+	if !v.firstRead || page != v.firstPage {
+		return nil, false
+	}
+	v.firstRead = false
+	return v.first, true
 }
 
 // firstSeq is below every seq: choose's first page starts after it.
@@ -429,8 +445,8 @@ func firstScanPage(n int) int { return min(scanPage, max(16, 2*n)) }
 // queuedQuery reads queued URLs of a job in frontier order for choose:
 // job, then the arguments of where, then the limit.
 func (s *Store) queuedQuery(where string) string {
-	return s.q(`SELECT ` + entryCols + `, ` + s.d.seqCol + `, host FROM baton_frontier
-			WHERE job = ? AND state = 0 AND ` + where + ` ORDER BY ` + s.d.seqCol + ` LIMIT ?`)
+	return `SELECT ` + entryCols + `, ` + s.d.seqCol + `, host FROM baton_frontier
+			WHERE job = ? AND state = 0 AND ` + where + ` ORDER BY ` + s.d.seqCol + ` LIMIT ?`
 }
 
 // queued runs queuedQuery.

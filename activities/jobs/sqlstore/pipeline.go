@@ -53,7 +53,7 @@ func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, 
 		b.Queue(s.q(openHostsQuery), job, id)
 		b.Queue(s.lockJobNowQuery(), job)
 		b.Queue(s.q(leasesQuery), job)
-		b.Queue(s.queuedQuery(s.d.seqCol+` > ?`), job, firstSeq, page)
+		b.Queue(s.q(s.queuedQuery(s.d.seqCol+` > ?`)), job, firstSeq, page)
 		b.Queue(s.q(waitingQuery), job, jobs.BatchRunning, id)
 		return func(br pgx.BatchResults) (rest, error) {
 			bi := jobs.BatchInfo{Job: job, ID: id}
@@ -80,10 +80,7 @@ func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, 
 			if v.first, err = collect(br, scanCandidate); err != nil {
 				return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)
 			}
-			v.firstPage = page
-			if v.first == nil {
-				v.first = []candidate{} // read: none queued
-			}
+			v.firstPage, v.firstRead = page, true
 			if err := br.QueryRow().Scan(&v.waiting); err != nil {
 				return nil, fmt.Errorf("job %s: batches waiting for URLs: %w", job, err)
 			}

@@ -90,8 +90,9 @@ func (p *pageClock) Trace() string {
 // time both took for their first 500 distinct pages (bare Colly's start
 // runs again just before each of Baton's crawls, so that the two are
 // measured side by side: both vary by tens of milliseconds from one minute
-// to the next), and the deadlocks PostgreSQL logged during the crawl (it
-// fails on any).
+// to the next), the deadlocks PostgreSQL logged during the crawl (it
+// fails on any), and the CPU time PostgreSQL and the workers used for the
+// crawl per 1,000 pages (cpu_bench_test.go).
 // The cluster runs with the default timers, as a user's does (the fast
 // profile of the fail-over tests, heartbeats and checks every 100 ms,
 // kept the idle cluster at about half a core of this 2-core machine).
@@ -200,8 +201,12 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				o.Parallelism = 24
 				id := fmt.Sprintf("pg%d-%d-%dx%d", runNo, pages, shape.runners, shape.conc)
 				offset := pg.LogOffset()
+				pgCPU0, workersCPU0 := crawlCPU(pg, c, shape.runners+1)
 				clock.Arm()
 				prog, took := crawlTimed(b, c, tc, id, []string{srv.URL + "/"}, o)
+				pgCPU, workersCPU := crawlCPU(pg, c, shape.runners+1)
+				// What the crawl cost the machine, per 1,000 pages.
+				perK := func(d time.Duration) float64 { return float64(d.Milliseconds()) * 1000 / float64(max(1, prog.Stats.Recorded)) }
 				firstTook := clock.FirstDistinct(first)
 				rate := float64(prog.Stats.Recorded) / took.Seconds()
 				arms.add(name, arm, float64(firstTook.Milliseconds()), float64((firstTook - collyFirst).Milliseconds()), rate)
@@ -214,9 +219,11 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				b.ReportMetric(float64(collyFirst.Milliseconds()), "colly-first500-ms")
 				b.ReportMetric(float64(deadlocks), "deadlocks")
 				b.ReportMetric(float64(cold.Milliseconds()), "cold-first-page-ms")
-				b.Logf("postgres %d pages %dx%d: %d recorded in %v (%.1f/s, %.2f of bare Colly's %.1f); first %d pages %v (bare Colly just before: %v); %d deadlocks; distinct pages: %s (bare Colly: %s); the cluster's first crawl had its first page after %v",
+				b.ReportMetric(perK(pgCPU-pgCPU0), "pg-cpu-ms/1kpages")
+				b.ReportMetric(perK(workersCPU-workersCPU0), "workers-cpu-ms/1kpages")
+				b.Logf("postgres %d pages %dx%d: %d recorded in %v (%.1f/s, %.2f of bare Colly's %.1f); first %d pages %v (bare Colly just before: %v); %d deadlocks; distinct pages: %s (bare Colly: %s); the cluster's first crawl had its first page after %v; CPU per 1,000 pages: PostgreSQL %.0f ms, workers %.0f ms",
 					pages, shape.runners, shape.conc, prog.Stats.Recorded, took.Round(time.Millisecond), rate, rate/bare, bare,
-					first, firstTook.Round(time.Millisecond), collyFirst.Round(time.Millisecond), deadlocks, clock.Trace(), collyTrace, cold.Round(time.Millisecond))
+					first, firstTook.Round(time.Millisecond), collyFirst.Round(time.Millisecond), deadlocks, clock.Trace(), collyTrace, cold.Round(time.Millisecond), perK(pgCPU-pgCPU0), perK(workersCPU-workersCPU0))
 				if deadlocks > 0 {
 					b.Errorf("PostgreSQL logged %d deadlocks during the crawl", deadlocks)
 				}

@@ -615,6 +615,48 @@ func TestRunBatchMetrics(t *testing.T) {
 	assert.Equal(t, float64(1015), bs[0].GetCounter().GetValue())
 }
 
+// A batch that pulls from a frontier with plenty queued commits rounds of
+// pages even while its own queue runs short between two pulls: it had
+// committed every page alone then (4,000 transactions for a 20,000-page
+// crawl with 1 Runner × 24, BenchmarkPostgresCrawl). Only the root's page
+// (nothing queued yet) and the pages after a pull found the frontier
+// short go at once, for their links.
+func TestRunBatchCommitsRoundsWhileTheFrontierHasPlenty(t *testing.T) {
+	const conc, n = 8, 200
+	root := "http://example.test/"
+	e := newBatchEnv(t, conc, []string{root}, func(s *jobs.Spec) { s.BatchSize = 0 })
+	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: pageURLs(n)}
+	rg := &recordGroups{RunnerStore: e.store}
+	e.br.Store = rg
+	e.br.CommitLinger = time.Hour // only a full round, or URLs running short, starts a commit
+	e.pages.gate = make(chan struct{})
+	ch := e.runAsync()
+	// One page at a time, each once every slot that can be busy is: the
+	// batch's own queue runs short between pulls as in a crawl.
+	eventually(t, func() bool { calls, _, _ := e.pages.count(); return calls == 1 }, "the root's fetch")
+	e.pages.gate <- struct{}{}
+	for left := n; left > 0; left-- {
+		eventually(t, func() bool { _, inFlight, _ := e.pages.count(); return inFlight == min(conc, left) }, "%d fetches in flight", min(conc, left))
+		e.pages.gate <- struct{}{}
+	}
+	out, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, n+1, out.Success)
+	rg.mu.Lock()
+	defer rg.mu.Unlock()
+	sum, small := 0, 0
+	for _, g := range rg.groups {
+		sum += g
+		if g < conc {
+			small++
+		}
+	}
+	assert.Equal(t, n+1, sum, "every page recorded once (groups: %v)", rg.groups)
+	// The root's, and the last pages' once the frontier ran dry: its last
+	// pull found nothing while a round and a half were queued or in flight.
+	assert.LessOrEqual(t, small, 1+conc+conc/2, "groups smaller than a round (groups: %v)", rg.groups)
+}
+
 // An unbounded batch (batch size 0, the CLI's default) is a Runner's lease
 // on the job: it pulls every URL its pages add to the frontier, however
 // many, and ends only when the frontier is empty and nothing is in flight.

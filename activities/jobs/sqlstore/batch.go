@@ -150,8 +150,12 @@ func (s *Store) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry,
 
 // Unfinished lists a batch's URLs not finished yet (see jobs.Store).
 func (s *Store) Unfinished(ctx context.Context, job, id string) ([]jobs.Entry, error) {
-	return queryAll(ctx, s, `SELECT `+entryCols+` FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1 ORDER BY `+s.d.seqCol,
+	out, err := queryAll(ctx, s, `SELECT `+entryCols+` FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1 ORDER BY `+s.d.seqCol,
 		[]any{job, id}, func(rows *sql.Rows) (jobs.Entry, error) { return scanEntry(rows) })
+	if err == nil {
+		s.remember(job, out)
+	}
+	return out, err
 }
 
 func (s *Store) checkEpoch(ctx context.Context, tx dbtx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {

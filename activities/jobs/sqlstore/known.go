@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"hash/maphash"
 	"sync"
+
+	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // This file holds the store's memory of the URLs it knows are in a job's
@@ -52,6 +54,23 @@ func (k *knownURLs) add(urls []string) {
 		}
 		k.seen[knownKey(u)] = struct{}{}
 	}
+}
+
+// remember notes entries read from job's frontier (a pull's, a batch's
+// unfinished URLs) as known: the pages a batch fetches are linked from the
+// pages it fetches next (a site's home and navigation), and each such link
+// would otherwise be sent once by every process, and taken by a commit
+// for a free slot it then does not fill (RecordTake: a link there before
+// stays where it is).
+func (s *Store) remember(job string, entries []jobs.Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	urls := make([]string, len(entries))
+	for i, e := range entries {
+		urls[i] = e.URL
+	}
+	s.knownFor(job).add(urls)
 }
 
 // knownFor returns the set of job's URLs known to be in its frontier.

@@ -68,3 +68,39 @@ func TestRecordAllRemembersOnlyCommittedLinks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 5, st.Seen)
 }
+
+// TestBatchURLsAreKnown: the URLs a batch was handed (its unfinished ones
+// as it opens, a pull's) are known to its process: a page linking back to
+// them (a site's home) does not send them again, and a commit taking its
+// own links for its free slots takes new ones, not the home page it
+// already fetched (taken first in URL order, it filled no slot: the
+// database kept it where it was).
+func TestBatchURLsAreKnown(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenSQLite(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer s.Close()
+	const job, batch, home = "own", "own-b0", "http://a.test/"
+	spec := jobs.Spec{ID: job, Group: "g", Seeds: []string{home}}
+	_, err = s.CreateJob(ctx, spec, []jobs.Entry{{URL: home}})
+	require.NoError(t, err)
+	_, err = s.TakeBatch(ctx, job, batch, 1)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, job, batch, "r1", 1)
+	require.NoError(t, err)
+	todo, err := s.Unfinished(ctx, job, batch) // as the batch opens
+	require.NoError(t, err)
+	require.Len(t, todo, 1)
+	assert.True(t, s.knownFor(job).has(home))
+	page := &jobs.PageRecord{Job: job, Batch: batch, Runner: "r1", Epoch: 1}
+	page.URL, page.StatusCode = home, 200
+	r := jobs.Record{Job: job, Batch: batch, Runner: "r1", Epoch: 1, URL: home, Page: page,
+		Links: []jobs.Entry{{URL: home, Depth: 1}, {URL: home + "a", Depth: 1}, {URL: home + "b", Depth: 1}, {URL: home + "c", Depth: 1}}}
+	_, taken, err := s.RecordTake(ctx, []jobs.Record{r}, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []jobs.Entry{{URL: home + "a", Depth: 1}, {URL: home + "b", Depth: 1}}, taken, "two free slots, two new links")
+	p, err := s.Pull(ctx, job, batch, 1, 5, 5)
+	require.NoError(t, err)
+	require.Len(t, p.Entries, 1)
+	assert.True(t, s.knownFor(job).has(home+"c"), "a pulled URL is known")
+}

@@ -430,6 +430,9 @@ func (s *Store) handOver(ctx context.Context, tx dbtx, job, batch string) error 
 // (see jobs.RunnerStore).
 func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
 	if out, ok, err := s.pullPipelined(ctx, job, id, epoch, n, want); ok {
+		if err == nil {
+			s.remember(job, out.Entries)
+		}
 		return out, err
 	}
 	var out jobs.Pulled
@@ -460,6 +463,9 @@ func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want i
 		out.TTL = time.Duration(pol.ttlMS) * time.Millisecond
 		return nil
 	})
+	if err == nil {
+		s.remember(job, out.Entries)
+	}
 	return out, err
 }
 

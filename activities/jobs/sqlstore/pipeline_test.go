@@ -64,3 +64,69 @@ func TestPostgresPullRoundTrips(t *testing.T) {
 		t.Logf("the %s pull sent %d times", pull, sends)
 	}
 }
+
+// A group commit that takes no links (every commit once a crawl's frontier
+// is deep) reaches PostgreSQL in two round trips, its pages with body
+// hashes and bodies, one of them a duplicate, and records what the
+// statement-by-statement commit records; one at a stale epoch is refused
+// and writes nothing.
+func TestPostgresRecordRoundTrips(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, time.Minute)
+	proxy := testsuite.StartProxy(t, pg.Address())
+	s, err := sqlstore.OpenPostgres(ctx, strings.Replace(pg.DSN(), pg.Address(), proxy.Addr(), 1), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	const job = "recordtrips"
+	opts := crawl.DefaultOptions()
+	opts.Parallelism, opts.IgnoreRobots = 24, true
+	var seeds []jobs.Entry
+	for i := range 8 {
+		seeds = append(seeds, jobs.Entry{URL: fmt.Sprintf("http://new.test/s%d", i)})
+	}
+	_, err = s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{seeds[0].URL}, Options: opts, Bodies: "store"}, seeds)
+	require.NoError(t, err)
+	_, err = s.TakeBatch(ctx, job, "b", 8)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, job, "b", "r1", 1)
+	require.NoError(t, err)
+	group := func(from, to int, epoch int64) []jobs.Record {
+		var rs []jobs.Record
+		for i := from; i < to; i++ {
+			u := seeds[i].URL
+			page := &jobs.PageRecord{Page: crawl.Page{URL: u, StatusCode: 200, BodyHash: fmt.Sprintf("h%d", i%3)}, Job: job, Batch: "b", Runner: "r1", Epoch: epoch}
+			rs = append(rs, jobs.Record{Job: job, Batch: "b", Epoch: epoch, Runner: "r1", URL: u, Page: page, Body: []byte("body " + u),
+				Links: []jobs.Entry{{URL: fmt.Sprintf("http://new.test/l%d", i), Depth: 1}, {URL: "http://new.test/nav", Depth: 1}}})
+		}
+		return rs
+	}
+	before := proxy.Sends()
+	out, err := s.RecordAll(ctx, group(0, 5, 1))
+	sends := proxy.Sends() - before
+	require.NoError(t, err)
+	assert.LessOrEqual(t, sends, int64(3), "sends to the server (round trips): two, and one to look up a hash another page owns")
+	t.Logf("the commit sent %d times", sends)
+	added := 0
+	for _, o := range out {
+		assert.True(t, o.Wrote)
+		added += o.Added
+	}
+	assert.Equal(t, 6, added, "five links of their own and the navigation once")
+	st, err := s.Stats(ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.Stats{Seen: 14, Queued: 6, Recorded: 5}, st)
+	dups := map[string]string{}
+	require.NoError(t, s.Results(ctx, job, func(p jobs.PageRecord) error { dups[p.URL] = p.DuplicateOf; return nil }))
+	assert.Equal(t, map[string]string{seeds[0].URL: "", seeds[1].URL: "", seeds[2].URL: "", seeds[3].URL: seeds[0].URL, seeds[4].URL: seeds[1].URL}, dups)
+	body, err := s.Body(ctx, job, seeds[4].URL)
+	require.NoError(t, err)
+	assert.Equal(t, "body "+seeds[4].URL, string(body))
+
+	_, err = s.Claim(ctx, job, "b", "r2", 2) // handed over
+	require.NoError(t, err)
+	_, err = s.RecordAll(ctx, group(5, 8, 1))
+	require.ErrorIs(t, err, jobs.ErrStale)
+	st, err = s.Stats(ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.Stats{Seen: 14, Queued: 6, Recorded: 5}, st, "a stale commit writes nothing")
+}

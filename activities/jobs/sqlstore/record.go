@@ -73,7 +73,33 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 	}
 	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
 	queued := false // the links went into the frontier (not cut by max_pages)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	pipelined, err := s.recordPipelined(ctx, rs, take, links, urls, owner, refused, out)
+	if pipelined {
+		queued = err == nil && len(links) > 0
+	} else {
+		queued, taken, err = s.record(ctx, rs, take, links, urls, owner, refused, out)
+	}
+	if err == nil && queued {
+		// Committed: every link sent is in the frontier now (inserted, or
+		// there before).
+		urls := make([]string, len(links))
+		for i, l := range links {
+			urls[i] = l.URL
+		}
+		known.add(urls)
+	}
+	if err != nil {
+		taken = nil
+	}
+	return out, taken, err
+}
+
+// record is RecordTake statement by statement, in one write transaction:
+// queued says the links went into the frontier (not cut by max_pages),
+// taken are the links handed to the batch.
+func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (queued bool, taken []jobs.Entry, err error) {
+	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		clear(out)
 		queued, taken = false, nil
 		// One statement per kind of row for the whole group, not per page,
@@ -86,11 +112,16 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 		//     for nothing this transaction holds;
 		//  2. the group's own URLs finished, in URL order (rows no other
 		//     recording holds: they are this batch's);
-		//  3. hashes (hash order), results (the group's own URLs), their
-		//     bodies, their items (on PostgreSQL under the job's items
-		//     lock, which only group commits take, here: its holder waits
-		//     only for the rows below, which nobody waiting for that lock
-		//     holds), the writer's counter row, and last the batch row.
+		//  3. hashes (hash order);
+		//  4. the batch's row, locked and its epoch checked: a commit at a
+		//     stale epoch writes nothing below it;
+		//  5. results (the group's own URLs), their bodies, their items
+		//     (on PostgreSQL under the job's items lock, which only group
+		//     commits take, here: its holder waits only for the rows below,
+		//     which nobody waiting for that lock holds), and last the
+		//     writer's counter row: rows no transaction takes before a
+		//     batch row.
+		// A pipelined commit (recordpipe.go) takes them in this order too.
 		// (Finishing the own URLs before the links, as before, made two
 		// groups whose pages link to each other wait in a cycle: each held
 		// its own finished row the other's link insert waited for.)
@@ -158,35 +189,30 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 		if err != nil {
 			return fmt.Errorf("record: body hashes: %w", err)
 		}
-		var results, bodies [][]any
-		for i, r := range rs {
-			if !finished[r.URL] || r.Page == nil {
-				continue // finished before (a retried write), or no page
+		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
+		// to other share lockers ahead of a queued FOR UPDATE, so a holder
+		// recording from several goroutines would starve the Claim or
+		// Requeue that fences it. Held from here to the commit, so no
+		// group commits after a Claim or Requeue raised the epoch. With
+		// links taken, the update of the batch's size takes that lock and
+		// reads the epoch (one statement less on a crawl's first waves).
+		if len(taken) > 0 {
+			if _, err := s.growBatch(ctx, tx, job, batch, epoch, len(taken)); err != nil {
+				return err
 			}
-			failed := 0
-			if r.Page.Error != "" {
-				failed = 1
-			}
-			p := *r.Page // the caller's record is left as it is
-			p.DuplicateOf = dups[i]
-			p.LinksRefused = append(p.LinksRefused[:len(p.LinksRefused):len(p.LinksRefused)], refused[i]...)
-			rec, err := json.Marshal(&p)
-			if err != nil {
-				return fmt.Errorf("record %s: %w", r.URL, err)
-			}
-			results = append(results, []any{job, r.URL, batch, failed, string(rec)})
-			if r.Body != nil {
-				bodies = append(bodies, []any{job, r.URL, r.Body})
-			}
+		} else if _, err := s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
+			return err
 		}
-		slices.SortFunc(results, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+		results, bodies, err := resultRows(job, batch, rs, finished, dups, refused)
+		if err != nil {
+			return err
+		}
 		wrote, err := s.returning(ctx, tx, `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `, nil, "(?, ?, ?, ?, ?)",
 			` ON CONFLICT (job, url) DO NOTHING RETURNING url`, results)
 		if err != nil {
 			return fmt.Errorf("record: results: %w", err)
 		}
 		if len(bodies) > 0 {
-			slices.SortFunc(bodies, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
 			if _, err := s.returning(ctx, tx, `INSERT INTO baton_bodies (job, url, body) VALUES `, nil, "(?, ?, ?)",
 				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, bodies); err != nil {
 				return fmt.Errorf("record: bodies: %w", err)
@@ -218,33 +244,39 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 		if err := s.count(ctx, tx, job, rs[0].Runner, c); err != nil {
 			return err
 		}
-		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
-		// to other share lockers ahead of a queued FOR UPDATE, so a holder
-		// recording from several goroutines would starve the Claim or
-		// Requeue that fences it. Held from here to the commit, so no
-		// group commits after a Claim or Requeue raised the epoch. With
-		// links taken, the update of the batch's size takes that lock and
-		// reads the epoch (one statement less on a crawl's first waves).
-		if len(taken) > 0 {
-			_, err = s.growBatch(ctx, tx, job, batch, epoch, len(taken))
-			return err
-		}
-		_, err = s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate)
-		return err
+		return nil
 	})
-	if err == nil && queued {
-		// Committed: every link sent is in the frontier now (inserted, or
-		// there before).
-		urls := make([]string, len(links))
-		for i, l := range links {
-			urls[i] = l.URL
+	return queued, taken, err
+}
+
+// resultRows returns the rows of the results and bodies of the pages of rs
+// finished by this commit, in URL order; dups are the duplicates' first
+// pages by index in rs, refused the links refused by index.
+func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, dups map[int]string, refused map[int][]jobs.RefusedLink) (results, bodies [][]any, err error) {
+	for i, r := range rs {
+		if !finished[r.URL] || r.Page == nil {
+			continue // finished before (a retried write), or no page
 		}
-		known.add(urls)
+		failed := 0
+		if r.Page.Error != "" {
+			failed = 1
+		}
+		p := *r.Page // the caller's record is left as it is
+		p.DuplicateOf = dups[i]
+		p.LinksRefused = append(p.LinksRefused[:len(p.LinksRefused):len(p.LinksRefused)], refused[i]...)
+		rec, err := json.Marshal(&p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("record %s: %w", r.URL, err)
+		}
+		results = append(results, []any{job, r.URL, batch, failed, string(rec)})
+		if r.Body != nil {
+			bodies = append(bodies, []any{job, r.URL, r.Body})
+		}
 	}
-	if err != nil {
-		taken = nil
-	}
-	return out, taken, err
+	byURL := func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) }
+	slices.SortFunc(results, byURL)
+	slices.SortFunc(bodies, byURL)
+	return results, bodies, nil
 }
 
 // takeHosts returns the hosts whose new links a group commit of rs may
@@ -286,29 +318,47 @@ func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []
 // without error (the first page of a hash owns it, in baton_hashes) and
 // returns, by index in rs, the URL each duplicate duplicates.
 func (s *Store) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
-	first := map[string]int{} // hash → index of its first page in the group
-	var claims [][]any
-	for i, r := range rs {
-		if !finished[r.URL] || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" {
-			continue
-		}
-		if _, ok := first[r.Page.BodyHash]; !ok {
-			first[r.Page.BodyHash] = i
-			claims = append(claims, []any{job, r.Page.BodyHash, r.URL})
-		}
-	}
-	out := map[int]string{}
+	claims := hashClaims(job, rs, func(u string) bool { return finished[u] })
 	if len(claims) == 0 {
-		return out, nil
+		return map[int]string{}, nil
 	}
-	// Claimed in hash order, the same in every transaction, so two groups
-	// never wait for each other's rows in a cycle.
-	slices.SortFunc(claims, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
-	claimed, err := s.returning(ctx, tx, `INSERT INTO baton_hashes (job, hash, url) VALUES `, nil, "(?, ?, ?)",
-		` ON CONFLICT (job, hash) DO NOTHING RETURNING url`, claims)
+	claimed, err := s.returning(ctx, tx, claimHead, nil, claimTuple, claimTail, claims)
 	if err != nil {
 		return nil, err
 	}
+	return s.duplicatesOf(ctx, tx, job, rs, finished, claims, claimed)
+}
+
+// The statement of hashClaims' rows: a hash is claimed by the first page
+// recorded with it.
+const (
+	claimHead  = `INSERT INTO baton_hashes (job, hash, url) VALUES `
+	claimTuple = "(?, ?, ?)"
+	claimTail  = ` ON CONFLICT (job, hash) DO NOTHING RETURNING url`
+)
+
+// hashClaims returns the rows (job, hash, url) claiming the body hashes
+// of rs's pages fetched without error whose URL is in (the first page of
+// each hash), in hash order: the same in every transaction, so two groups
+// never wait for each other's rows in a cycle.
+func hashClaims(job string, rs []jobs.Record, in func(url string) bool) [][]any {
+	first := map[string]bool{}
+	var claims [][]any
+	for _, r := range rs {
+		if !in(r.URL) || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" || first[r.Page.BodyHash] {
+			continue
+		}
+		first[r.Page.BodyHash] = true
+		claims = append(claims, []any{job, r.Page.BodyHash, r.URL})
+	}
+	slices.SortFunc(claims, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	return claims
+}
+
+// duplicatesOf returns, by index in rs, the URL each finished page
+// duplicates, from the claims made and those claimed (their URLs): a
+// hash another page owned is looked up.
+func (s *Store) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool, claims [][]any, claimed map[string]bool) (map[int]string, error) {
 	owner := map[string]string{} // hash → URL of the page that owns it
 	var lost []any
 	for _, c := range claims {
@@ -333,6 +383,7 @@ func (s *Store) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.R
 			owner[hu[0]] = hu[1]
 		}
 	}
+	out := map[int]string{}
 	for i, r := range rs {
 		if !finished[r.URL] || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" {
 			continue

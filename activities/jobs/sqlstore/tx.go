@@ -110,22 +110,9 @@ type querier interface {
 // then one tuple per row, then tail, which ends in "RETURNING url") and
 // returns the URLs it reports, so one statement serves many rows.
 func (s *Store) returning(ctx context.Context, tx dbtx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
-	const chunk = 200
 	out := map[string]bool{}
-	for len(rows) > 0 {
-		n := min(chunk, len(rows))
-		var b strings.Builder
-		b.WriteString(head)
-		args := append([]any(nil), headArgs...)
-		for i, r := range rows[:n] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(tuple)
-			args = append(args, r...)
-		}
-		b.WriteString(tail)
-		res, err := tx.QueryContext(ctx, s.q(b.String()), args...)
+	for _, st := range s.chunked(head, headArgs, tuple, tail, rows) {
+		res, err := tx.QueryContext(ctx, st.query, st.args...)
 		if err != nil {
 			return nil, err
 		}
@@ -141,9 +128,40 @@ func (s *Store) returning(ctx context.Context, tx dbtx, head string, headArgs []
 		if err := res.Err(); err != nil {
 			return nil, err
 		}
-		rows = rows[n:]
 	}
 	return out, nil
+}
+
+// statement is a query for the dialect and its arguments.
+type statement struct {
+	query string
+	args  []any
+}
+
+// rowsPerStatement is how many rows one statement of chunked writes.
+const rowsPerStatement = 200
+
+// chunked returns the statements writing rows rowsPerStatement at a time:
+// head with headArgs, then one tuple per row, then tail.
+func (s *Store) chunked(head string, headArgs []any, tuple, tail string, rows [][]any) []statement {
+	var out []statement
+	for len(rows) > 0 {
+		n := min(rowsPerStatement, len(rows))
+		var b strings.Builder
+		b.WriteString(head)
+		args := append([]any(nil), headArgs...)
+		for i, r := range rows[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(tuple)
+			args = append(args, r...)
+		}
+		b.WriteString(tail)
+		out = append(out, statement{s.q(b.String()), args})
+		rows = rows[n:]
+	}
+	return out
 }
 
 // queryAll runs a query (retried while the database is unreachable) and

@@ -1,0 +1,107 @@
+package sqlstore_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
+	"github.com/batoncrawl/baton/testsuite"
+)
+
+// BenchmarkPostgresCommit measures a Runner's group commit on a real
+// PostgreSQL server: 8 pages, each with a body hash and 30 links (10 of a
+// navigation bar the whole group shares, 20 to pages all over a
+// 20,000-page site), taking none (every commit once the frontier is
+// deep), pipelined (two round trips) and statement by statement, side by
+// side, on loopback and through a proxy that delays every byte by 0.25 ms
+// each way (a round trip between machines; rtt-ms as in
+// BenchmarkPostgresPull). It reports ms per commit.
+//
+// Run it with: go test ./activities/jobs/sqlstore/ -run '^$' -bench PostgresCommit -benchtime=200x
+func BenchmarkPostgresCommit(b *testing.B) {
+	pg := testsuite.StartPostgres(b)
+	runs := 0
+	for _, c := range []struct {
+		name   string
+		oneWay time.Duration
+	}{{"loopback", 0}, {"proxied-0.25ms", 250 * time.Microsecond}} {
+		for _, mode := range []string{"pipelined", "statements"} {
+			b.Run(c.name+"/"+mode, func(b *testing.B) {
+				dsn := pg.DSN()
+				if c.oneWay > 0 {
+					proxy := testsuite.StartProxy(b, pg.Address())
+					proxy.SetLatency(c.oneWay)
+					dsn = strings.Replace(dsn, pg.Address(), proxy.Addr(), 1)
+				}
+				ctx := testCtx(b, 10*time.Minute)
+				s, err := sqlstore.OpenPostgres(ctx, dsn, "")
+				require.NoError(b, err)
+				b.Cleanup(func() { _ = s.Close() })
+				if mode == "statements" {
+					sqlstore.WithoutPipeline(s)
+				}
+				runs++ // the benchmark's function runs more than once
+				benchCommit(b, pg, s, fmt.Sprintf("commitbench%d", runs))
+			})
+		}
+	}
+}
+
+func benchCommit(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job string) {
+	const group = 8
+	ctx := testCtx(b, 10*time.Minute)
+	opts := crawl.DefaultOptions()
+	opts.Parallelism, opts.IgnoreRobots = 24, true
+	_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts}, []jobs.Entry{{URL: "http://new.test/"}})
+	require.NoError(b, err)
+	const batch = "b"
+	_, err = s.OpenBatch(ctx, job, batch)
+	require.NoError(b, err)
+	_, err = s.Claim(ctx, job, batch, "r1", 1)
+	require.NoError(b, err)
+	// The group's pages, in the batch (state 1).
+	pg.Admin(b, fmt.Sprintf(`INSERT INTO baton_frontier (job, url, depth, state, host, batch) SELECT '%s', 'http://new.test/x' || g, 1, 1, 'new.test', '%s' FROM generate_series(1, %d) g`, job, batch, group*b.N),
+		`ANALYZE baton_frontier`)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rtt time.Duration
+	for range 20 {
+		t0 := time.Now()
+		var one int
+		require.NoError(b, s.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one))
+		rtt += time.Since(t0)
+	}
+	next := 0
+	var took time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rs := make([]jobs.Record, group)
+		for j := range rs {
+			next++
+			u := fmt.Sprintf("http://new.test/x%d", next)
+			links := make([]jobs.Entry, 0, 30)
+			for l := range 10 {
+				links = append(links, jobs.Entry{URL: fmt.Sprintf("http://new.test/nav%d", l), Depth: 2})
+			}
+			for range 20 {
+				links = append(links, jobs.Entry{URL: fmt.Sprintf("http://new.test/p%d", rng.IntN(20000)), Depth: 2})
+			}
+			page := &jobs.PageRecord{Page: crawl.Page{URL: u, FinalURL: u, StatusCode: 200, ContentType: "text/html", Bytes: 3000, Title: "t " + u, Depth: 1,
+				BodyHash: fmt.Sprintf("%016x", rng.Uint64())}, Job: job, Batch: batch, Runner: "r1", Epoch: 1}
+			rs[j] = jobs.Record{Job: job, Batch: batch, Runner: "r1", Epoch: 1, URL: u, Links: links, Page: page}
+		}
+		t0 := time.Now()
+		out, err := s.RecordAll(ctx, rs)
+		took += time.Since(t0)
+		require.NoError(b, err)
+		require.True(b, out[0].Wrote)
+	}
+	b.ReportMetric(float64(rtt.Microseconds())/1000/20, "rtt-ms")
+	b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "commit-ms")
+}

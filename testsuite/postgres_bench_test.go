@@ -206,7 +206,9 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 				prog, took := crawlTimed(b, c, tc, id, []string{srv.URL + "/"}, o)
 				pgCPU, workersCPU := crawlCPU(pg, c, shape.runners+1)
 				// What the crawl cost the machine, per 1,000 pages.
-				perK := func(d time.Duration) float64 { return float64(d.Milliseconds()) * 1000 / float64(max(1, prog.Stats.Recorded)) }
+				perK := func(d time.Duration) float64 {
+					return float64(d.Milliseconds()) * 1000 / float64(max(1, prog.Stats.Recorded))
+				}
 				firstTook := clock.FirstDistinct(first)
 				rate := float64(prog.Stats.Recorded) / took.Seconds()
 				arms.add(name, arm, float64(firstTook.Milliseconds()), float64((firstTook - collyFirst).Milliseconds()), rate)

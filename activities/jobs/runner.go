@@ -23,26 +23,17 @@ const DefaultControlPoll = 200 * time.Millisecond
 
 // maxCommits is how many group commits of one batch may be under way at
 // once. One: the pages that finish while it runs go into the next, so the
-// groups are larger and the transactions (each an fsync, and on
-// PostgreSQL a probe of the frontier's index per link) fewer. Two side by
-// side cost PostgreSQL about a sixth more CPU for the same pages
-// (3 Runners × 8 on a cross-linked site, BenchmarkPostgresCrawl) for no
-// throughput on SQLite, which has one writer anyway.
+// groups are larger and the transactions fewer (two side by side cost
+// PostgreSQL a sixth more CPU, BenchmarkPostgresCrawl, for no throughput).
 const maxCommits = 1
 
 // DefaultCommitLinger is how long a group commit of a batch that has a
 // round of URLs queued of its own, or whose frontier has plenty, waits for
 // commitGroup(conc) pages after the first of them (BatchRunner.crawl):
-// fewer, larger transactions. With 3 Runners × 8 on a cross-linked site
-// (BenchmarkPostgresCrawl, 3,000 pages) a round and 20 ms took
-// PostgreSQL's CPU for the crawl 19 % below half a round and 10 ms, and
-// the workers' 8 %, at the same pages/s (which half a round had raised
-// from 988–990 to 1,029–1,035 over commits as they came). Holding also
-// while the frontier has plenty (the batch's own queue short between two
-// pulls, when every page had been committed alone) took a 20,000-page
-// crawl from 4,000 commits to 863 with 1 Runner × 24 (from about 1,400 to
-// 855 per Runner with 3 × 8), and PostgreSQL's CPU per page down 39–44 %
-// (17–20 %), the workers' 16–18 % (2–8 %), at the same pages/s and start.
+// fewer, larger transactions, at the same pages/s (BenchmarkPostgresCrawl:
+// a round and 20 ms against half a round and 10 ms, PostgreSQL's CPU -19
+// %; holding while the frontier has plenty too, 863 commits instead of
+// 4,000 for 20,000 pages with 1 Runner × 24, its CPU per page -39–44 %).
 const DefaultCommitLinger = 20 * time.Millisecond
 
 // commitGroup is the group a commit lingers for: a round of the batch's
@@ -334,9 +325,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	// page of ours has added links since (linksGen counts the commits that
 	// added some).
 	exhausted, linksGen := false, 0
-	// plenty: the last pull got all it asked for (the frontier has more
-	// than this batch's next pulls need, whatever its commits add).
-	plenty := false
+	plenty := false // the last pull got all it asked for
 	// A start batch waits for the first links (startWait); sawQueued: the
 	// last poll saw URLs queued, heldOut: pulls in a row after such a poll
 	// that got none (URLs that another batch pulled first do not count: the
@@ -414,12 +403,10 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			}()
 		}
 		// While the batch has a round of URLs queued of its own, or its
-		// last pull got all it asked for (the frontier has plenty: its
-		// pulls refill its queue), a group commit waits for a fuller group
-		// (commitGroup), at most commitLinger: its links are not awaited,
-		// and fewer, larger transactions leave the database's CPU to the
-		// crawl. Only a batch whose URLs run short (a crawl's first waves
-		// and its end) commits at once, for the links.
+		// last pull got all it asked for (its pulls refill its queue), a
+		// group commit waits for a fuller group (commitGroup), at most
+		// commitLinger: fewer, larger transactions leave the database's
+		// CPU to the crawl. A batch whose URLs run short commits at once.
 		ahead := len(queue) >= conc || plenty && !draining && size < limit
 		hold := halted == "" && ahead && len(pending) < commitGroup(conc) && time.Since(pendingSince) < commitLinger
 		if !stopping && recording < maxCommits && len(pending) > 0 && hold && lingerC == nil {

@@ -622,7 +622,7 @@ func TestRunBatchMetrics(t *testing.T) {
 // (nothing queued yet) and the pages after a pull found the frontier
 // short go at once, for their links.
 func TestRunBatchCommitsRoundsWhileTheFrontierHasPlenty(t *testing.T) {
-	const conc, n = 8, 200
+	const conc, n = 8, 8 + 20*24 // the root's take, then 20 full pulls
 	root := "http://example.test/"
 	e := newBatchEnv(t, conc, []string{root}, func(s *jobs.Spec) { s.BatchSize = 0 })
 	e.pages.pages[root] = crawl.Page{URL: root, StatusCode: 200, Links: pageURLs(n)}
@@ -652,9 +652,12 @@ func TestRunBatchCommitsRoundsWhileTheFrontierHasPlenty(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n+1, sum, "every page recorded once (groups: %v)", rg.groups)
-	// The root's, and the last pages' once the frontier ran dry: its last
-	// pull found nothing while a round and a half were queued or in flight.
-	assert.LessOrEqual(t, small, 1+conc+conc/2, "groups smaller than a round (groups: %v)", rg.groups)
+	// The root's; the first round's (its pages may finish before the
+	// first pull answers); the last pages' once the frontier ran dry (its
+	// last pull found nothing while a round and a half were queued or in
+	// flight), and half a round to spare. Committed as they came, a page
+	// alone whenever the queue was short, they were 47-51.
+	assert.LessOrEqual(t, small, 1+3*conc, "groups smaller than a round (groups: %v)", rg.groups)
 }
 
 // An unbounded batch (batch size 0, the CLI's default) is a Runner's lease

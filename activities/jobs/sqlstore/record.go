@@ -94,6 +94,23 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 	return out, taken, err
 }
 
+// The statements of a group commit's rows (chunked, tx.go), on both
+// paths: the links queued, the group's own URLs finished, the results and
+// the bodies (RETURNING url, for those written, is added where read).
+const (
+	linksHead    = `INSERT INTO baton_frontier (job, url, depth, label, data, host, state, batch) VALUES `
+	linksTuple   = "(?, ?, ?, ?, ?, ?, ?, ?)"
+	linksTail    = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
+	finishHead   = `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
+	finishTail   = `) RETURNING url`
+	resultsHead  = `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `
+	resultsTuple = "(?, ?, ?, ?, ?)"
+	resultsTail  = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
+	bodiesHead   = `INSERT INTO baton_bodies (job, url, body) VALUES `
+	bodiesTuple  = "(?, ?, ?)"
+	bodiesTail   = ` ON CONFLICT (job, url) DO NOTHING`
+)
+
 // record is RecordTake statement by statement, in one write transaction:
 // queued says the links went into the frontier (not cut by max_pages),
 // taken are the links handed to the batch.
@@ -164,8 +181,7 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 					rows[i] = append(row, 0, nil)
 				}
 			}
-			added, err := s.returning(ctx, tx, `INSERT INTO baton_frontier (job, url, depth, label, data, host, state, batch) VALUES `, nil, "(?, ?, ?, ?, ?, ?, ?, ?)",
-				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, rows)
+			added, err := s.returning(ctx, tx, linksHead, nil, linksTuple, linksTail, rows)
 			if err != nil {
 				return fmt.Errorf("record: queue links: %w", err)
 			}
@@ -180,8 +196,7 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 			queued = len(queue) > 0
 			c.seen, c.taken = len(added), len(taken)
 		}
-		finished, err := s.returning(ctx, tx, `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`,
-			[]any{job, batch}, "?", `) RETURNING url`, urls)
+		finished, err := s.returning(ctx, tx, finishHead, []any{job, batch}, "?", finishTail, urls)
 		if err != nil {
 			return fmt.Errorf("record: finish URLs: %w", err)
 		}
@@ -207,14 +222,12 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 		if err != nil {
 			return err
 		}
-		wrote, err := s.returning(ctx, tx, `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `, nil, "(?, ?, ?, ?, ?)",
-			` ON CONFLICT (job, url) DO NOTHING RETURNING url`, results)
+		wrote, err := s.returning(ctx, tx, resultsHead, nil, resultsTuple, resultsTail, results)
 		if err != nil {
 			return fmt.Errorf("record: results: %w", err)
 		}
 		if len(bodies) > 0 {
-			if _, err := s.returning(ctx, tx, `INSERT INTO baton_bodies (job, url, body) VALUES `, nil, "(?, ?, ?)",
-				` ON CONFLICT (job, url) DO NOTHING RETURNING url`, bodies); err != nil {
+			if _, err := s.returning(ctx, tx, bodiesHead, nil, bodiesTuple, bodiesTail+` RETURNING url`, bodies); err != nil {
 				return fmt.Errorf("record: bodies: %w", err)
 			}
 		}

@@ -47,10 +47,8 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 	for i, l := range links {
 		rows[i] = append(entryRow(job, l), 0, nil)
 	}
-	linkSts := s.chunked(`INSERT INTO baton_frontier (job, url, depth, label, data, host, state, batch) VALUES `, nil, "(?, ?, ?, ?, ?, ?, ?, ?)",
-		` ON CONFLICT (job, url) DO NOTHING RETURNING url`, rows)
-	finishSts := s.chunked(`UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`,
-		[]any{job, batch}, "?", `) RETURNING url`, urls)
+	linkSts := s.chunked(linksHead, nil, linksTuple, linksTail, rows)
+	finishSts := s.chunked(finishHead, []any{job, batch}, "?", finishTail, urls)
 	// Every page's hash, finished or not: a page not finished here was
 	// recorded by an earlier try of this commit, which claimed the same.
 	claims := hashClaims(job, rs, func(string) bool { return true })
@@ -99,8 +97,7 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 				}
 				wrote := map[string]bool{}
 				seen := len(added)
-				for _, st := range s.chunked(`INSERT INTO baton_results (job, url, batch, failed, record) VALUES `, nil, "(?, ?, ?, ?, ?)",
-					` ON CONFLICT (job, url) DO NOTHING RETURNING url, failed`, results) {
+				for _, st := range s.chunked(resultsHead, nil, resultsTuple, resultsTail+`, failed`, results) {
 					// With the writer's counter (data-modifying CTEs, each
 					// run once and to completion).
 					q := `WITH wrote AS (` + st.query + `),
@@ -127,7 +124,7 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 						return nil, err
 					}
 				}
-				for _, st := range s.chunked(`INSERT INTO baton_bodies (job, url, body) VALUES `, nil, "(?, ?, ?)", ` ON CONFLICT (job, url) DO NOTHING`, bodies) {
+				for _, st := range s.chunked(bodiesHead, nil, bodiesTuple, bodiesTail, bodies) {
 					if err := w.exec(ctx, "record: bodies", st.query, st.args...); err != nil {
 						return nil, err
 					}

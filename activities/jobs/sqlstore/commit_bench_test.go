@@ -26,32 +26,12 @@ import (
 //
 // Run it with: go test ./activities/jobs/sqlstore/ -run '^$' -bench PostgresCommit -benchtime=200x
 func BenchmarkPostgresCommit(b *testing.B) {
-	pg := testsuite.StartPostgres(b)
-	runs := 0
-	for _, c := range []struct {
-		name   string
-		oneWay time.Duration
-	}{{"loopback", 0}, {"proxied-0.25ms", 250 * time.Microsecond}} {
-		for _, mode := range []string{"pipelined", "statements"} {
-			b.Run(c.name+"/"+mode, func(b *testing.B) {
-				dsn := pg.DSN()
-				if c.oneWay > 0 {
-					proxy := testsuite.StartProxy(b, pg.Address())
-					proxy.SetLatency(c.oneWay)
-					dsn = strings.Replace(dsn, pg.Address(), proxy.Addr(), 1)
-				}
-				ctx := testCtx(b, 10*time.Minute)
-				s, err := sqlstore.OpenPostgres(ctx, dsn, "")
-				require.NoError(b, err)
-				b.Cleanup(func() { _ = s.Close() })
-				if mode == "statements" {
-					sqlstore.WithoutPipeline(s)
-				}
-				runs++ // the benchmark's function runs more than once
-				benchCommit(b, pg, s, fmt.Sprintf("commitbench%d", runs))
-			})
+	overLinks(b, []string{"pipelined", "statements"}, func(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, name string) {
+		if strings.HasSuffix(name, "statements") {
+			sqlstore.WithoutPipeline(s)
 		}
-	}
+		benchCommit(b, pg, s, "commitbench"+name)
+	})
 }
 
 func benchCommit(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job string) {
@@ -70,13 +50,7 @@ func benchCommit(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job st
 	pg.Admin(b, fmt.Sprintf(`INSERT INTO baton_frontier (job, url, depth, state, host, batch) SELECT '%s', 'http://new.test/x' || g, 1, 1, 'new.test', '%s' FROM generate_series(1, %d) g`, job, batch, group*b.N),
 		`ANALYZE baton_frontier`)
 	rng := rand.New(rand.NewPCG(1, 2))
-	var rtt time.Duration
-	for range 20 {
-		t0 := time.Now()
-		var one int
-		require.NoError(b, s.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one))
-		rtt += time.Since(t0)
-	}
+	rtt := roundTrip(b, s)
 	next := 0
 	var took time.Duration
 	b.ResetTimer()
@@ -102,6 +76,6 @@ func benchCommit(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job st
 		require.NoError(b, err)
 		require.True(b, out[0].Wrote)
 	}
-	b.ReportMetric(float64(rtt.Microseconds())/1000/20, "rtt-ms")
+	b.ReportMetric(rtt, "rtt-ms")
 	b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "commit-ms")
 }

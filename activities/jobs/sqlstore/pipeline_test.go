@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -24,16 +25,11 @@ import (
 // job's lock, which every other hand-out of the job waits for, is held
 // for one of them instead of seven.
 func TestPostgresPullRoundTrips(t *testing.T) {
-	pg := testsuite.StartPostgres(t)
-	ctx := testCtx(t, time.Minute)
-	proxy := testsuite.StartProxy(t, pg.Address())
-	s, err := sqlstore.OpenPostgres(ctx, strings.Replace(pg.DSN(), pg.Address(), proxy.Addr(), 1), "")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	ctx, proxy, s := proxiedStore(t)
 	const job = "roundtrips"
 	opts := crawl.DefaultOptions()
 	opts.Parallelism, opts.IgnoreRobots = 24, true
-	_, err = s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts}, []jobs.Entry{{URL: "http://new.test/"}})
+	_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts}, []jobs.Entry{{URL: "http://new.test/"}})
 	require.NoError(t, err)
 	var links []jobs.Entry
 	for i := range 100 {
@@ -71,12 +67,7 @@ func TestPostgresPullRoundTrips(t *testing.T) {
 // statement-by-statement commit records; one at a stale epoch is refused
 // and writes nothing.
 func TestPostgresRecordRoundTrips(t *testing.T) {
-	pg := testsuite.StartPostgres(t)
-	ctx := testCtx(t, time.Minute)
-	proxy := testsuite.StartProxy(t, pg.Address())
-	s, err := sqlstore.OpenPostgres(ctx, strings.Replace(pg.DSN(), pg.Address(), proxy.Addr(), 1), "")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	ctx, proxy, s := proxiedStore(t)
 	const job = "recordtrips"
 	opts := crawl.DefaultOptions()
 	opts.Parallelism, opts.IgnoreRobots = 24, true
@@ -84,7 +75,7 @@ func TestPostgresRecordRoundTrips(t *testing.T) {
 	for i := range 8 {
 		seeds = append(seeds, jobs.Entry{URL: fmt.Sprintf("http://new.test/s%d", i)})
 	}
-	_, err = s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{seeds[0].URL}, Options: opts, Bodies: "store"}, seeds)
+	_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{seeds[0].URL}, Options: opts, Bodies: "store"}, seeds)
 	require.NoError(t, err)
 	_, err = s.TakeBatch(ctx, job, "b", 8)
 	require.NoError(t, err)
@@ -129,4 +120,16 @@ func TestPostgresRecordRoundTrips(t *testing.T) {
 	st, err = s.Stats(ctx, job)
 	require.NoError(t, err)
 	assert.Equal(t, jobs.Stats{Seen: 14, Queued: 6, Recorded: 5}, st, "a stale commit writes nothing")
+}
+
+// proxiedStore starts a PostgreSQL server and opens a store on it through
+// a proxy that counts the store's sends (round trips).
+func proxiedStore(t *testing.T) (context.Context, *testsuite.Proxy, *sqlstore.Store) {
+	pg := testsuite.StartPostgres(t)
+	ctx := testCtx(t, time.Minute)
+	proxy := testsuite.StartProxy(t, pg.Address())
+	s, err := sqlstore.OpenPostgres(ctx, strings.Replace(pg.DSN(), pg.Address(), proxy.Addr(), 1), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return ctx, proxy, s
 }

@@ -27,27 +27,61 @@ import (
 //
 // Run it with: go test ./activities/jobs/sqlstore/ -run '^$' -bench PostgresPull
 func BenchmarkPostgresPull(b *testing.B) {
+	overLinks(b, []string{""}, func(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, name string) {
+		benchPull(b, pg, s, "pullbench"+name)
+	})
+}
+
+// overLinks runs a PostgreSQL benchmark once for each way to the server,
+// loopback and through a proxy that delays every byte by 0.25 ms each way
+// (proxied-0.25ms), and each of its arms (sub-benchmarks of their own,
+// "" for none), each on a store of its own; name is unique in the
+// process (the benchmark's function runs more than once), for a job ID.
+func overLinks(b *testing.B, arms []string, run func(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, name string)) {
 	pg := testsuite.StartPostgres(b)
-	runs := 0
 	for _, c := range []struct {
 		name   string
 		oneWay time.Duration
 	}{{"loopback", 0}, {"proxied-0.25ms", 250 * time.Microsecond}} {
-		b.Run(c.name, func(b *testing.B) {
-			dsn := pg.DSN()
-			if c.oneWay > 0 {
-				proxy := testsuite.StartProxy(b, pg.Address())
-				proxy.SetLatency(c.oneWay)
-				dsn = strings.Replace(dsn, pg.Address(), proxy.Addr(), 1)
+		for _, arm := range arms {
+			sub := c.name
+			if arm != "" {
+				sub += "/" + arm
 			}
-			ctx := testCtx(b, 10*time.Minute)
-			s, err := sqlstore.OpenPostgres(ctx, dsn, "")
-			require.NoError(b, err)
-			b.Cleanup(func() { _ = s.Close() })
-			runs++ // the benchmark's function runs more than once
-			benchPull(b, pg, s, fmt.Sprintf("pullbench%d-%s", runs, strings.ReplaceAll(c.name, ".", "")))
-		})
+			b.Run(sub, func(b *testing.B) {
+				dsn := pg.DSN()
+				if c.oneWay > 0 {
+					proxy := testsuite.StartProxy(b, pg.Address())
+					proxy.SetLatency(c.oneWay)
+					dsn = strings.Replace(dsn, pg.Address(), proxy.Addr(), 1)
+				}
+				ctx := testCtx(b, 10*time.Minute)
+				s, err := sqlstore.OpenPostgres(ctx, dsn, "")
+				require.NoError(b, err)
+				b.Cleanup(func() { _ = s.Close() })
+				benchRuns++
+				run(b, pg, s, fmt.Sprintf("%d-%s-%s", benchRuns, strings.ReplaceAll(c.name, ".", ""), arm))
+			})
+		}
 	}
+}
+
+// benchRuns counts overLinks' runs in the process.
+var benchRuns int
+
+// roundTrip returns the round trip to the server a "SELECT 1" takes, in
+// ms (the Go runtime's timers round a proxy's delays up), reported as
+// rtt-ms (after the timer's reset, which drops the metrics reported).
+func roundTrip(b *testing.B, s *sqlstore.Store) float64 {
+	ctx := testCtx(b, time.Minute)
+	var rtt time.Duration
+	for range 20 {
+		t0 := time.Now()
+		var one int
+		require.NoError(b, s.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one))
+		rtt += time.Since(t0)
+	}
+	return float64(rtt.Microseconds()) / 1000 / 20
 }
 
 func benchPull(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job string) {
@@ -58,13 +92,7 @@ func benchPull(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job stri
 	require.NoError(b, err)
 	pg.Admin(b, `INSERT INTO baton_frontier (job, url, depth, state, host) SELECT '`+job+`', 'http://new.test/p' || g, 1, 0, 'new.test' FROM generate_series(1, 20000) g`,
 		`ANALYZE baton_frontier`)
-	var rtt time.Duration
-	for range 20 {
-		t0 := time.Now()
-		var one int
-		require.NoError(b, s.DB().QueryRowContext(ctx, "SELECT 1").Scan(&one))
-		rtt += time.Since(t0)
-	}
+	rtt := roundTrip(b, s)
 	var first, next time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -89,7 +117,7 @@ func benchPull(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job stri
 		_, err = s.FinishBatch(ctx, job, id, 1)
 		require.NoError(b, err)
 	}
-	b.ReportMetric(float64(rtt.Microseconds())/1000/20, "rtt-ms")
+	b.ReportMetric(rtt, "rtt-ms")
 	b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "first-pull-ms")
 	b.ReportMetric(float64(next.Microseconds())/1000/float64(b.N), "next-pull-ms")
 }

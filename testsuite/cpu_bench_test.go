@@ -14,6 +14,9 @@ import (
 // (Linux's /proc), so that a benchmark reports what a crawl cost the
 // machine besides how fast it went.
 
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times.
+const clockTicks = 100
+
 // procTimes returns a process's parent pid, its own user+system CPU time
 // and that of its children it has waited for; ok is false when the process
 // is gone.

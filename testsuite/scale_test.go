@@ -444,29 +444,14 @@ func loadAverage(t testing.TB) float64 {
 	return l
 }
 
-// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times.
-const clockTicks = 100
-
 // cpuTime returns the user+system CPU time of process pid (Linux).
 func cpuTime(t testing.TB, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatalf("cpu time of %d: %v", pid, err)
+	_, self, _, ok := procTimes(pid)
+	if !ok {
+		t.Fatalf("cpu time of %d: no readable /proc/%d/stat", pid, pid)
 	}
-	// Fields after the command name in parentheses: state is field 3,
-	// utime field 14 and stime field 15.
-	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-	fields := strings.Fields(rest)
-	if len(fields) < 13 {
-		t.Fatalf("cpu time of %d: short /proc stat %q", pid, b)
-	}
-	u, err1 := strconv.ParseInt(fields[11], 10, 64)
-	s, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("cpu time of %d: bad /proc stat %q", pid, b)
-	}
-	return time.Duration(u+s) * time.Second / clockTicks
+	return self
 }
 
 // TestSixtyInstancesNoFalseDeath is issue 9's acceptance check at a size

@@ -22,9 +22,19 @@ func batchFields(b *jobs.BatchInfo) []any {
 }
 
 func (s *Store) batchRow(ctx context.Context, q querier, job, id, lock string) (jobs.BatchInfo, error) {
+	return scanBatch(q.QueryRowContext(ctx, s.q(batchRowQuery(lock)), job, id), job, id)
+}
+
+// batchRowQuery reads a batch's row (arguments job, id), with lock.
+func batchRowQuery(lock string) string {
+	return `SELECT ` + batchCols + ` FROM baton_batches WHERE job = ? AND id = ?` + lock
+}
+
+// scanBatch reads the row of batchRowQuery (database/sql's or pgx's: both
+// no-rows errors are sql.ErrNoRows).
+func scanBatch(row scanner, job, id string) (jobs.BatchInfo, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
-	err := q.QueryRowContext(ctx, s.q(`SELECT `+batchCols+` FROM baton_batches WHERE job = ? AND id = ?`+lock), job, id).
-		Scan(batchFields(&b)...)
+	err := row.Scan(batchFields(&b)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)
 	}

@@ -11,20 +11,26 @@ import (
 
 type counts struct{ seen, taken, requeued, recorded, failed, items int }
 
-func (s *Store) count(ctx context.Context, tx dbtx, job, shard string, c counts) error {
-	if c == (counts{}) {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (job, shard) DO UPDATE SET
+// A writer's counter row, added to: countsInsert, then the row's values
+// (job, shard, seen, taken, requeued, recorded, failed, items), then
+// countsAdd.
+const (
+	countsInsert = `INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items) `
+	countsAdd    = ` ON CONFLICT (job, shard) DO UPDATE SET
 			seen = baton_counters.seen + excluded.seen,
 			taken = baton_counters.taken + excluded.taken,
 			requeued = baton_counters.requeued + excluded.requeued,
 			recorded = baton_counters.recorded + excluded.recorded,
 			failed = baton_counters.failed + excluded.failed,
-			items = baton_counters.items + excluded.items`),
-		job, shard, c.seen, c.taken, c.requeued, c.recorded, c.failed, c.items)
+			items = baton_counters.items + excluded.items`
+	countSQL = countsInsert + `VALUES (?, ?, ?, ?, ?, ?, ?, ?)` + countsAdd
+)
+
+func (s *Store) count(ctx context.Context, tx dbtx, job, shard string, c counts) error {
+	if c == (counts{}) {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, s.q(countSQL), job, shard, c.seen, c.taken, c.requeued, c.recorded, c.failed, c.items)
 	return err
 }
 

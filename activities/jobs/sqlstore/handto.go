@@ -62,9 +62,7 @@ func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shar
 			// this transaction's already, the counter row its holder's
 			// pulls' only).
 			q = `WITH moved AS (` + q + `),
-				counted AS (INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
-					SELECT CAST(? AS TEXT), CAST(? AS TEXT), 0, COUNT(*), 0, 0, 0, 0 FROM moved
-					ON CONFLICT (job, shard) DO UPDATE SET taken = baton_counters.taken + excluded.taken)`
+				counted AS (` + countsInsert + `SELECT CAST(? AS TEXT), CAST(? AS TEXT), 0, COUNT(*), 0, 0, 0, 0 FROM moved` + countsAdd + `)`
 			args = append(args, job, shard)
 			if grow {
 				q += `, grown AS (UPDATE baton_batches SET size = size + (SELECT COUNT(*) FROM moved) WHERE job = ? AND id = ?)`

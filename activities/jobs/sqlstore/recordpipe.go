@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -59,7 +58,7 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 				b.Queue(st.query, st.args...)
 			}
 		}
-		b.Queue(s.q(`SELECT `+batchCols+` FROM baton_batches WHERE job = ? AND id = ?`+s.d.forUpdate), job, batch)
+		b.Queue(s.q(batchRowQuery(s.d.forUpdate)), job, batch)
 		return func(br pgx.BatchResults) (rest, error) {
 			clear(out)
 			added, err := readURLs(br, len(linkSts))
@@ -74,10 +73,8 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 			if err != nil {
 				return nil, fmt.Errorf("record: body hashes: %w", err)
 			}
-			bi := jobs.BatchInfo{Job: job, ID: batch}
-			if err := br.QueryRow().Scan(batchFields(&bi)...); errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("job %s batch %s: %w", job, batch, jobs.ErrNoBatch)
-			} else if err != nil {
+			bi, err := scanBatch(br.QueryRow(), job, batch)
+			if err != nil {
 				return nil, err
 			}
 			if err := heldAt(bi, epoch); err != nil {
@@ -96,31 +93,26 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 					return nil, err
 				}
 				wrote := map[string]bool{}
-				seen := len(added)
-				for _, st := range s.chunked(resultsHead, nil, resultsTuple, resultsTail+`, failed`, results) {
-					// With the writer's counter (data-modifying CTEs, each
-					// run once and to completion).
-					q := `WITH wrote AS (` + st.query + `),
-						counted AS (INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
-							SELECT CAST($` + fmt.Sprint(len(st.args)+1) + ` AS TEXT), CAST($` + fmt.Sprint(len(st.args)+2) + ` AS TEXT), CAST($` + fmt.Sprint(len(st.args)+3) + ` AS INTEGER),
-								0, 0, COUNT(*), COUNT(*) FILTER (WHERE failed = 1), 0 FROM wrote
-							ON CONFLICT (job, shard) DO UPDATE SET seen = baton_counters.seen + excluded.seen,
-								recorded = baton_counters.recorded + excluded.recorded, failed = baton_counters.failed + excluded.failed)
-						SELECT url FROM wrote`
-					if err := w.query(ctx, "record: results", q, append(st.args, job, shard, seen), func(row scanner) error {
+				// The results with the writer's counter (data-modifying
+				// CTEs, each run once and to completion); the links it
+				// added counted with the first.
+				sts := s.chunked(`WITH wrote AS (`+resultsHead, nil, resultsTuple, resultsTail+`, failed), counted AS (`+countsInsert+
+					`SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), 0, 0, COUNT(*), COUNT(*) FILTER (WHERE failed = 1), 0 FROM wrote`+
+					countsAdd+`) SELECT url FROM wrote`, results, job, shard, 0)
+				if len(sts) > 0 {
+					sts[0].args[len(sts[0].args)-1] = len(added)
+				} else if len(added) > 0 {
+					if err := w.exec(ctx, "record: counters", s.q(countSQL), job, shard, len(added), 0, 0, 0, 0, 0); err != nil {
+						return nil, err
+					}
+				}
+				for _, st := range sts {
+					if err := w.query(ctx, "record: results", st.query, st.args, func(row scanner) error {
 						var u string
 						err := row.Scan(&u)
 						wrote[u] = err == nil
 						return err
 					}); err != nil {
-						return nil, err
-					}
-					seen = 0 // counted once
-				}
-				if len(results) == 0 && seen > 0 {
-					if err := w.exec(ctx, "record: counters", s.q(`INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items)
-						VALUES (?, ?, ?, 0, 0, 0, 0, 0)
-						ON CONFLICT (job, shard) DO UPDATE SET seen = baton_counters.seen + excluded.seen`), job, shard, seen); err != nil {
 						return nil, err
 					}
 				}

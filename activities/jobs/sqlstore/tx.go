@@ -142,8 +142,8 @@ type statement struct {
 const rowsPerStatement = 200
 
 // chunked returns the statements writing rows rowsPerStatement at a time:
-// head with headArgs, then one tuple per row, then tail.
-func (s *Store) chunked(head string, headArgs []any, tuple, tail string, rows [][]any) []statement {
+// head with headArgs, then one tuple per row, then tail with tailArgs.
+func (s *Store) chunked(head string, headArgs []any, tuple, tail string, rows [][]any, tailArgs ...any) []statement {
 	var out []statement
 	for len(rows) > 0 {
 		n := min(rowsPerStatement, len(rows))
@@ -158,7 +158,7 @@ func (s *Store) chunked(head string, headArgs []any, tuple, tail string, rows []
 			args = append(args, r...)
 		}
 		b.WriteString(tail)
-		out = append(out, statement{s.q(b.String()), args})
+		out = append(out, statement{s.q(b.String()), append(args, tailArgs...)})
 		rows = rows[n:]
 	}
 	return out

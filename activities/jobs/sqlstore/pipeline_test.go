@@ -122,6 +122,60 @@ func TestPostgresRecordRoundTrips(t *testing.T) {
 	assert.Equal(t, jobs.Stats{Seen: 14, Queued: 6, Recorded: 5}, st, "a stale commit writes nothing")
 }
 
+// A group commit that takes links (a crawl's first waves, a Runner's
+// idle slots) is two round trips as well: the hosts it may take read with
+// its BEGIN, the new links of those hosts moved into its batch with its
+// COMMIT. Statement by statement it sent 9 times. It takes the first new
+// links of a host its batch holds, in URL order, up to take; the batch
+// grows by them and the job's counters say so.
+func TestPostgresTakingCommitRoundTrips(t *testing.T) {
+	ctx, proxy, s := proxiedStore(t)
+	const job, seed = "taketrips", "http://new.test/"
+	opts := crawl.DefaultOptions()
+	opts.Parallelism, opts.IgnoreRobots = 24, true
+	_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{seed}, Options: opts}, []jobs.Entry{{URL: seed}})
+	require.NoError(t, err)
+	_, err = s.TakeBatch(ctx, job, "b", 1)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, job, "b", "r1", 1)
+	require.NoError(t, err)
+	links := []jobs.Entry{{URL: "http://other.test/x", Depth: 1}, {URL: seed, Depth: 1}} // another host's; a URL known
+	for i := range 10 {
+		links = append(links, jobs.Entry{URL: fmt.Sprintf("http://new.test/l%d", i), Depth: 1})
+	}
+	page := &jobs.PageRecord{Page: crawl.Page{URL: seed, StatusCode: 200}, Job: job, Batch: "b", Runner: "r1", Epoch: 1}
+	before := proxy.Sends()
+	out, taken, err := s.RecordTake(ctx, []jobs.Record{{Job: job, Batch: "b", Epoch: 1, Runner: "r1", URL: seed, Page: page, Links: links}}, 4)
+	sends := proxy.Sends() - before
+	require.NoError(t, err)
+	assert.LessOrEqual(t, sends, int64(2), "sends to the server (round trips)")
+	t.Logf("the taking commit sent %d times", sends)
+	require.Len(t, out, 1)
+	assert.True(t, out[0].Wrote)
+	assert.Equal(t, 11, out[0].Added, "its new links: all but the seed")
+	var got []string
+	for _, e := range taken {
+		got = append(got, e.URL)
+		assert.Equal(t, 1, e.Depth)
+	}
+	assert.Equal(t, []string{"http://new.test/l0", "http://new.test/l1", "http://new.test/l2", "http://new.test/l3"}, got,
+		"the first four new links of its host, in URL order")
+	st, err := s.Stats(ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.Stats{Seen: 12, Queued: 7, Recorded: 1}, st)
+	bs, err := s.Batches(ctx, job, []string{"b"})
+	require.NoError(t, err)
+	require.Len(t, bs, 1)
+	assert.Equal(t, 5, bs[0].Size, "the seed and the four links taken")
+	un, err := s.Unfinished(ctx, job, "b")
+	require.NoError(t, err)
+	var unfinished []string
+	for _, e := range un {
+		unfinished = append(unfinished, e.URL)
+	}
+	assert.ElementsMatch(t, got, unfinished, "the links taken are the batch's unfinished URLs")
+}
+
 // proxiedStore starts a PostgreSQL server and opens a store on it through
 // a proxy that counts the store's sends (round trips).
 func proxiedStore(t *testing.T) (context.Context, *testsuite.Proxy, *sqlstore.Store) {

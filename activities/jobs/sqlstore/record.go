@@ -66,14 +66,13 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 		}
 	}
 	slices.SortFunc(links, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
-	var taken []jobs.Entry
 	urls := make([][]any, len(rs))
 	for i, r := range rs {
 		urls[i] = []any{r.URL}
 	}
 	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
 	queued := false // the links went into the frontier (not cut by max_pages)
-	pipelined, err := s.recordPipelined(ctx, rs, take, links, urls, owner, refused, out)
+	pipelined, taken, err := s.recordPipelined(ctx, rs, take, links, urls, owner, refused, out)
 	if pipelined {
 		queued = err == nil && len(links) > 0
 	} else {
@@ -98,8 +97,8 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 // paths: the links queued, the group's own URLs finished, the results and
 // the bodies (RETURNING url, for those written, is added where read).
 const (
-	linksHead    = `INSERT INTO baton_frontier (job, url, depth, label, data, host, state, batch) VALUES `
-	linksTuple   = "(?, ?, ?, ?, ?, ?, ?, ?)"
+	linksHead    = `INSERT INTO baton_frontier (job, url, depth, label, data, host) VALUES `
+	linksTuple   = "(?, ?, ?, ?, ?, ?)"
 	linksTail    = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
 	finishHead   = `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
 	finishTail   = `) RETURNING url`
@@ -126,7 +125,8 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 		//     only for a transaction that inserted or changed the same URL:
 		//     another recording's new link (URL order: no cycle), or a
 		//     recording, hand-out or re-queue past this step, which waits
-		//     for nothing this transaction holds;
+		//     for nothing this transaction holds; then the new ones the
+		//     batch takes handed to it (rows it inserted: no wait);
 		//  2. the group's own URLs finished, in URL order (rows no other
 		//     recording holds: they are this batch's);
 		//  3. hashes (hash order);
@@ -138,7 +138,8 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 		//     which nobody waiting for that lock holds), and last the
 		//     writer's counter row: rows no transaction takes before a
 		//     batch row.
-		// A pipelined commit (recordpipe.go) takes them in this order too.
+		// A pipelined commit (recordpipe.go) takes them in this order too
+		// (it hands the links it takes to the batch with its COMMIT).
 		// (Finishing the own URLs before the links, as before, made two
 		// groups whose pages link to each other wait in a cycle: each held
 		// its own finished row the other's link insert waited for.)
@@ -162,8 +163,9 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 					queue = nil
 				}
 			}
-			// The links the batch takes (up to take, of the hosts it may
-			// take) go in handed out to it (state 1), the others queued.
+			// Every link goes in queued; the first new ones (up to take,
+			// of the hosts it may take) are then handed out to the batch:
+			// rows this transaction inserted, under its own locks.
 			var hosts map[string]bool
 			if take > 0 && maxPages == 0 {
 				if hosts, err = s.takeHosts(ctx, tx, job, batch, rs); err != nil {
@@ -171,15 +173,8 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 				}
 			}
 			rows := make([][]any, len(queue))
-			var mine []jobs.Entry // the links it takes
 			for i, l := range queue {
-				row := entryRow(job, l)
-				if len(mine) < take && hosts[row[5].(string)] {
-					mine = append(mine, l)
-					rows[i] = append(row, 1, batch)
-				} else {
-					rows[i] = append(row, 0, nil)
-				}
+				rows[i] = entryRow(job, l)
 			}
 			added, err := s.returning(ctx, tx, linksHead, nil, linksTuple, linksTail, rows)
 			if err != nil {
@@ -188,9 +183,11 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 			for u := range added {
 				out[owner[u]].Added++
 			}
-			for _, l := range mine {
-				if added[l.URL] { // a link there before stays where it is
-					taken = append(taken, l)
+			var mine [][]any
+			taken, mine = takeNew(queue, added, hosts, take)
+			for _, st := range s.chunked(takeHead, []any{batch, job}, "?", ")", mine) {
+				if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+					return fmt.Errorf("record: take links: %w", err)
 				}
 			}
 			queued = len(queue) > 0
@@ -292,6 +289,24 @@ func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, d
 	return results, bodies, nil
 }
 
+// takeNew returns the links a group commit hands to its batch: the first
+// take of links (in URL order) that it added to the frontier (a link there
+// before stays where it is), of the hosts it may take (takeHosts); and
+// their URLs as rows for takeHead.
+func takeNew(links []jobs.Entry, added, hosts map[string]bool, take int) (taken []jobs.Entry, rows [][]any) {
+	for _, l := range links {
+		if len(taken) < take && added[l.URL] && hosts[jobs.HostOf(l.URL)] {
+			taken = append(taken, l)
+			rows = append(rows, []any{l.URL})
+		}
+	}
+	return taken, rows
+}
+
+// takeHead hands rows a group commit inserted queued to its batch: then
+// batch and job, then the URLs (chunked), then ")".
+const takeHead = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND url IN (`
+
 // takeHosts returns the hosts whose new links a group commit of rs may
 // hand out to its batch (RecordTake): those of the group's own pages whose
 // lease the batch holds, live. The batch keeps those leases while the
@@ -300,6 +315,18 @@ func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, d
 // commits), and the URLs taken keep them after. None while the job is not
 // running.
 func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
+	query, args := s.takeHostsQuery(job, batch, rs)
+	held, err := queryTx(ctx, s, tx, query, args, func(rows *sql.Rows) (string, error) { return scanHost(rows) })
+	if err != nil {
+		return nil, fmt.Errorf("record: host leases of batch %s: %w", batch, err)
+	}
+	return hostSet(held), nil
+}
+
+// takeHostsQuery is takeHosts' query (before s.q) and its arguments: the
+// hosts of rs's pages whose lease batch holds, live, none while the job's
+// control row says it is not running (in the same statement).
+func (s *Store) takeHostsQuery(job, batch string, rs []jobs.Record) (string, []any) {
 	var hosts []any
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -308,23 +335,23 @@ func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []
 			hosts = append(hosts, h)
 		}
 	}
-	// None while the job's control row says it is not running (running,
-	// in the same statement).
-	held, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ? AND expires_ms > `+s.d.nowMS+
-		` AND host IN (?`+strings.Repeat(", ?", len(hosts)-1)+`)
-		AND NOT EXISTS (SELECT 1 FROM baton_job_control WHERE job = ? AND state <> ?)`, append(append([]any{job, batch}, hosts...), job, jobs.ControlRunning),
-		func(rows *sql.Rows) (string, error) {
-			var h string
-			return h, rows.Scan(&h)
-		})
-	if err != nil {
-		return nil, fmt.Errorf("record: host leases of batch %s: %w", batch, err)
-	}
-	out := make(map[string]bool, len(held))
-	for _, h := range held {
+	return `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ? AND expires_ms > ` + s.d.nowMS +
+			` AND host IN (?` + strings.Repeat(", ?", len(hosts)-1) + `)
+		AND NOT EXISTS (SELECT 1 FROM baton_job_control WHERE job = ? AND state <> ?)`,
+		append(append([]any{job, batch}, hosts...), job, jobs.ControlRunning)
+}
+
+func scanHost(row scanner) (string, error) {
+	var h string
+	return h, row.Scan(&h)
+}
+
+func hostSet(hosts []string) map[string]bool {
+	out := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
 		out[h] = true
 	}
-	return out, nil
+	return out
 }
 
 // duplicates claims the body hashes of the group's new pages fetched

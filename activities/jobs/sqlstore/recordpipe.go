@@ -23,28 +23,34 @@ import (
 // parsed and answered on its own: about 1.2 ms of CPU a commit beside
 // what its rows cost, half of it the worker's.
 
-// recordPipelined is RecordTake on PostgreSQL in two round trips for a
-// group that takes no links (take 0: every commit once a crawl's
-// frontier is deep), of a job without max_pages and pages without items;
-// ok is false when it does not apply and the caller records statement by
-// statement. links are the group's links to send, in URL order; urls its
-// own, in URL order; out is filled as RecordTake's.
-func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (ok bool, err error) {
-	if !s.d.pipeline || take > 0 {
-		return false, nil
+// recordPipelined is RecordTake on PostgreSQL in two round trips, for a
+// job without max_pages and pages without items; ok is false when it
+// does not apply and the caller records statement by statement. links
+// are the group's links to send, in URL order; urls its own, in URL
+// order; out is filled as RecordTake's and taken are the links handed to
+// the batch. A group that takes links (a crawl's first waves, a Runner's
+// idle slots) reads the hosts it may take (takeHosts) with its BEGIN,
+// inserts every new link queued, and moves the first take of the new
+// ones of those hosts into its batch with its COMMIT, with the batch's
+// size: rows it inserted itself, under its own locks (statement by
+// statement, the links taken went in handed out, chosen before it was
+// known which were new; 9 round trips in all).
+func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (ok bool, taken []jobs.Entry, err error) {
+	if !s.d.pipeline {
+		return false, nil, nil
 	}
 	job, batch, epoch, shard := rs[0].Job, rs[0].Batch, rs[0].Epoch, rs[0].Runner
 	for _, r := range rs {
 		if len(r.Items) > 0 {
-			return false, nil
+			return false, nil, nil
 		}
 	}
 	if maxPages, err := s.jobMaxPages(ctx, s.db, job); err != nil || maxPages > 0 {
-		return false, nil // statement by statement says what is wrong
+		return false, nil, nil // statement by statement says what is wrong
 	}
 	rows := make([][]any, len(links))
 	for i, l := range links {
-		rows[i] = append(entryRow(job, l), 0, nil)
+		rows[i] = entryRow(job, l)
 	}
 	linkSts := s.chunked(linksHead, nil, linksTuple, linksTail, rows)
 	finishSts := s.chunked(finishHead, []any{job, batch}, "?", finishTail, urls)
@@ -53,6 +59,10 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 	claims := hashClaims(job, rs, func(string) bool { return true })
 	claimSts := s.chunked(claimHead, nil, claimTuple, claimTail, claims)
 	err = s.pipelined(ctx, func(b *pgx.Batch) func(pgx.BatchResults) (rest, error) {
+		if take > 0 && len(links) > 0 {
+			query, args := s.takeHostsQuery(job, batch, rs)
+			b.Queue(s.q(query), args...)
+		}
 		for _, sts := range [][]statement{linkSts, finishSts, claimSts} {
 			for _, st := range sts {
 				b.Queue(st.query, st.args...)
@@ -61,6 +71,15 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 		b.Queue(s.q(batchRowQuery(s.d.forUpdate)), job, batch)
 		return func(br pgx.BatchResults) (rest, error) {
 			clear(out)
+			taken = nil
+			var hosts map[string]bool
+			if take > 0 && len(links) > 0 {
+				held, err := collect(br, scanHost)
+				if err != nil {
+					return nil, fmt.Errorf("record: host leases of batch %s: %w", batch, err)
+				}
+				hosts = hostSet(held)
+			}
 			added, err := readURLs(br, len(linkSts))
 			if err != nil {
 				return nil, fmt.Errorf("record: queue links: %w", err)
@@ -83,7 +102,19 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 			for u := range added {
 				out[owner[u]].Added++
 			}
+			var mine [][]any
+			taken, mine = takeNew(links, added, hosts, take)
 			return func(tx dbtx, w *writes) (func() error, error) {
+				if len(taken) > 0 {
+					for _, st := range s.chunked(takeHead, []any{batch, job}, "?", ")", mine) {
+						if err := w.exec(ctx, "record: take links", st.query, st.args...); err != nil {
+							return nil, err
+						}
+					}
+					if err := w.exec(ctx, "record: batch size", s.q(growSQL), len(taken), job, batch); err != nil {
+						return nil, err
+					}
+				}
 				dups, err := s.duplicatesOf(ctx, tx, job, rs, finished, claims, claimed)
 				if err != nil {
 					return nil, fmt.Errorf("record: body hashes: %w", err)
@@ -97,12 +128,13 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 				// CTEs, each run once and to completion); the links it
 				// added counted with the first.
 				sts := s.chunked(`WITH wrote AS (`+resultsHead, nil, resultsTuple, resultsTail+`, failed), counted AS (`+countsInsert+
-					`SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), 0, 0, COUNT(*), COUNT(*) FILTER (WHERE failed = 1), 0 FROM wrote`+
-					countsAdd+`) SELECT url FROM wrote`, results, job, shard, 0)
+					`SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS INTEGER), 0, COUNT(*), COUNT(*) FILTER (WHERE failed = 1), 0 FROM wrote`+
+					countsAdd+`) SELECT url FROM wrote`, results, job, shard, 0, 0)
 				if len(sts) > 0 {
-					sts[0].args[len(sts[0].args)-1] = len(added)
+					args := sts[0].args
+					args[len(args)-2], args[len(args)-1] = len(added), len(taken)
 				} else if len(added) > 0 {
-					if err := w.exec(ctx, "record: counters", s.q(countSQL), job, shard, len(added), 0, 0, 0, 0, 0); err != nil {
+					if err := w.exec(ctx, "record: counters", s.q(countSQL), job, shard, len(added), len(taken), 0, 0, 0, 0); err != nil {
 						return nil, err
 					}
 				}
@@ -130,8 +162,15 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 			}, nil
 		}
 	})
-	return true, err
+	if err != nil {
+		taken = nil
+	}
+	return true, taken, err
 }
+
+// growSQL grows a batch's size by the links a pipelined commit took: the
+// count, job, batch (its row is locked by then).
+const growSQL = `UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`
 
 // readURLs reads the URLs the next n results of a pipeline return (each a
 // statement ending in RETURNING url).

@@ -177,6 +177,9 @@ type acts struct {
 
 func newActs(d *cluster.Deps, fetcher crawl.Fetcher) *acts {
 	a := workflows.NewActivities(d, fetcher)
+	// RunTask waits a second for the Runner's next Task here, not
+	// runner.DefaultLinger: the tests call it and wait for its end.
+	a.Runner.Linger = time.Second
 	return &acts{Deps: d, membershipActs: a.Membership, heartbeatActs: a.Heartbeat,
 		failoverActs: a.Failover, runnerActs: a.Runner, scaleActs: a.Scale}
 }

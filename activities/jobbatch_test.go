@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -141,4 +142,56 @@ func TestHandOverClaimsTheBatchInTheStore(t *testing.T) {
 	own := f.task(3)
 	require.NotNil(t, own.Job)
 	assert.Equal(t, []string{"j/j-b000001 " + name(3) + "@" + itoa64(own.Epoch)}, fb.claims)
+}
+
+// After a batch of its own, RunTask waits for the Runner's next Task as
+// WaitTask does (up to Linger: ten minutes by default, so that a cluster's
+// next job starts without a WaitTask's end and a RunTask's start) and runs
+// it in the same activity. The Runner marked dead meanwhile ends it at
+// once, however long Linger is: the WaitTask after finds it so.
+func TestRunTaskLingersAsWaitTaskDoes(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	ctx := context.Background()
+	a := f.acts(nil)
+	a.Linger = time.Hour
+	fb := &fakeBatches{outcome: jobs.BatchOutcome{Success: 1, Ran: 1}}
+	a.Batches = fb
+	f.assignBatch(1, "j", "j-b000000", 1)
+	done := goRun(func() (cluster.RunTaskResult, error) {
+		return a.RunTask(ctx, cluster.RunTaskInput{Member: f.member(1)})
+	})
+	f.spy.waitCount(t, f.spy.watch, f.c().TaskPath(name(1)), 1, "RunTask waits for the next Task after its batch")
+	f.spy.waitCount(t, f.spy.watch, f.c().NodePath(name(1)), 1, "and watches its NodeState as WaitTask does")
+	assert.Equal(t, roles.TaskDone, f.task(1).RunningStatus)
+	f.assignBatch(1, "k", "k-b000000", 1) // the next job's first batch
+	f.spy.waitCount(t, f.spy.watch, f.c().TaskPath(name(1)), 2, "RunTask waits again after the second batch")
+	notReturned(t, done, "RunTask waiting for the next Task")
+	fb.mu.Lock()
+	assert.Len(t, fb.runs, 2, "both batches ran in one RunTask")
+	fb.mu.Unlock()
+	_, err := f.acts(nil).Discover(ctx, peer(f.member(2), 1, roles.RoleRunner)) // marked dead
+	require.NoError(t, err)
+	res, err := await(t, done, "RunTask of a Runner marked dead")
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Tasks)
+	w, err := a.WaitTask(ctx, f.member(1))
+	require.NoError(t, err)
+	assert.Equal(t, cluster.WaitTaskResult{Fenced: true, Role: roles.RoleDeadRunner}, w)
+}
+
+// In All-are-Runner mode RunTask waits a second at most for the next
+// Task: while it runs, the runner has no room to take over a dead peer's.
+func TestRunTaskLingersBrieflyWhenAllAreRunners(t *testing.T) {
+	f := newClusterFixture(t, 2, 0)
+	f.start()
+	a := f.acts(nil)
+	a.Linger = time.Hour
+	a.Batches = &fakeBatches{outcome: jobs.BatchOutcome{Success: 1, Ran: 1}}
+	f.assignBatch(1, "j", "j-b000000", 1)
+	start := time.Now()
+	res, err := a.RunTask(context.Background(), cluster.RunTaskInput{Member: f.member(1)})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Tasks)
+	assert.Less(t, time.Since(start), 30*time.Second, "returned after its short wait, not Linger's hour")
 }

@@ -28,11 +28,14 @@ type pageClock struct {
 	start time.Time
 	seen  map[string]bool // distinct pages served
 	times []time.Duration // when each distinct page was first served
+	// when robots.txt and the first page were first asked for (0: not yet)
+	robotsAsked, firstAsked time.Duration
 }
 
 func (p *pageClock) Arm() {
 	p.mu.Lock()
 	p.start, p.seen, p.times = time.Now(), map[string]bool{}, nil
+	p.robotsAsked, p.firstAsked = 0, 0
 	p.mu.Unlock()
 }
 
@@ -48,6 +51,17 @@ func (p *pageClock) FirstDistinct(k int) time.Duration {
 }
 
 func (p *pageClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	if p.seen != nil {
+		asked := &p.firstAsked
+		if r.URL.Path == "/robots.txt" {
+			asked = &p.robotsAsked
+		}
+		if *asked == 0 {
+			*asked = max(time.Since(p.start), time.Nanosecond)
+		}
+	}
+	p.mu.Unlock()
 	p.h.ServeHTTP(w, r)
 	if r.URL.Path == "/robots.txt" {
 		return
@@ -70,9 +84,13 @@ func (p *pageClock) Distinct() int {
 	return len(p.times)
 }
 
-// Trace is the time of the 1st, 25th, 100th, 250th and 500th distinct page.
+// Trace is when robots.txt and the first page were asked for, and the
+// time of the 1st, 25th, 100th, 250th and 500th distinct page.
 func (p *pageClock) Trace() string {
 	var b strings.Builder
+	p.mu.Lock()
+	fmt.Fprintf(&b, "robots.txt asked %v, first page asked %v,", p.robotsAsked.Round(100*time.Microsecond), p.firstAsked.Round(100*time.Microsecond))
+	p.mu.Unlock()
 	for _, k := range []int{1, 25, 100, 250, 500} {
 		fmt.Fprintf(&b, " #%d %v", k, p.FirstDistinct(k).Round(time.Millisecond))
 	}

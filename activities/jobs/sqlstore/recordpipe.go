@@ -33,8 +33,7 @@ import (
 // inserts every new link queued, and moves the first take of the new
 // ones of those hosts into its batch with its COMMIT, with the batch's
 // size: rows it inserted itself, under its own locks (statement by
-// statement, the links taken went in handed out, chosen before it was
-// known which were new; 9 round trips in all).
+// statement, 8 round trips).
 func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (ok bool, taken []jobs.Entry, err error) {
 	if !s.d.pipeline {
 		return false, nil, nil

@@ -30,15 +30,15 @@ const maxCommits = 1
 // DefaultCommitLinger is how long a group commit of a batch that has a
 // round of URLs queued of its own, or whose frontier has plenty, waits for
 // commitGroup(conc) pages after the first of them (BatchRunner.crawl):
-// fewer, larger transactions, at the same pages/s (BenchmarkPostgresCrawl:
-// a round and 20 ms against half a round and 10 ms, PostgreSQL's CPU -19
-// %; holding while the frontier has plenty too, 863 commits instead of
-// 4,000 for 20,000 pages with 1 Runner × 24, its CPU per page -39–44 %).
-const DefaultCommitLinger = 20 * time.Millisecond
+// fewer, larger transactions at the same pages/s (BenchmarkPostgresCrawl,
+// README: PostgreSQL against bare Colly).
+const DefaultCommitLinger = 40 * time.Millisecond
 
 // commitGroup is the group a commit lingers for: a round of the batch's
-// slots.
-func commitGroup(conc int) int { return max(2, conc) }
+// slots, or up to two for minCommitGroup pages (fewer transactions).
+func commitGroup(conc int) int { return max(2, conc, min(2*conc, minCommitGroup)) }
+
+const minCommitGroup = 16
 
 // minPull is the fewest URLs a Runner asks the frontier for at a time:
 // three rounds of 8 slots. With 3 Runners × 8 on a cross-linked site
@@ -254,6 +254,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 	if commitLinger <= 0 {
 		commitLinger = DefaultCommitLinger
 	}
+	grp, aheadMax := commitGroup(conc), max(2*conc, commitGroup(conc)+conc) // pages fetched, not committed
 	limit := max(spec.BatchSize, size)
 	if spec.BatchSize == 0 {
 		limit = math.MaxInt // the lease lasts while the frontier has work
@@ -392,8 +393,8 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			renewNow = false
 			renew()
 		}
-		// Fetching runs ahead of the commits by at most two rounds of slots.
-		for !stopping && halted == "" && inflight < conc && len(queue) > 0 && len(pending)+committing < 2*conc {
+		// Fetching runs ahead of the commits by a group and a round at most.
+		for !stopping && halted == "" && inflight < conc && len(queue) > 0 && len(pending)+committing < aheadMax {
 			e := queue[0]
 			queue = queue[1:]
 			inflight++
@@ -408,7 +409,7 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 		// commitLinger: fewer, larger transactions leave the database's
 		// CPU to the crawl. A batch whose URLs run short commits at once.
 		ahead := len(queue) >= conc || plenty && !draining && size < limit
-		hold := halted == "" && ahead && len(pending) < commitGroup(conc) && time.Since(pendingSince) < commitLinger
+		hold := halted == "" && ahead && len(pending) < grp && time.Since(pendingSince) < commitLinger
 		if !stopping && recording < maxCommits && len(pending) > 0 && hold && lingerC == nil {
 			lingerC = time.After(commitLinger - time.Since(pendingSince))
 		}

@@ -476,7 +476,7 @@ func TestRunBatchFencedWhileManyFetchesAreInFlight(t *testing.T) {
 	assert.Zero(t, out.Ran)
 	assert.Empty(t, e.results(), "every write of the old holder refused")
 	calls, _, _ := e.pages.count()
-	// The Runner fetches ahead of its commits by up to two rounds of slots
+	// The Runner fetches ahead of its commits by up to a group and a round
 	// (3 in flight, 6 waiting for a commit): never more once fenced.
 	assert.LessOrEqual(t, calls, 9, "no fetch beyond the slots and the commit queue once fenced")
 	assert.Equal(t, jobs.BatchRunning, e.info().State)
@@ -868,9 +868,10 @@ func (r *recordGroups) RecordTake(ctx context.Context, rs []jobs.Record, take in
 }
 
 // While a batch has a round of URLs of its own queued, its group commits
-// wait for a round of pages (the first page of 40 is not committed
-// alone, as it was: a transaction per page or two); once its queue runs
-// short, a page is committed at once, and every page is recorded.
+// wait for a group of pages (two rounds of 8: the first page of 40 is not
+// committed alone, as it was, a transaction per page or two, nor a round
+// of 8 alone, as until the fifteenth session); once its queue runs short,
+// a page is committed at once, and every page is recorded.
 func TestRunBatchCommitsFullerGroupsWhileItHasURLsQueued(t *testing.T) {
 	const conc = 8
 	e := newBatchEnv(t, conc, pageURLs(40), nil)
@@ -893,7 +894,8 @@ func TestRunBatchCommitsFullerGroupsWhileItHasURLsQueued(t *testing.T) {
 	rg.mu.Lock()
 	defer rg.mu.Unlock()
 	require.NotEmpty(t, rg.groups)
-	assert.Equal(t, conc, rg.groups[0], "the first group commit (groups: %v)", rg.groups)
+	assert.Equal(t, 2*conc, jobs.CommitGroupForTest(conc))
+	assert.Equal(t, 2*conc, rg.groups[0], "the first group commit (groups: %v)", rg.groups)
 	sum := 0
 	for _, g := range rg.groups {
 		sum += g

@@ -176,12 +176,16 @@ func (s *Store) checkEpoch(ctx context.Context, tx dbtx, job, id string, epoch i
 	return b, heldAt(b, epoch)
 }
 
+// growSQL grows a batch's size: the count, job, batch (growBatch; a
+// pipelined commit's, whose batch row is locked by then).
+const growSQL = `UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`
+
 // growBatch adds n URLs handed to a running batch held at epoch to its
 // size, and checks the epoch as checkEpoch does, in one statement: the
 // row's lock is taken by the update, and a refusal rolls it back.
 func (s *Store) growBatch(ctx context.Context, tx dbtx, job, id string, epoch int64, n int) (jobs.BatchInfo, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
-	err := tx.QueryRowContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ? RETURNING `+batchCols), n, job, id).
+	err := tx.QueryRowContext(ctx, s.q(growSQL+` RETURNING `+batchCols), n, job, id).
 		Scan(batchFields(&b)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("job %s batch %s: %w", job, id, jobs.ErrNoBatch)

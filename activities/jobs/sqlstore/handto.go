@@ -72,12 +72,7 @@ func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shar
 		}
 		if s.d.joinedWrites {
 			// Read once the writes are done (a pipeline's commit).
-			if err := w.query(ctx, fmt.Sprintf("hand out job %s batch %s", job, batch), s.q(q), args, func(row scanner) error {
-				var u string
-				err := row.Scan(&u)
-				moved[u] = err == nil
-				return err
-			}); err != nil {
+			if err := w.query(ctx, fmt.Sprintf("hand out job %s batch %s", job, batch), s.q(q), args, intoSet(moved)); err != nil {
 				return nil, err
 			}
 			continue

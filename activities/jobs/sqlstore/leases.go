@@ -395,10 +395,7 @@ func (s *Store) dropLeases(ctx context.Context, w *writes, job, batch string, ho
 // batch's row.
 func (s *Store) releaseBatch(ctx context.Context, tx dbtx, job, batch string) error {
 	hosts, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ?`, []any{job, batch},
-		func(rows *sql.Rows) (string, error) {
-			var h string
-			return h, rows.Scan(&h)
-		})
+		func(rows *sql.Rows) (string, error) { return scanHost(rows) })
 	if err != nil || len(hosts) == 0 {
 		return err
 	}

@@ -341,11 +341,23 @@ func (s *Store) takeHostsQuery(job, batch string, rs []jobs.Record) (string, []a
 		append(append([]any{job, batch}, hosts...), job, jobs.ControlRunning)
 }
 
+// intoSet is a scan of a row of one URL that adds it to set.
+func intoSet(set map[string]bool) func(scanner) error {
+	return func(row scanner) error {
+		var u string
+		err := row.Scan(&u)
+		set[u] = err == nil
+		return err
+	}
+}
+
+// scanHost scans a row of one host.
 func scanHost(row scanner) (string, error) {
 	var h string
 	return h, row.Scan(&h)
 }
 
+// hostSet is hosts as a set.
 func hostSet(hosts []string) map[string]bool {
 	out := make(map[string]bool, len(hosts))
 	for _, h := range hosts {

@@ -138,12 +138,7 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 					}
 				}
 				for _, st := range sts {
-					if err := w.query(ctx, "record: results", st.query, st.args, func(row scanner) error {
-						var u string
-						err := row.Scan(&u)
-						wrote[u] = err == nil
-						return err
-					}); err != nil {
+					if err := w.query(ctx, "record: results", st.query, st.args, intoSet(wrote)); err != nil {
 						return nil, err
 					}
 				}
@@ -166,10 +161,6 @@ func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int,
 	}
 	return true, taken, err
 }
-
-// growSQL grows a batch's size by the links a pipelined commit took: the
-// count, job, batch (its row is locked by then).
-const growSQL = `UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`
 
 // readURLs reads the URLs the next n results of a pipeline return (each a
 // statement ending in RETURNING url).

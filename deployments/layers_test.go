@@ -37,7 +37,7 @@ var layers = []layer{
 	}},
 	{"foundations: the metadata store, metrics, the fetch engine and its demo site, " +
 		"the crawler API users write against, the command-line conventions of both binaries, " +
-		"the connections' secrets", []string{
+		"the connections' secrets, the WARC archive and the rules of revisits", []string{
 		"activities/metadata",
 		"activities/telemetry",
 		"activities/crawl",
@@ -47,6 +47,8 @@ var layers = []layer{
 		"activities/cmdline/flagenv",
 		"activities/cmdline/version",
 		"activities/connect/security",
+		"activities/archive",
+		"activities/revisit",
 	}},
 	{"jobs and connections: crawl jobs with their store interfaces, the SQL store and its conformance suite; " +
 		"the connection settings of both binaries", []string{

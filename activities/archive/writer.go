@@ -179,8 +179,10 @@ func (w *Writer) build(t gowarc.RecordType, e Exchange, block []byte, contentTyp
 	return rec, nil
 }
 
-// writePair writes e's request record and main (response or revisit)
-// together, so they land in one file and refer to each other.
+// writePair writes main (response or revisit) and e's request record in
+// one call, so they refer to each other and follow each other in one file
+// (unless the file reaches its size limit between them: then the request
+// record opens the next file).
 func (w *Writer) writePair(e Exchange, main gowarc.WarcRecord, typ string) (Record, error) {
 	req, err := w.build(gowarc.Request, e, e.requestBlock(), "application/http;msgtype=request")
 	if err != nil {

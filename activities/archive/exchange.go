@@ -94,6 +94,8 @@ func (e Exchange) validate() error {
 		return fmt.Errorf("exchange of %s: RemoteIP %q is not an IP address", e.URL, e.RemoteIP)
 	case e.FetchedAt.IsZero():
 		return fmt.Errorf("exchange of %s: FetchedAt is zero", e.URL)
+	case e.FetchedAt.UTC().Year() < 1 || e.FetchedAt.UTC().Year() > 9999:
+		return fmt.Errorf("exchange of %s: FetchedAt %s is outside the years 1 to 9999", e.URL, e.FetchedAt)
 	}
 	if err := checkFieldLines(e.RequestHeader); err != nil {
 		return fmt.Errorf("exchange of %s: RequestHeader: %w", e.URL, err)

@@ -54,10 +54,11 @@ build: ## Build bin/baton-worker (./worker/cmd/baton-worker) and bin/baton (./st
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/baton-worker ./worker/cmd/baton-worker
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/baton ./starter
 
-deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing) and the Temporal CLI into .stack/bin (if missing).
+deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing), the Temporal CLI and warcio.js into .stack (if missing).
 	BATON_ZK_HOME="$(ZK_HOME)" bash $(SCRIPTS)/install-zookeeper.sh
 	BATON_PG_BIN="$(PG_BIN)" bash $(SCRIPTS)/install-postgres.sh
 	BATON_STACK_DIR="$(STACK_DIR)" bash $(SCRIPTS)/install-temporal.sh
+	BATON_STACK_DIR="$(STACK_DIR)" bash $(SCRIPTS)/install-warcio.sh
 	bash $(SCRIPTS)/install-chromium.sh
 
 bench-deps: ## Install what BenchmarkRealSite crawls: nginx and Debian's HTML manual of PostgreSQL (apt, if missing).

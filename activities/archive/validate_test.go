@@ -2,6 +2,7 @@ package archive_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,5 +99,35 @@ func TestWritesAfterCloseOrCancel(t *testing.T) {
 	}
 	if err := w.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// URLs as Go's client sends them (spaces, pipes, non-ASCII hosts and
+// paths, IPv6 literals) are archived; a URL that does not parse is refused.
+func TestWriteExchangeTakesURLsAsGoSendsThem(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, nil)
+	want := map[string]bool{}
+	for _, raw := range []string{"http://a.test/p?q=a b|c", "http://bücher.test/ä?x=ü#frag", "http://[::1]:8080/x", "http://a.test/{x}^`"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteExchange(context.Background(), exchange(u.String(), "x")); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+		want[u.String()] = true
+	}
+	if _, err := w.WriteExchange(context.Background(), exchange("http://a.test/%zz", "x")); err == nil || !strings.Contains(err.Error(), "exchange URL") {
+		t.Errorf("unparsable URL: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range byType(readDir(t, dir), "response") {
+		delete(want, r.h["WARC-Target-URI"])
+	}
+	if len(want) > 0 {
+		t.Errorf("not read back: %v", want)
 	}
 }

@@ -49,7 +49,9 @@ func NewTransport() *http.Transport {
 // handed to rt, with the Host and the User-Agent Go adds; the response
 // header is Go's parse of the one received (field names in canonical
 // case, sorted), with the body's bytes as received after HTTP/1.1
-// chunking is removed (Transfer-Encoding is therefore not recorded).
+// chunking is removed (Transfer-Encoding is therefore not recorded). The
+// remote IP is the address of the connection used: through a proxy, the
+// proxy's.
 func Capture(rt http.RoundTripper, sink Sink, opts CaptureOptions) http.RoundTripper {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxCaptureBytes

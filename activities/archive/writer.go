@@ -6,12 +6,19 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nlnwa/gowarc/v3"
 )
+
+// gowarcMu serialises what builds gowarc records, here and in gowarc's
+// file writers (the warcinfo record of a new file): every record builder
+// sets a package variable of github.com/google/uuid (EnableRandPool), which
+// is not safe for concurrent use, and record IDs read it.
+var gowarcMu sync.Mutex
 
 // ErrClosed is returned by writes to a closed Writer.
 var ErrClosed = errors.New("archive: writer is closed")
@@ -136,7 +143,10 @@ func (w *Writer) toRevisit(e Exchange, resp gowarc.WarcRecord, orig Original) (g
 		return nil, fmt.Errorf("revisit of %s: %w", e.URL, err)
 	}
 	// A fresh record ID: the response record it was made from is not written.
-	rev.WarcHeader().SetId(gowarc.WarcRecordID, uuid.New().URN())
+	gowarcMu.Lock()
+	id := uuid.New().URN()
+	gowarcMu.Unlock()
+	rev.WarcHeader().SetId(gowarc.WarcRecordID, id)
 	if profile == gowarc.ProfileServerNotModifiedV1_1 {
 		rev.WarcHeader().Delete(gowarc.WarcPayloadDigest)
 		if orig.PayloadDigest != "" {
@@ -158,6 +168,8 @@ func (w *Writer) ready(ctx context.Context, e Exchange) error {
 
 // build makes a record of type t with e's target, date and address.
 func (w *Writer) build(t gowarc.RecordType, e Exchange, block []byte, contentType string) (gowarc.WarcRecord, error) {
+	gowarcMu.Lock()
+	defer gowarcMu.Unlock()
 	rb := gowarc.NewRecordBuilder(t, w.recOpts...)
 	rb.AddWarcHeader(gowarc.WarcTargetURI, e.URL)
 	rb.AddWarcHeaderTime(gowarc.WarcDate, e.FetchedAt)
@@ -197,7 +209,9 @@ func (w *Writer) writePair(e Exchange, main gowarc.WarcRecord, typ string) (Reco
 		RequestID:     req.WarcHeader().GetId(gowarc.WarcRecordID),
 	}
 	out.Date, _ = main.Date()
+	gowarcMu.Lock()
 	res := w.files.Write(main, req)
+	gowarcMu.Unlock()
 	if len(res) != 2 {
 		return Record{}, ErrClosed
 	}

@@ -3,9 +3,11 @@ package archive
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,7 +85,8 @@ func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.Header.Set("Accept-Encoding", "gzip")
 		askedGzip = true
 	}
-	e := Exchange{Method: out.Method, URL: out.URL.String(), RequestHeader: requestFields(out), FetchedAt: time.Now()}
+	e := Exchange{Method: out.Method, URL: out.URL.String(), RequestHeader: requestFields(out),
+		RequestBody: requestBody(out, c.opts.MaxBodyBytes), FetchedAt: time.Now()}
 	res, err := c.next.RoundTrip(out)
 	if err != nil {
 		return nil, err
@@ -123,8 +126,29 @@ func requestFields(r *http.Request) []byte {
 	if _, ok := h["User-Agent"]; !ok {
 		h.Set("User-Agent", "Go-http-client/1.1")
 	}
+	if r.ContentLength > 0 && h.Get("Content-Length") == "" {
+		h.Set("Content-Length", strconv.FormatInt(r.ContentLength, 10))
+	}
 	_ = h.WriteSubset(&b, map[string]bool{"Host": true})
 	return b.Bytes()
+}
+
+// requestBody is a copy of r's body, when r can give one (GetBody, as
+// for bodies made from bytes or strings) and it is no longer than max.
+func requestBody(r *http.Request, max int64) []byte {
+	if r.GetBody == nil || r.ContentLength <= 0 || r.ContentLength > max {
+		return nil
+	}
+	rc, err := r.GetBody()
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, max))
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // statusLine is res's status line; an HTTP/2 or HTTP/3 answer is written

@@ -175,3 +175,30 @@ func TestCaptureBoundsAndDrains(t *testing.T) {
 		t.Errorf("closed unread: archived %d bytes, truncated %q", len(e.Body), e.Truncated)
 	}
 }
+
+// A POST's body (one the request can give again) is in the request record.
+func TestCaptureRecordsARequestBody(t *testing.T) {
+	srv := gzipSite(t)
+	var c collector
+	client := &http.Client{Transport: archive.Capture(archive.NewTransport(), c.sink, archive.CaptureOptions{})}
+	res, err := client.Post(srv.URL+"/form", "application/x-www-form-urlencoded", strings.NewReader("q=shoes&page=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	e := c.only(t)
+	if string(e.RequestBody) != "q=shoes&page=2" || !strings.Contains(string(e.RequestHeader), "Content-Length: 14\r\n") {
+		t.Errorf("request header %q body %q", e.RequestHeader, e.RequestBody)
+	}
+	dir := t.TempDir()
+	w := newWriter(t, dir, nil)
+	rec := write(t, w, e)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	req := byID(t, readDir(t, dir), rec.RequestID)
+	if !strings.HasPrefix(string(req.block), "POST /form HTTP/1.1\r\n") || string(req.payload) != "q=shoes&page=2" {
+		t.Errorf("request record %q", req.block)
+	}
+}

@@ -406,3 +406,27 @@ func TestDocFlagsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestCrawlFlagsDocumented: docs/crawling.md names every flag of `baton
+// crawl`, so a new flag does not go unexplained.
+func TestCrawlFlagsDocumented(t *testing.T) {
+	bins, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bins["baton"], "crawl", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("baton crawl --help: %v\n%s", err, out)
+	}
+	own, _, _ := strings.Cut(string(out), "Global Flags:")
+	page := readText(t, "../docs/crawling.md")
+	flags := regexp.MustCompile(`(?m)^\s+(?:-\w, )?(--[a-z0-9-]+)`).FindAllStringSubmatch(own, -1)
+	if len(flags) < 20 {
+		t.Fatalf("baton crawl --help lists %d flags", len(flags))
+	}
+	for _, m := range flags {
+		if m[1] != "--help" && !strings.Contains(page, "`"+m[1]) {
+			t.Errorf("docs/crawling.md does not document baton crawl %s", m[1])
+		}
+	}
+}

@@ -352,7 +352,7 @@ func lastLines(s string, n int) string {
 
 // ownDocs are the pages whose flags TestDocFlagsExist checks (pages of
 // other subjects may name other tools' flags).
-var ownDocs = []string{"../README.md", "../docs/crawling.md", "../docs/crawler.md", "../docs/operating.md", "../docs/how-it-works.md", "../docs/development.md"}
+var ownDocs = []string{"../README.md", "../docs/crawling.md", "../docs/crawler.md", "../docs/operating.md", "../docs/how-it-works.md", "../docs/development.md", "../docs/benchmarks.md", "../docs/changelog.md", "../docs/README.md"}
 
 // otherTools are flags of other programs the pages name in prose.
 var otherTools = []string{"--build-arg", "--codec-endpoint", "--replicas", "--from-file", "--rm"}

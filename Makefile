@@ -23,6 +23,11 @@ GOTEST_FLAGS  ?=
 # Benchmark selection and extra flags for `make bench`.
 BENCH         ?= .
 BENCH_FLAGS   ?= -benchmem
+# `make bench-report`: the tables of docs/benchmarks.md to regenerate (regexp
+# on their names; empty: all), or captured outputs to take them from instead
+# of running (NAME=FILE ...).
+BENCH_ONLY    ?=
+BENCH_FROM    ?=
 PKGS          ?= ./...
 # Version of both binaries (--version): the git description, else what the
 # Go toolchain records (see package version).
@@ -44,7 +49,7 @@ STACK_ENV := BATON_STACK_DIR="$(STACK_DIR)" BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)"
 # Environment for integration tests (they start their own servers on free ports).
 TEST_ENV := BATON_TEMPORAL_BIN="$(TEMPORAL_BIN)" BATON_ZK_HOME="$(ZK_HOME)" BATON_PG_BIN="$(PG_BIN)"
 
-.PHONY: help build deps bench-deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench fuzz vet clean distclean
+.PHONY: help build deps bench-deps stack-up stack-down stack-status ensemble-up ensemble-down demo demo-down test test-unit bench bench-report fuzz vet clean distclean
 
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "; printf "Usage: make <target> [VAR=value]\n\nTargets:\n"} \
@@ -93,6 +98,11 @@ test-unit: ## Run unit tests only (-short skips everything needing ZooKeeper/Tem
 
 bench: deps ## Run benchmarks (BENCH=regexp, BENCH_FLAGS=...).
 	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' $(BENCH_FLAGS) -timeout $(TEST_TIMEOUT) $(PKGS)
+
+bench-report: ## Run the benchmarks of docs/benchmarks.md and rewrite its tables (BENCH_ONLY=regexp; BENCH_FROM='NAME=FILE ...' rewrites from captured output without running).
+	$(if $(BENCH_FROM),,$(MAKE) deps)
+	$(TEST_ENV) $(GO) run deployments/scripts/benchreport/main.go -doc docs/benchmarks.md \
+		$(if $(BENCH_ONLY),-only '$(BENCH_ONLY)') $(foreach f,$(BENCH_FROM),-from '$(f)')
 
 fuzz: ## Fuzz each Fuzz* target in turn for FUZZTIME (FUZZ=regexp, PKGS=..., FUZZ_FLAGS=...); stops at the first failure.
 	@for pkg in $$($(GO) list $(PKGS)); do \

@@ -20,7 +20,7 @@ import (
 // those moved, in frontier order. On PostgreSQL the three writes are one
 // statement (a pull's round trips are most of its time under the job's
 // lock on a busy machine).
-func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shard string, grow bool, chosen []candidate) (func() []jobs.Entry, error) {
+func (s *frontierStore) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shard string, grow bool, chosen []candidate) (func() []jobs.Entry, error) {
 	if len(chosen) == 0 {
 		return func() []jobs.Entry { return nil }, nil
 	}
@@ -77,7 +77,7 @@ func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shar
 			}
 			continue
 		}
-		rows, err := queryTx(ctx, s, tx, q, args, func(rows *sql.Rows) (string, error) {
+		rows, err := queryTx(ctx, s.core, tx, q, args, func(rows *sql.Rows) (string, error) {
 			var u string
 			return u, rows.Scan(&u)
 		})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -35,6 +36,13 @@ import (
 // lease rows, counter rows) is the one every transaction keeps. The
 // group commit (RecordAll) takes none of them.
 
+// hostStore keeps the host leases and the robots.txt files (robots.go).
+type hostStore struct {
+	*core
+	// robotsDelays: job and host → cachedDelay of a kept robots.txt
+	robotsDelays sync.Map
+}
+
 // hostPolicy is what a job's leases keep (jobs.Spec.Politeness), read
 // once per job from its spec.
 type hostPolicy struct {
@@ -44,7 +52,7 @@ type hostPolicy struct {
 	ttlMS       int64
 }
 
-func (s *Store) policy(ctx context.Context, q querier, job string) (hostPolicy, error) {
+func (s *core) policy(ctx context.Context, q querier, job string) (hostPolicy, error) {
 	if v, ok := s.policies.Load(job); ok {
 		return v.(hostPolicy), nil
 	}
@@ -73,7 +81,7 @@ func (s *Store) policy(ctx context.Context, q querier, job string) (hostPolicy, 
 // out of the locking subquery (PostgreSQL never pulls a subquery with FOR
 // UPDATE up into its parent), so after the lock is granted, as a second
 // statement would read it.
-func (s *Store) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, error) {
+func (s *core) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, error) {
 	if s.d.forUpdate == "" {
 		return s.nowMS(ctx, tx)
 	}
@@ -89,11 +97,11 @@ func (s *Store) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, err
 }
 
 // lockJobNowQuery is lockJobNow's statement on PostgreSQL: job.
-func (s *Store) lockJobNowQuery() string {
+func (s *core) lockJobNowQuery() string {
 	return s.q(`SELECT ` + s.d.nowMS + ` FROM (SELECT id FROM baton_jobs WHERE id = ?` + s.d.forUpdate + `) AS locked`)
 }
 
-func (s *Store) nowMS(ctx context.Context, q querier) (int64, error) {
+func (s *core) nowMS(ctx context.Context, q querier) (int64, error) {
 	var now int64
 	err := q.QueryRowContext(ctx, `SELECT `+s.d.nowMS).Scan(&now)
 	return now, err
@@ -114,7 +122,7 @@ type held struct {
 
 // leaseView is a job's live leases as one batch sees them.
 type leaseView struct {
-	s       *Store
+	s       *hostStore
 	q       queryer
 	job     string
 	batch   string // "" for a batch that holds none yet
@@ -147,7 +155,7 @@ type hostDelay struct {
 // view reads the job's leases for batch ("" for a batch that holds none
 // yet): the batch's own ones even if expired (it renews them unless
 // another batch took the host meanwhile), the others' live ones.
-func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
+func (s *hostStore) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
 	v := s.newView(q, job, batch, pol, now)
 	rows, err := q.QueryContext(ctx, s.q(leasesQuery), job)
 	if err != nil {
@@ -166,7 +174,7 @@ func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol host
 const leasesQuery = `SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`
 
 // newView is a view of no lease yet (add adds them) for batch.
-func (s *Store) newView(q queryer, job, batch string, pol hostPolicy, now int64) *leaseView {
+func (s *hostStore) newView(q queryer, job, batch string, pol hostPolicy, now int64) *leaseView {
 	return &leaseView{s: s, q: q, job: job, batch: batch, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
 		holders: map[string]int{}, delays: map[string]hostDelay{}, queued: -1, waiting: -1}
 }
@@ -218,7 +226,7 @@ func (v *leaseView) delay(ctx context.Context, host string) (hostDelay, error) {
 // job's lock, does not read it every time (a Crawl-delay changed by a
 // robots.txt another process fetched again applies that much later; this
 // store's PutRobots forgets it at once).
-func (s *Store) robotsDelay(ctx context.Context, q querier, job, host string) (int64, bool, error) {
+func (s *hostStore) robotsDelay(ctx context.Context, q querier, job, host string) (int64, bool, error) {
 	key := job + "\x00" + host
 	if v, ok := s.robotsDelays.Load(key); ok {
 		if c := v.(cachedDelay); time.Since(c.at) < robotsDelayTTL {
@@ -444,14 +452,14 @@ func firstScanPage(n int) int { return min(scanPage, max(16, 2*n)) }
 
 // queuedQuery reads queued URLs of a job in frontier order for choose:
 // job, then the arguments of where, then the limit.
-func (s *Store) queuedQuery(where string) string {
+func (s *hostStore) queuedQuery(where string) string {
 	return `SELECT ` + entryCols + `, ` + s.d.seqCol + `, host FROM baton_frontier
 			WHERE job = ? AND state = 0 AND ` + where + ` ORDER BY ` + s.d.seqCol + ` LIMIT ?`
 }
 
 // queued runs queuedQuery.
-func (s *Store) queued(ctx context.Context, q queryer, job, where string, args []any, limit int) ([]candidate, error) {
-	got, err := queryTx(ctx, s, q, s.queuedQuery(where), append(append([]any{job}, args...), limit),
+func (s *hostStore) queued(ctx context.Context, q queryer, job, where string, args []any, limit int) ([]candidate, error) {
+	got, err := queryTx(ctx, s.core, q, s.queuedQuery(where), append(append([]any{job}, args...), limit),
 		func(rows *sql.Rows) (candidate, error) { return scanCandidate(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)

@@ -62,7 +62,7 @@ func (k *knownURLs) add(urls []string) {
 // would otherwise be sent once by every process, and taken by a commit
 // for a free slot it then does not fill (RecordTake: a link there before
 // stays where it is).
-func (s *Store) remember(job string, entries []jobs.Entry) {
+func (s *frontierStore) remember(job string, entries []jobs.Entry) {
 	if len(entries) == 0 {
 		return
 	}
@@ -74,7 +74,7 @@ func (s *Store) remember(job string, entries []jobs.Entry) {
 }
 
 // knownFor returns the set of job's URLs known to be in its frontier.
-func (s *Store) knownFor(job string) *knownURLs {
+func (s *frontierStore) knownFor(job string) *knownURLs {
 	if v, ok := s.known.Load(job); ok {
 		return v.(*knownURLs)
 	}

@@ -23,7 +23,7 @@ import (
 // handed (its row's).
 // What needs no lock of the job is read before its lock is taken, which
 // every hand-out of the job waits for.
-func (s *Store) pull(ctx context.Context, tx dbtx, job, batch, shard string, n, want, size int) ([]jobs.Entry, []jobs.HostLease, error) {
+func (s *frontierStore) pull(ctx context.Context, tx dbtx, job, batch, shard string, n, want, size int) ([]jobs.Entry, []jobs.HostLease, error) {
 	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return nil, nil, err
@@ -32,7 +32,7 @@ func (s *Store) pull(ctx context.Context, tx dbtx, job, batch, shard string, n, 
 	// handed a URL (a start batch's first pull).
 	var open []string
 	if size > 0 {
-		if open, err = s.openHosts(ctx, tx, job, batch); err != nil {
+		if open, err = s.hosts.openHosts(ctx, tx, job, batch); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -48,14 +48,14 @@ func (s *Store) pull(ctx context.Context, tx dbtx, job, batch, shard string, n, 
 // open is the hosts of the batch's unfinished URLs; grow says whether the
 // batch's row exists, to add the URLs handed out to its size (a new
 // batch's row is written by TakeBatch after).
-func (s *Store) pullLocked(ctx context.Context, tx dbtx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64, grow bool) ([]jobs.Entry, []jobs.HostLease, error) {
+func (s *frontierStore) pullLocked(ctx context.Context, tx dbtx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64, grow bool) ([]jobs.Entry, []jobs.HostLease, error) {
 	var err error
 	if n > 0 {
 		if n, err = s.underMaxPages(ctx, tx, job, n); err != nil {
 			return nil, nil, err
 		}
 	}
-	v, err := s.view(ctx, tx, job, batch, pol, now)
+	v, err := s.hosts.view(ctx, tx, job, batch, pol, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -70,7 +70,7 @@ func (s *Store) pullLocked(ctx context.Context, tx dbtx, job, batch, shard strin
 // bounded by max_pages: it reads on tx and writes with w, and returns
 // what to call once w's writes are done (at once, or committed in a
 // pipeline) for the URLs handed out and the batch's leases.
-func (s *Store) pullView(ctx context.Context, tx dbtx, w *writes, v *leaseView, shard string, n, want int, open []string, grow bool) (func() ([]jobs.Entry, []jobs.HostLease, error), error) {
+func (s *frontierStore) pullView(ctx context.Context, tx dbtx, w *writes, v *leaseView, shard string, n, want int, open []string, grow bool) (func() ([]jobs.Entry, []jobs.HostLease, error), error) {
 	job, batch := v.job, v.batch
 	if v.expired {
 		// Their holders stopped renewing them a lease's TTL ago.
@@ -79,7 +79,7 @@ func (s *Store) pullView(ctx context.Context, tx dbtx, w *writes, v *leaseView, 
 			return nil, err
 		}
 	}
-	if err := s.tend(ctx, tx, w, v, batch, want, open); err != nil {
+	if err := s.hosts.tend(ctx, tx, w, v, batch, want, open); err != nil {
 		return nil, err
 	}
 	out := func() []jobs.Entry { return nil }
@@ -95,7 +95,7 @@ func (s *Store) pullView(ctx context.Context, tx dbtx, w *writes, v *leaseView, 
 		if chosen, acquired, err = s.fairShare(ctx, tx, v, batch, chosen, acquired); err != nil {
 			return nil, err
 		}
-		if err := s.acquire(ctx, tx, w, v, batch, acquired); err != nil {
+		if err := s.hosts.acquire(ctx, tx, w, v, batch, acquired); err != nil {
 			return nil, err
 		}
 		if out, err = s.handTo(ctx, tx, w, job, batch, shard, grow, chosen); err != nil {
@@ -117,7 +117,7 @@ func (s *Store) pullView(ctx context.Context, tx dbtx, w *writes, v *leaseView, 
 // next commit (3 Runners × 8: every URL of the third wave went to the
 // first Runner's queue). The hosts leased for the URLs trimmed are not
 // leased.
-func (s *Store) fairShare(ctx context.Context, tx dbtx, v *leaseView, batch string, chosen []candidate, acquired map[string]int) ([]candidate, map[string]int, error) {
+func (s *frontierStore) fairShare(ctx context.Context, tx dbtx, v *leaseView, batch string, chosen []candidate, acquired map[string]int) ([]candidate, map[string]int, error) {
 	if v.queued < 0 || len(chosen) < 2 {
 		return chosen, acquired, nil
 	}
@@ -160,7 +160,7 @@ const startBatchesLook = 2 * time.Second
 // underMaxPages bounds n by what max_pages leaves of the job (the job's
 // row is locked on PostgreSQL: two hand-outs never both take the
 // remainder).
-func (s *Store) underMaxPages(ctx context.Context, tx dbtx, job string, n int) (int, error) {
+func (s *frontierStore) underMaxPages(ctx context.Context, tx dbtx, job string, n int) (int, error) {
 	maxPages, err := s.jobMaxPages(ctx, tx, job)
 	if err != nil || maxPages == 0 {
 		return n, err
@@ -180,7 +180,7 @@ func (s *Store) underMaxPages(ctx context.Context, tx dbtx, job string, n int) (
 // batch was handed out by an older Baton) is leased again if it can be;
 // else the Runner finds it missing from the leases and gives the batch
 // back. hosts are those of the batch's unfinished URLs (openHosts).
-func (s *Store) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, want int, hosts []string) error {
+func (s *hostStore) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, want int, hosts []string) error {
 	open := map[string]bool{}
 	spare, err := v.spare(ctx, want)
 	if err != nil {
@@ -241,7 +241,7 @@ func (s *Store) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, batc
 
 // acquire writes the batch's new leases (host → share), each with the
 // time its host was last released.
-func (s *Store) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, acquired map[string]int) error {
+func (s *hostStore) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, acquired map[string]int) error {
 	if len(acquired) == 0 {
 		return nil
 	}
@@ -284,7 +284,7 @@ func (s *Store) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, b
 // acquireJoined is acquire in one statement per 200 hosts (PostgreSQL):
 // each new lease takes its host's last release from the join, not from a
 // query before.
-func (s *Store) acquireJoined(ctx context.Context, w *writes, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
+func (s *hostStore) acquireJoined(ctx context.Context, w *writes, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
 	for chunk := range slices.Chunk(hosts, 200) {
 		var b strings.Builder
 		args := make([]any, 0, 5*len(chunk))
@@ -338,8 +338,8 @@ func hostTimes(rows *sql.Rows, each func(host string, ms int64)) error {
 // The caller holds the batch's row, not the job's lock, which none of
 // those rows needs: only the batch's own group commits change them (as
 // they did while a hand-out held the lock).
-func (s *Store) openHosts(ctx context.Context, tx dbtx, job, batch string) ([]string, error) {
-	rows, err := queryTx(ctx, s, tx, openHostsQuery, []any{job, batch}, func(rows *sql.Rows) (string, error) { return scanOpenHost(rows) })
+func (s *hostStore) openHosts(ctx context.Context, tx dbtx, job, batch string) ([]string, error) {
+	rows, err := queryTx(ctx, s.core, tx, openHostsQuery, []any{job, batch}, func(rows *sql.Rows) (string, error) { return scanOpenHost(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("job %s batch %s: hosts of its URLs: %w", job, batch, err)
 	}
@@ -361,7 +361,7 @@ func scanOpenHost(row scanner) (string, error) {
 
 // dropLeases drops the batch's leases of hosts, remembering when each
 // host was released (its next holder waits for its delay from then).
-func (s *Store) dropLeases(ctx context.Context, w *writes, job, batch string, hosts []string, now int64) error {
+func (s *hostStore) dropLeases(ctx context.Context, w *writes, job, batch string, hosts []string, now int64) error {
 	if len(hosts) == 0 {
 		return nil
 	}
@@ -393,8 +393,8 @@ func (s *Store) dropLeases(ctx context.Context, w *writes, job, batch string, ho
 // releaseBatch drops every lease of a batch that ends or gives its URLs
 // back (FinishBatch, FailBatch, Release, Requeue). The caller holds the
 // batch's row.
-func (s *Store) releaseBatch(ctx context.Context, tx dbtx, job, batch string) error {
-	hosts, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ?`, []any{job, batch},
+func (s *hostStore) releaseBatch(ctx context.Context, tx dbtx, job, batch string) error {
+	hosts, err := queryTx(ctx, s.core, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ?`, []any{job, batch},
 		func(rows *sql.Rows) (string, error) { return scanHost(rows) })
 	if err != nil || len(hosts) == 0 {
 		return err
@@ -409,7 +409,7 @@ func (s *Store) releaseBatch(ctx context.Context, tx dbtx, job, batch string) er
 // handOver renews a batch's leases for its new holder (Claim from
 // another holder): the host's next request waits for its delay from now,
 // since the old holder's last one may have just started.
-func (s *Store) handOver(ctx context.Context, tx dbtx, job, batch string) error {
+func (s *hostStore) handOver(ctx context.Context, tx dbtx, job, batch string) error {
 	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return err
@@ -425,7 +425,7 @@ func (s *Store) handOver(ctx context.Context, tx dbtx, job, batch string) error 
 
 // Pull hands a running batch held at epoch more URLs of hosts it may hold
 // (see jobs.RunnerStore).
-func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
+func (s *frontierStore) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
 	if out, ok, err := s.pullPipelined(ctx, job, id, epoch, n, want); ok {
 		if err == nil {
 			s.remember(job, out.Entries)
@@ -468,7 +468,7 @@ func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want i
 
 // Available reports whether a new batch could take a queued URL of job
 // now (see jobs.SupervisorStore).
-func (s *Store) Available(ctx context.Context, job string) (bool, error) {
+func (s *hostStore) Available(ctx context.Context, job string) (bool, error) {
 	ok := false
 	err := s.read(ctx, func() error {
 		pol, err := s.policy(ctx, s.db, job)
@@ -491,7 +491,7 @@ func (s *Store) Available(ctx context.Context, job string) (bool, error) {
 }
 
 // Leases returns a batch's live host leases (see jobs.Store).
-func (s *Store) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
+func (s *hostStore) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
 	var out []jobs.HostLease
 	err := s.read(ctx, func() error {
 		pol, err := s.policy(ctx, s.db, job)

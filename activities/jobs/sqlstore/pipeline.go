@@ -31,7 +31,7 @@ import (
 // when it does not apply (SQLite; a renewal alone; a job with
 // max_pages, whose remainder is read under the lock first) and the caller
 // pulls statement by statement.
-func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, n, want int) (out jobs.Pulled, ok bool, err error) {
+func (s *frontierStore) pullPipelined(ctx context.Context, job, id string, epoch int64, n, want int) (out jobs.Pulled, ok bool, err error) {
 	if !s.d.pipeline || n <= 0 {
 		return out, false, nil
 	}
@@ -53,7 +53,7 @@ func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, 
 		b.Queue(s.q(openHostsQuery), job, id)
 		b.Queue(s.lockJobNowQuery(), job)
 		b.Queue(s.q(leasesQuery), job)
-		b.Queue(s.q(s.queuedQuery(s.d.seqCol+` > ?`)), job, firstSeq, page)
+		b.Queue(s.q(s.hosts.queuedQuery(s.d.seqCol+` > ?`)), job, firstSeq, page)
 		b.Queue(s.q(waitingQuery), job, jobs.BatchRunning, id)
 		return func(br pgx.BatchResults) (rest, error) {
 			bi := jobs.BatchInfo{Job: job, ID: id}
@@ -73,7 +73,7 @@ func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, 
 			} else if err != nil {
 				return nil, fmt.Errorf("job %s: lock the job: %w", job, err)
 			}
-			v := s.newView(nil, job, id, pol, now)
+			v := s.hosts.newView(nil, job, id, pol, now)
 			if _, err := collect(br, func(row scanner) (struct{}, error) { return struct{}{}, v.add(row) }); err != nil {
 				return nil, fmt.Errorf("job %s: host leases: %w", job, err)
 			}
@@ -131,11 +131,11 @@ type rest func(tx dbtx, w *writes) (func() error, error)
 // results (in order), which returns the rest of the transaction; its
 // writes go with the COMMIT. Retried as write is (every use is
 // idempotent as write's are).
-func (s *Store) pipelined(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) error {
+func (s *core) pipelined(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) error {
 	return s.retrying(ctx, func() error { return s.pipelinedOnce(ctx, ahead) })
 }
 
-func (s *Store) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) (err error) {
+func (s *core) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) (err error) {
 	c, err := s.db.Conn(ctx)
 	if err != nil {
 		return err

@@ -16,8 +16,16 @@ import (
 // This file holds the recording of a batch's finished URLs: a group
 // commit of their pages, links, bodies and body hashes.
 
+// resultStore keeps what the group commits write and the reads of it
+// (results.go): pages, bodies, body hashes. A commit queues the links its
+// pages found, and may hand some to its batch, in the frontier.
+type resultStore struct {
+	*core
+	frontier *frontierStore
+}
+
 // Record writes one finished URL of a batch (see jobs.Store).
-func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error) {
+func (s *resultStore) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error) {
 	out, err := s.RecordAll(ctx, []jobs.Record{r})
 	if err != nil {
 		return jobs.Recorded{}, err
@@ -27,14 +35,14 @@ func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error
 
 // RecordAll writes finished URLs of one batch at one epoch in one
 // transaction (a group commit: one fsync for them all); see Record.
-func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
+func (s *resultStore) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
 	out, _, err := s.RecordTake(ctx, rs, 0)
 	return out, err
 }
 
 // RecordTake is RecordAll that moves up to take of the new links into the
 // batch in the same transaction (see jobs.RunnerStore).
-func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]jobs.Recorded, []jobs.Entry, error) {
+func (s *resultStore) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]jobs.Recorded, []jobs.Entry, error) {
 	if len(rs) == 0 {
 		return nil, nil, nil
 	}
@@ -52,7 +60,7 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 	var links []jobs.Entry
 	owner := map[string]int{}
 	refused := map[int][]jobs.RefusedLink{}
-	known := s.knownFor(job)
+	known := s.frontier.knownFor(job)
 	for i, r := range rs {
 		for _, l := range r.Links {
 			if err := jobs.CheckURLLength(l.URL); err != nil {
@@ -113,7 +121,7 @@ const (
 // record is RecordTake statement by statement, in one write transaction:
 // queued says the links went into the frontier (not cut by max_pages),
 // taken are the links handed to the batch.
-func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (queued bool, taken []jobs.Entry, err error) {
+func (s *resultStore) record(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (queued bool, taken []jobs.Entry, err error) {
 	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		clear(out)
@@ -209,10 +217,10 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 		// links taken, the update of the batch's size takes that lock and
 		// reads the epoch (one statement less on a crawl's first waves).
 		if len(taken) > 0 {
-			if _, err := s.growBatch(ctx, tx, job, batch, epoch, len(taken)); err != nil {
+			if _, err := s.frontier.growBatch(ctx, tx, job, batch, epoch, len(taken)); err != nil {
 				return err
 			}
-		} else if _, err := s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
+		} else if _, err := s.frontier.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
 			return err
 		}
 		results, bodies, err := resultRows(job, batch, rs, finished, dups, refused)
@@ -314,9 +322,9 @@ const takeHead = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? A
 // unfinished URL of, and the group's URLs are unfinished until it
 // commits), and the URLs taken keep them after. None while the job is not
 // running.
-func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
+func (s *resultStore) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
 	query, args := s.takeHostsQuery(job, batch, rs)
-	held, err := queryTx(ctx, s, tx, query, args, func(rows *sql.Rows) (string, error) { return scanHost(rows) })
+	held, err := queryTx(ctx, s.core, tx, query, args, func(rows *sql.Rows) (string, error) { return scanHost(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("record: host leases of batch %s: %w", batch, err)
 	}
@@ -326,7 +334,7 @@ func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []
 // takeHostsQuery is takeHosts' query (before s.q) and its arguments: the
 // hosts of rs's pages whose lease batch holds, live, none while the job's
 // control row says it is not running (in the same statement).
-func (s *Store) takeHostsQuery(job, batch string, rs []jobs.Record) (string, []any) {
+func (s *resultStore) takeHostsQuery(job, batch string, rs []jobs.Record) (string, []any) {
 	var hosts []any
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -369,7 +377,7 @@ func hostSet(hosts []string) map[string]bool {
 // duplicates claims the body hashes of the group's new pages fetched
 // without error (the first page of a hash owns it, in baton_hashes) and
 // returns, by index in rs, the URL each duplicate duplicates.
-func (s *Store) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
+func (s *resultStore) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
 	claims := hashClaims(job, rs, func(u string) bool { return finished[u] })
 	if len(claims) == 0 {
 		return map[int]string{}, nil
@@ -410,7 +418,7 @@ func hashClaims(job string, rs []jobs.Record, in func(url string) bool) [][]any 
 // duplicatesOf returns, by index in rs, the URL each finished page
 // duplicates, from the claims made and those claimed (their URLs): a
 // hash another page owned is looked up.
-func (s *Store) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool, claims [][]any, claimed map[string]bool) (map[int]string, error) {
+func (s *resultStore) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool, claims [][]any, claimed map[string]bool) (map[int]string, error) {
 	owner := map[string]string{} // hash → URL of the page that owns it
 	var lost []any
 	for _, c := range claims {
@@ -422,7 +430,7 @@ func (s *Store) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs
 		}
 	}
 	if len(lost) > 0 {
-		rows, err := queryTx(ctx, s, tx, `SELECT hash, url FROM baton_hashes WHERE job = ? AND hash IN (?`+strings.Repeat(", ?", len(lost)-1)+`)`,
+		rows, err := queryTx(ctx, s.core, tx, `SELECT hash, url FROM baton_hashes WHERE job = ? AND hash IN (?`+strings.Repeat(", ?", len(lost)-1)+`)`,
 			append([]any{job}, lost...), func(rows *sql.Rows) ([2]string, error) {
 				var hu [2]string
 				err := rows.Scan(&hu[0], &hu[1])
@@ -460,7 +468,7 @@ func itemRow(job, url string, it crawler.Pushed) []any {
 // order, once per (job, URL, index), and returns how many it inserted.
 // On PostgreSQL the job's items lock is taken first and held up to the
 // commit, so the job's items commit in the order of their seq.
-func (s *Store) insertItems(ctx context.Context, tx dbtx, job string, rows [][]any) (int, error) {
+func (s *resultStore) insertItems(ctx context.Context, tx dbtx, job string, rows [][]any) (int, error) {
 	slices.SortFunc(rows, func(a, b []any) int {
 		if c := strings.Compare(a[1].(string), b[1].(string)); c != 0 {
 			return c

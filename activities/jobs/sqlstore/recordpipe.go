@@ -34,7 +34,7 @@ import (
 // ones of those hosts into its batch with its COMMIT, with the batch's
 // size: rows it inserted itself, under its own locks (statement by
 // statement, 8 round trips).
-func (s *Store) recordPipelined(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (ok bool, taken []jobs.Entry, err error) {
+func (s *resultStore) recordPipelined(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (ok bool, taken []jobs.Entry, err error) {
 	if !s.d.pipeline {
 		return false, nil, nil
 	}

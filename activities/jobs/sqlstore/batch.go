@@ -134,13 +134,7 @@ func (s *frontierStore) Extend(ctx context.Context, job, id string, epoch int64,
 
 // Claim makes holder the batch's holder at epoch.
 func (s *frontierStore) Claim(ctx context.Context, job, id, holder string, epoch int64) (jobs.BatchInfo, error) {
-	var out jobs.BatchInfo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		out = b
+	return s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
 		if b.State != jobs.BatchRunning || b.Epoch == epoch && b.Holder == holder {
 			return nil
 		}
@@ -152,12 +146,27 @@ func (s *frontierStore) Claim(ctx context.Context, job, id, holder string, epoch
 			holder, epoch, job, id); err != nil {
 			return err
 		}
-		out.Holder, out.Epoch = holder, epoch
-		if b.Holder != "" && b.Holder != holder {
-			// A hand-over: the host leases go with the batch.
+		handOver := b.Holder != "" && b.Holder != holder
+		b.Holder, b.Epoch = holder, epoch
+		if handOver {
+			// The host leases go with the batch.
 			return s.hosts.handOver(ctx, tx, job, id)
 		}
 		return nil
+	})
+}
+
+// lockedBatch runs fn in a write transaction on the batch's row, read
+// under its lock, and returns that row as fn leaves it.
+func (s *frontierStore) lockedBatch(ctx context.Context, job, id string, fn func(tx *sql.Tx, b *jobs.BatchInfo) error) (jobs.BatchInfo, error) {
+	var out jobs.BatchInfo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		out = b
+		return fn(tx, &out)
 	})
 	return out, err
 }
@@ -222,13 +231,7 @@ func heldAt(b jobs.BatchInfo, epoch int64) error {
 
 // FinishBatch marks a batch whose URLs are all finished done.
 func (s *frontierStore) FinishBatch(ctx context.Context, job, id string, epoch int64) (jobs.BatchInfo, error) {
-	var out jobs.BatchInfo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		out = b
+	out, err := s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
 		if b.State == jobs.BatchDone {
 			return nil
 		}
@@ -245,7 +248,7 @@ func (s *frontierStore) FinishBatch(ctx context.Context, job, id string, epoch i
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ? WHERE job = ? AND id = ?`), jobs.BatchDone, job, id); err != nil {
 			return err
 		}
-		out.State = jobs.BatchDone
+		b.State = jobs.BatchDone
 		return s.hosts.releaseBatch(ctx, tx, job, id)
 	})
 	if err != nil {
@@ -261,11 +264,7 @@ func (s *frontierStore) FinishBatch(ctx context.Context, job, id string, epoch i
 
 // FailBatch marks a running batch failed.
 func (s *frontierStore) FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
+	_, err := s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
 		if b.State != jobs.BatchRunning {
 			return nil
 		}
@@ -273,11 +272,12 @@ func (s *frontierStore) FailBatch(ctx context.Context, job, id string, epoch int
 			_, err := s.checkEpoch(ctx, tx, job, id, epoch, "")
 			return err
 		}
-		if _, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, error = ? WHERE job = ? AND id = ?`), jobs.BatchFailed, reason, job, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, error = ? WHERE job = ? AND id = ?`), jobs.BatchFailed, reason, job, id); err != nil {
 			return err
 		}
 		return s.hosts.releaseBatch(ctx, tx, job, id)
 	})
+	return err
 }
 
 // Requeue fences a running batch at epoch and returns its unfinished URLs
@@ -286,22 +286,17 @@ func (s *frontierStore) FailBatch(ctx context.Context, job, id string, epoch int
 // the URLs back, taking the frontier rows before the batch row as a
 // holder's group commit does, so the two never wait for each other.
 func (s *frontierStore) Requeue(ctx context.Context, job, id string, epoch int64) (int, error) {
-	running := true
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		if running = b.State == jobs.BatchRunning; !running {
+	b, err := s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
+		if b.State != jobs.BatchRunning {
 			return nil
 		}
 		if b.Epoch > epoch {
 			return fmt.Errorf("requeue job %s batch %s at epoch %d: held by %s at epoch %d: %w", job, id, epoch, b.Holder, b.Epoch, jobs.ErrStale)
 		}
-		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET epoch = ? WHERE job = ? AND id = ?`), epoch, job, id)
+		_, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET epoch = ? WHERE job = ? AND id = ?`), epoch, job, id)
 		return err
 	})
-	if err != nil || !running {
+	if err != nil || b.State != jobs.BatchRunning {
 		return 0, err
 	}
 	n := 0

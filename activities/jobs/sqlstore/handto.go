@@ -43,13 +43,12 @@ func (s *frontierStore) handTo(ctx context.Context, tx dbtx, w *writes, job, bat
 		// By their seq, found by the queued index (job, seq). SQLite's seq
 		// is the rowid: each row is found at once. PostgreSQL's planner
 		// cannot be left to choose: at a job's start its statistics still
-		// say no URL is queued (they were sampled before), so for "seq IN
-		// (…)" or "url IN (…)" it walked the host index over every queued
-		// URL of the job, filtering (about 1,400 buffer reads for a pull
-		// of 24 on a 20,000-page crawl: 3.6 ms under the job's lock, which
-		// every other pull waited for). An ordered scan of the queued
-		// index over the chosen range (the plan of choose's own scan) and
-		// then each row by its address read 30 buffers for 24.
+		// say no URL is queued (they were sampled before the first URLs
+		// came), so for "seq IN (…)" or "url IN (…)" it walks the host
+		// index over every queued URL of the job, filtering, under the
+		// job's lock, which every other pull waits for. An ordered scan of
+		// the queued index over the chosen range (the plan of choose's own
+		// scan), then each row by its address, reads about the rows moved.
 		q := `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
 		if s.d.rowRef != "" {
 			q = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (

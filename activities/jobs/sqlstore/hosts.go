@@ -329,108 +329,142 @@ const (
 // hosts it would lease for them (spare: how many more requests in flight
 // the batch wants).
 func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[string]int, error) {
-	acquired := map[string]int{}
-	refused := map[string]bool{}
-	takeable := func(host string) (bool, error) {
-		if host == "" {
-			return true, nil
+	c := &chooser{v: v, n: n, spare: spare, acquired: map[string]int{}, refused: map[string]bool{}}
+	last, whole, err := c.scan(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !whole {
+		if err := c.probe(ctx, last); err != nil {
+			return nil, nil, err
 		}
-		if _, ok := v.mine[host]; ok {
-			return true, nil
-		}
-		if _, ok := acquired[host]; ok {
-			return true, nil
-		}
-		if refused[host] {
-			return false, nil
-		}
-		sh, cost, err := v.share(ctx, host, spare)
-		if err != nil || sh == 0 {
-			refused[host] = true
-			return false, err
-		}
-		acquired[host] = sh
-		spare -= cost
+	}
+	return c.out, c.acquired, nil
+}
+
+// chooser is a choice of choose in progress: the URLs chosen, the shares
+// of the hosts to lease for them, and the hosts refused.
+type chooser struct {
+	v        *leaseView
+	n, spare int
+	out      []candidate
+	acquired map[string]int
+	refused  map[string]bool
+}
+
+// takeable says whether the batch may take a URL of host: a host it holds
+// or is to lease, or one whose share it can lease now (then to lease).
+func (c *chooser) takeable(ctx context.Context, host string) (bool, error) {
+	if host == "" {
 		return true, nil
 	}
-	var out []candidate
-	// take takes what it may of got, queued URLs read in frontier order,
-	// and returns how many were read and the last one's seq.
-	take := func(got []candidate) (int, int64, error) {
-		var last int64
-		for _, c := range got {
-			last = c.seq
-			if len(out) == n {
-				break
-			}
-			if c.host == "" {
-				c.host = jobs.HostOf(c.e.URL) // a row queued by an older Baton
-			}
-			ok, err := takeable(c.host)
-			if err != nil {
-				return 0, 0, err
-			}
-			if ok {
-				out = append(out, c)
-			}
-		}
-		return len(got), last, nil
+	if _, ok := c.v.mine[host]; ok {
+		return true, nil
 	}
-	var last int64 = firstSeq
-	for scanned, page := 0, firstScanPage(n); len(out) < n; page = min(scanPage, 2*page) {
+	if _, ok := c.acquired[host]; ok {
+		return true, nil
+	}
+	if c.refused[host] {
+		return false, nil
+	}
+	sh, cost, err := c.v.share(ctx, host, c.spare)
+	if err != nil || sh == 0 {
+		c.refused[host] = true
+		return false, err
+	}
+	c.acquired[host] = sh
+	c.spare -= cost
+	return true, nil
+}
+
+// take takes what it may of got, queued URLs read in frontier order, and
+// returns how many were read and the last one's seq.
+func (c *chooser) take(ctx context.Context, got []candidate) (int, int64, error) {
+	var last int64
+	for _, cand := range got {
+		last = cand.seq
+		if len(c.out) == c.n {
+			break
+		}
+		if cand.host == "" {
+			cand.host = jobs.HostOf(cand.e.URL) // a row queued by an older Baton
+		}
+		ok, err := c.takeable(ctx, cand.host)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			c.out = append(c.out, cand)
+		}
+	}
+	return len(got), last, nil
+}
+
+// scan takes from the queued URLs in frontier order, in pages, up to
+// scanMax of them; whole says it saw the whole queue, last is the seq of
+// the last URL it read.
+func (c *chooser) scan(ctx context.Context) (last int64, whole bool, err error) {
+	v := c.v
+	last = firstSeq
+	for scanned, page := 0, firstScanPage(c.n); len(c.out) < c.n; page = min(scanPage, 2*page) {
 		got, ok := v.readAhead(page)
 		if !ok {
-			var err error
 			if got, err = v.s.queued(ctx, v.q, v.job, v.s.d.seqCol+` > ?`, []any{last}, page); err != nil {
-				return nil, nil, err
+				return 0, false, err
 			}
 		}
-		k, l, err := take(got)
+		k, l, err := c.take(ctx, got)
 		if err != nil {
-			return nil, nil, err
+			return 0, false, err
 		}
 		if k < page {
 			if scanned == 0 {
 				v.queued = k
 			}
-			return out, acquired, nil // the whole queue seen
+			return last, true, nil
 		}
 		last = l
 		if scanned += k; scanned >= scanMax {
 			break
 		}
 	}
-	// Further on, the URLs of hosts not seen yet (or ours, past the
-	// pages read).
+	return last, false, nil
+}
+
+// probe takes, further on, the URLs of hosts not seen yet (or the
+// batch's, past the pages scan read: seq above last), host by host in
+// the frontier's host index, up to hostProbes hosts.
+func (c *chooser) probe(ctx context.Context, last int64) error {
+	v := c.v
 	after, cmp := "", ">="
 	for range hostProbes {
-		if len(out) >= n {
+		if len(c.out) >= c.n {
 			break
 		}
 		var host sql.NullString
 		if err := v.q.QueryRowContext(ctx, v.s.q(`SELECT MIN(host) FROM baton_frontier WHERE job = ? AND state = 0 AND host `+cmp+` ?`),
 			v.job, after).Scan(&host); err != nil {
-			return nil, nil, fmt.Errorf("job %s: queued hosts: %w", v.job, err)
+			return fmt.Errorf("job %s: queued hosts: %w", v.job, err)
 		}
 		if !host.Valid {
 			break
 		}
 		after, cmp = host.String, ">"
-		ok, err := takeable(host.String)
+		ok, err := c.takeable(ctx, host.String)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if ok {
-			got, err := v.s.queued(ctx, v.q, v.job, `host = ? AND `+v.s.d.seqCol+` > ?`, []any{host.String, last}, n-len(out))
+			got, err := v.s.queued(ctx, v.q, v.job, `host = ? AND `+v.s.d.seqCol+` > ?`, []any{host.String, last}, c.n-len(c.out))
 			if err != nil {
-				return nil, nil, err
+				return err
 			}
-			if _, _, err := take(got); err != nil {
-				return nil, nil, err
+			if _, _, err := c.take(ctx, got); err != nil {
+				return err
 			}
 		}
 	}
-	return out, acquired, nil
+	return nil
 }
 
 // readAhead returns, once, the first page of queued URLs read ahead, if

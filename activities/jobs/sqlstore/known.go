@@ -17,7 +17,7 @@ import (
 // transaction that inserted it (or found it there) committed, and frontier
 // rows are never deleted, so a URL remembered is in the frontier; a URL
 // forgotten (the set is bounded, and each process has its own) is sent
-// again and the database's ON CONFLICT decides, as before.
+// again and the database's ON CONFLICT decides.
 
 // knownPerJob is how many URLs are remembered per job and process; past
 // it the set starts again empty (about 40 bytes a URL).

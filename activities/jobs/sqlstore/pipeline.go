@@ -22,10 +22,10 @@ import (
 // moved into the batch, their counter and the batch's size) go with its
 // COMMIT, their rows read after. A pull is what a Runner waits for when
 // its queue runs dry, and the job's lock it holds is what every other
-// hand-out of the job waits for: statement by statement a pull took 8 or
-// 9 round trips (6 or 7 under the job's lock), on a busy machine up to a
-// millisecond each and between machines a network round trip each; now
-// the lock is held for one.
+// hand-out of the job waits for: statement by statement a pull is a
+// round trip per statement, most of them under the job's lock (between
+// machines, a network round trip each); pipelined, the lock is held for
+// one.
 
 // pullPipelined is Pull on PostgreSQL in two round trips; ok is false
 // when it does not apply (SQLite; a renewal alone; a job with

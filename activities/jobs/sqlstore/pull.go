@@ -112,9 +112,8 @@ func (s *frontierStore) pullView(ctx context.Context, tx dbtx, w *writes, v *lea
 // (start batches, handed out empty at the job's start, which pull the
 // first pages' links themselves): a Runner whose slots are busy pulls
 // ahead, and at a crawl's start, with a few dozen URLs queued, one such
-// pull took all of them while two Runners' slots stayed empty until the
-// next commit (3 Runners × 8: every URL of the third wave went to the
-// first Runner's queue). The hosts leased for the URLs trimmed are not
+// pull would take all of them while the other Runners' slots stay empty
+// until their next commit. The hosts leased for the URLs trimmed are not
 // leased.
 func (s *frontierStore) fairShare(ctx context.Context, tx dbtx, v *leaseView, batch string, chosen []candidate, acquired map[string]int) ([]candidate, map[string]int, error) {
 	if v.queued < 0 || len(chosen) < 2 {

@@ -46,51 +46,23 @@ func (s *resultStore) RecordTake(ctx context.Context, rs []jobs.Record, take int
 	if len(rs) == 0 {
 		return nil, nil, nil
 	}
-	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
-	for _, r := range rs {
-		if r.Job != job || r.Batch != batch || r.Epoch != epoch {
-			return nil, nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", job, batch, epoch, r.Job, r.Batch, r.Epoch)
-		}
+	known := s.frontier.knownFor(rs[0].Job)
+	g, err := newGroup(rs, take, known)
+	if err != nil {
+		return nil, nil, err
 	}
-	out := make([]jobs.Recorded, len(rs))
-	// The links of the group, each once, owned by the first page that
-	// found it, in URL order.
-	// Links this process knows are in the frontier already are not sent
-	// (known.go).
-	var links []jobs.Entry
-	owner := map[string]int{}
-	refused := map[int][]jobs.RefusedLink{}
-	known := s.frontier.knownFor(job)
-	for i, r := range rs {
-		for _, l := range r.Links {
-			if err := jobs.CheckURLLength(l.URL); err != nil {
-				refused[i] = append(refused[i], jobs.RefusedLink{URL: l.URL[:256], Reason: err.Error()})
-				continue
-			}
-			if _, ok := owner[l.URL]; !ok && !known.has(l.URL) {
-				owner[l.URL] = i // its label and data are the first page's
-				links = append(links, l)
-			}
-		}
-	}
-	slices.SortFunc(links, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
-	urls := make([][]any, len(rs))
-	for i, r := range rs {
-		urls[i] = []any{r.URL}
-	}
-	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
 	queued := false // the links went into the frontier (not cut by max_pages)
-	pipelined, taken, err := s.recordPipelined(ctx, rs, take, links, urls, owner, refused, out)
+	pipelined, taken, err := s.recordPipelined(ctx, g)
 	if pipelined {
-		queued = err == nil && len(links) > 0
+		queued = err == nil && len(g.links) > 0
 	} else {
-		queued, taken, err = s.record(ctx, rs, take, links, urls, owner, refused, out)
+		queued, taken, err = s.record(ctx, g)
 	}
 	if err == nil && queued {
 		// Committed: every link sent is in the frontier now (inserted, or
 		// there before).
-		urls := make([]string, len(links))
-		for i, l := range links {
+		urls := make([]string, len(g.links))
+		for i, l := range g.links {
 			urls[i] = l.URL
 		}
 		known.add(urls)
@@ -98,7 +70,74 @@ func (s *resultStore) RecordTake(ctx context.Context, rs []jobs.Record, take int
 	if err != nil {
 		taken = nil
 	}
-	return out, taken, err
+	return g.out, taken, err
+}
+
+// group is a group commit as RecordTake prepares it: the records of one
+// batch at one epoch, and what both ways of committing them (record,
+// recordPipelined) write.
+type group struct {
+	rs                []jobs.Record
+	job, batch, shard string // shard: the writer's counter row
+	epoch             int64
+	take              int // how many new links the batch takes at most
+	// links are the links to send, each once, in URL order; owner says,
+	// by URL, which page of rs found each first; refused are the links
+	// refused, by index in rs.
+	links   []jobs.Entry
+	owner   map[string]int
+	refused map[int][]jobs.RefusedLink
+	urls    [][]any // the group's own URLs, in URL order
+	out     []jobs.Recorded
+}
+
+// newGroup checks that rs are of one batch at one epoch and prepares
+// their commit. Links known to be in the frontier already are not sent
+// (known.go).
+func newGroup(rs []jobs.Record, take int, known *knownURLs) (*group, error) {
+	g := &group{rs: rs, job: rs[0].Job, batch: rs[0].Batch, shard: rs[0].Runner, epoch: rs[0].Epoch, take: take,
+		owner: map[string]int{}, refused: map[int][]jobs.RefusedLink{}, out: make([]jobs.Recorded, len(rs))}
+	for _, r := range rs {
+		if r.Job != g.job || r.Batch != g.batch || r.Epoch != g.epoch {
+			return nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", g.job, g.batch, g.epoch, r.Job, r.Batch, r.Epoch)
+		}
+	}
+	for i, r := range rs {
+		for _, l := range r.Links {
+			if err := jobs.CheckURLLength(l.URL); err != nil {
+				g.refused[i] = append(g.refused[i], jobs.RefusedLink{URL: l.URL[:256], Reason: err.Error()})
+				continue
+			}
+			if _, ok := g.owner[l.URL]; !ok && !known.has(l.URL) {
+				g.owner[l.URL] = i // its label and data are the first page's
+				g.links = append(g.links, l)
+			}
+		}
+	}
+	slices.SortFunc(g.links, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
+	g.urls = make([][]any, len(rs))
+	for i, r := range rs {
+		g.urls[i] = []any{r.URL}
+	}
+	slices.SortFunc(g.urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
+	return g, nil
+}
+
+// linkRows are the frontier rows of links for linksHead.
+func (g *group) linkRows(links []jobs.Entry) [][]any {
+	rows := make([][]any, len(links))
+	for i, l := range links {
+		rows[i] = entryRow(g.job, l)
+	}
+	return rows
+}
+
+// countAdded counts the links added to the frontier on the pages that
+// found them.
+func (g *group) countAdded(added map[string]bool) {
+	for u := range added {
+		g.out[g.owner[u]].Added++
+	}
 }
 
 // The statements of a group commit's rows (chunked, tx.go), on both
@@ -121,11 +160,9 @@ const (
 // record is RecordTake statement by statement, in one write transaction:
 // queued says the links went into the frontier (not cut by max_pages),
 // taken are the links handed to the batch.
-func (s *resultStore) record(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (queued bool, taken []jobs.Entry, err error) {
-	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
+func (s *resultStore) record(ctx context.Context, g *group) (queued bool, taken []jobs.Entry, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		clear(out)
-		queued, taken = false, nil
+		clear(g.out)
 		// One statement per kind of row for the whole group, not per page,
 		// and every kind of row taken in one order by every recording, so
 		// no two recordings ever wait for each other in a cycle:
@@ -148,64 +185,19 @@ func (s *resultStore) record(ctx context.Context, rs []jobs.Record, take int, li
 		//     batch row.
 		// A pipelined commit (recordpipe.go) takes them in this order too
 		// (it hands the links it takes to the batch with its COMMIT).
-		// (Finishing the own URLs before the links, as before, made two
-		// groups whose pages link to each other wait in a cycle: each held
-		// its own finished row the other's link insert waited for.)
+		// Finishing the own URLs before the links would make two groups
+		// whose pages link to each other wait in a cycle: each would hold
+		// its own finished row the other's link insert waits for.
 		var c counts
-		if len(links) > 0 {
-			queue := links
-			maxPages, err := s.jobMaxPages(ctx, tx, job)
-			if err != nil {
-				return err
-			}
-			if maxPages > 0 {
-				// URLs beyond max_pages are never handed out (handOut
-				// counts exactly): once max_pages URLs are seen, queue no
-				// more. Until then every new link is queued, so known
-				// links never use up the quota of new ones.
-				sc, err := s.sums(ctx, tx, job)
-				if err != nil {
-					return err
-				}
-				if sc.seen >= maxPages {
-					queue = nil
-				}
-			}
-			// Every link goes in queued; the first new ones (up to take,
-			// of the hosts it may take) are then handed out to the batch:
-			// rows this transaction inserted, under its own locks.
-			var hosts map[string]bool
-			if take > 0 && maxPages == 0 {
-				if hosts, err = s.takeHosts(ctx, tx, job, batch, rs); err != nil {
-					return err
-				}
-			}
-			rows := make([][]any, len(queue))
-			for i, l := range queue {
-				rows[i] = entryRow(job, l)
-			}
-			added, err := s.returning(ctx, tx, linksHead, nil, linksTuple, linksTail, rows)
-			if err != nil {
-				return fmt.Errorf("record: queue links: %w", err)
-			}
-			for u := range added {
-				out[owner[u]].Added++
-			}
-			var mine [][]any
-			taken, mine = takeNew(queue, added, hosts, take)
-			for _, st := range s.chunked(takeHead, []any{batch, job}, "?", ")", mine) {
-				if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
-					return fmt.Errorf("record: take links: %w", err)
-				}
-			}
-			queued = len(queue) > 0
-			c.seen, c.taken = len(added), len(taken)
+		var err error
+		if queued, taken, c, err = s.queueLinks(ctx, tx, g); err != nil {
+			return err
 		}
-		finished, err := s.returning(ctx, tx, finishHead, []any{job, batch}, "?", finishTail, urls)
+		finished, err := s.returning(ctx, tx, finishHead, []any{g.job, g.batch}, "?", finishTail, g.urls)
 		if err != nil {
 			return fmt.Errorf("record: finish URLs: %w", err)
 		}
-		dups, err := s.duplicates(ctx, tx, job, rs, finished)
+		dups, err := s.duplicates(ctx, tx, g.job, g.rs, finished)
 		if err != nil {
 			return fmt.Errorf("record: body hashes: %w", err)
 		}
@@ -217,54 +209,109 @@ func (s *resultStore) record(ctx context.Context, rs []jobs.Record, take int, li
 		// links taken, the update of the batch's size takes that lock and
 		// reads the epoch (one statement less on a crawl's first waves).
 		if len(taken) > 0 {
-			if _, err := s.frontier.growBatch(ctx, tx, job, batch, epoch, len(taken)); err != nil {
+			if _, err := s.frontier.growBatch(ctx, tx, g.job, g.batch, g.epoch, len(taken)); err != nil {
 				return err
 			}
-		} else if _, err := s.frontier.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
+		} else if _, err := s.frontier.checkEpoch(ctx, tx, g.job, g.batch, g.epoch, s.d.forUpdate); err != nil {
 			return err
 		}
-		results, bodies, err := resultRows(job, batch, rs, finished, dups, refused)
-		if err != nil {
-			return err
-		}
-		wrote, err := s.returning(ctx, tx, resultsHead, nil, resultsTuple, resultsTail, results)
-		if err != nil {
-			return fmt.Errorf("record: results: %w", err)
-		}
-		if len(bodies) > 0 {
-			if _, err := s.returning(ctx, tx, bodiesHead, nil, bodiesTuple, bodiesTail+` RETURNING url`, bodies); err != nil {
-				return fmt.Errorf("record: bodies: %w", err)
-			}
-		}
-		var items [][]any
-		for i, r := range rs {
-			if finished[r.URL] && r.Page != nil && wrote[r.URL] {
-				out[i].Wrote = true
-				c.recorded++
-				if r.Page.Error != "" {
-					c.failed++
-				}
-				// The items go with the page only when the page is new to
-				// the results: a page recorded again (a retried write, a
-				// new holder's fetch after a hand-over) adds none.
-				for _, it := range r.Items {
-					items = append(items, itemRow(job, r.URL, it))
-				}
-			}
-		}
-		if len(items) > 0 {
-			n, err := s.insertItems(ctx, tx, job, items)
-			if err != nil {
-				return fmt.Errorf("record: items: %w", err)
-			}
-			c.items = n
-		}
-		if err := s.count(ctx, tx, job, rs[0].Runner, c); err != nil {
-			return err
-		}
-		return nil
+		return s.writeResults(ctx, tx, g, finished, dups, c)
 	})
 	return queued, taken, err
+}
+
+// queueLinks is record's first step: it queues the group's links and
+// hands the first new ones (up to g.take, of the hosts it may take) to
+// the batch; queued says the links went into the frontier, c counts the
+// links seen and taken.
+func (s *resultStore) queueLinks(ctx context.Context, tx dbtx, g *group) (queued bool, taken []jobs.Entry, c counts, err error) {
+	if len(g.links) == 0 {
+		return false, nil, c, nil
+	}
+	queue := g.links
+	maxPages, err := s.jobMaxPages(ctx, tx, g.job)
+	if err != nil {
+		return false, nil, c, err
+	}
+	if maxPages > 0 {
+		// URLs beyond max_pages are never handed out (underMaxPages
+		// counts exactly): once max_pages URLs are seen, queue no more.
+		// Until then every new link is queued, so known links never use
+		// up the quota of new ones.
+		sc, err := s.sums(ctx, tx, g.job)
+		if err != nil {
+			return false, nil, c, err
+		}
+		if sc.seen >= maxPages {
+			queue = nil
+		}
+	}
+	// Every link goes in queued; the first new ones (up to take, of the
+	// hosts it may take) are then handed out to the batch: rows this
+	// transaction inserted, under its own locks.
+	var hosts map[string]bool
+	if g.take > 0 && maxPages == 0 {
+		if hosts, err = s.takeHosts(ctx, tx, g.job, g.batch, g.rs); err != nil {
+			return false, nil, c, err
+		}
+	}
+	added, err := s.returning(ctx, tx, linksHead, nil, linksTuple, linksTail, g.linkRows(queue))
+	if err != nil {
+		return false, nil, c, fmt.Errorf("record: queue links: %w", err)
+	}
+	g.countAdded(added)
+	taken, mine := takeNew(queue, added, hosts, g.take)
+	for _, st := range s.chunked(takeHead, []any{g.batch, g.job}, "?", ")", mine) {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			return false, nil, c, fmt.Errorf("record: take links: %w", err)
+		}
+	}
+	c.seen, c.taken = len(added), len(taken)
+	return len(queue) > 0, taken, c, nil
+}
+
+// writeResults is record's last step, once the batch's row is locked: the
+// results of the pages finished (finished; dups their duplicates, by
+// index in g.rs), their bodies and items, and the writer's counter row
+// with c.
+func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finished map[string]bool, dups map[int]string, c counts) error {
+	results, bodies, err := resultRows(g.job, g.batch, g.rs, finished, dups, g.refused)
+	if err != nil {
+		return err
+	}
+	wrote, err := s.returning(ctx, tx, resultsHead, nil, resultsTuple, resultsTail, results)
+	if err != nil {
+		return fmt.Errorf("record: results: %w", err)
+	}
+	if len(bodies) > 0 {
+		if _, err := s.returning(ctx, tx, bodiesHead, nil, bodiesTuple, bodiesTail+` RETURNING url`, bodies); err != nil {
+			return fmt.Errorf("record: bodies: %w", err)
+		}
+	}
+	var items [][]any
+	for i, r := range g.rs {
+		if finished[r.URL] && r.Page != nil && wrote[r.URL] {
+			g.out[i].Wrote = true
+			c.recorded++
+			if r.Page.Error != "" {
+				c.failed++
+			}
+			// The items go with the page only when the page is new to
+			// the results: a page recorded again (a retried write, a
+			// new holder's fetch after a hand-over) adds none.
+			for _, it := range r.Items {
+				items = append(items, itemRow(g.job, r.URL, it))
+			}
+		}
+	}
+	if len(items) > 0 {
+		n, err := s.insertItems(ctx, tx, g.job, items)
+		if err != nil {
+			return fmt.Errorf("record: items: %w", err)
+		}
+		c.items = n
+	}
+	return s.count(ctx, tx, g.job, g.shard, c)
 }
 
 // resultRows returns the rows of the results and bodies of the pages of rs

@@ -1,8 +1,9 @@
 // Package sqlstore implements jobs.Store on SQL: SQLite (embedded, one
 // file under a data directory, safe for several worker processes on one
 // host) and PostgreSQL (distributed, through pgx). Both share one schema
-// and one implementation; a dialect holds what differs (placeholders, row
-// locks, the sequence column).
+// and one implementation, made of parts by concern on one core (Store);
+// a dialect holds what differs (placeholders, row locks, the sequence
+// column).
 package sqlstore
 
 import (
@@ -89,13 +90,13 @@ type core struct {
 // of package jobs that use it, all on one core.
 type Store struct {
 	*core
-	*jobStore      // jobs, their seeds, counters and control state (job.go, control.go)
-	*frontierStore // the frontier and its batches: hand-outs, pulls, ends (batch.go, pull.go)
-	*hostStore     // host leases and robots.txt files (hosts.go, leases.go, robots.go)
-	*resultStore   // group commits and the results they write (record.go, results.go)
-	*itemStore     // user crawlers' items and their sinks (items.go)
-	*secretStore   // sealed job secrets (secrets.go)
-	*schemaStore   // the schema and its upgrades (schema.go)
+	*jobStore      // jobs, seeds, counters, control state: job.go, counters.go, control.go
+	*frontierStore // the frontier and its batches: batch.go, pull.go, handto.go, pipeline.go, known.go
+	*hostStore     // host leases and robots.txt files: hosts.go, leases.go, robots.go
+	*resultStore   // group commits and the results they write: record.go, recordpipe.go, results.go
+	*itemStore     // user crawlers' items and their sinks: items.go
+	*secretStore   // sealed job secrets: secrets.go
+	*schemaStore   // the schema and its upgrades: schema.go
 }
 
 var _ jobs.Store = (*Store)(nil)

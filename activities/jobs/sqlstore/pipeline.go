@@ -67,22 +67,9 @@ func (s *frontierStore) pullPipelined(ctx context.Context, job, id string, epoch
 			if err != nil {
 				return nil, fmt.Errorf("job %s batch %s: hosts of its URLs: %w", job, id, err)
 			}
-			var now int64
-			if err := br.QueryRow().Scan(&now); errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
-			} else if err != nil {
-				return nil, fmt.Errorf("job %s: lock the job: %w", job, err)
-			}
-			v := s.hosts.newView(nil, job, id, pol, now)
-			if _, err := collect(br, func(row scanner) (struct{}, error) { return struct{}{}, v.add(row) }); err != nil {
-				return nil, fmt.Errorf("job %s: host leases: %w", job, err)
-			}
-			if v.first, err = collect(br, scanCandidate); err != nil {
-				return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)
-			}
-			v.firstPage, v.firstRead = page, true
-			if err := br.QueryRow().Scan(&v.waiting); err != nil {
-				return nil, fmt.Errorf("job %s: batches waiting for URLs: %w", job, err)
+			v, err := s.readPullView(br, job, id, pol, page)
+			if err != nil {
+				return nil, err
 			}
 			if err := heldAt(bi, epoch); err != nil {
 				return nil, err
@@ -108,6 +95,31 @@ func (s *frontierStore) pullPipelined(ctx context.Context, job, id string, epoch
 		}
 	})
 	return out, true, err
+}
+
+// readPullView reads the results of a pipelined pull's statements from the
+// job's lock on (its clock, the job's leases, the first page of queued
+// URLs, the start batches waiting) into a view of the leases for batch.
+func (s *frontierStore) readPullView(br pgx.BatchResults, job, batch string, pol hostPolicy, page int) (*leaseView, error) {
+	var now int64
+	if err := br.QueryRow().Scan(&now); errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
+	} else if err != nil {
+		return nil, fmt.Errorf("job %s: lock the job: %w", job, err)
+	}
+	v := s.hosts.newView(nil, job, batch, pol, now)
+	if _, err := collect(br, func(row scanner) (struct{}, error) { return struct{}{}, v.add(row) }); err != nil {
+		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
+	}
+	var err error
+	if v.first, err = collect(br, scanCandidate); err != nil {
+		return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)
+	}
+	v.firstPage, v.firstRead = page, true
+	if err := br.QueryRow().Scan(&v.waiting); err != nil {
+		return nil, fmt.Errorf("job %s: batches waiting for URLs: %w", job, err)
+	}
+	return v, nil
 }
 
 // collect reads every row of the next result of a pipeline with scan.

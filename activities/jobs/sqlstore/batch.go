@@ -6,12 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // This file holds the batches: hand-out from the frontier, claims and
 // epochs, and how a batch ends (done, failed, re-queued).
+
+// frontierStore keeps a job's frontier and its batches: the hand-outs
+// (TakeBatch, Pull), claims and epochs, how a batch ends, and the URLs a
+// process knows are in the frontier (known.go). A hand-out leases the
+// hosts of the URLs it hands out (hosts).
+type frontierStore struct {
+	*core
+	hosts *hostStore
+	known sync.Map // job → *knownURLs: URLs known to be in its frontier (known.go)
+	// waitersUntil: job → time.Time until which a hand-out from a short
+	// queue looks for batches waiting for their first URLs (fairShare)
+	waitersUntil sync.Map
+}
 
 // batchCols are the columns of a batch's row that batchFields scans.
 const batchCols = "holder, epoch, size, state, error"
@@ -21,7 +35,7 @@ func batchFields(b *jobs.BatchInfo) []any {
 	return []any{&b.Holder, &b.Epoch, &b.Size, &b.State, &b.Error}
 }
 
-func (s *Store) batchRow(ctx context.Context, q querier, job, id, lock string) (jobs.BatchInfo, error) {
+func (s *frontierStore) batchRow(ctx context.Context, q querier, job, id, lock string) (jobs.BatchInfo, error) {
 	return scanBatch(q.QueryRowContext(ctx, s.q(batchRowQuery(lock)), job, id), job, id)
 }
 
@@ -44,7 +58,7 @@ func scanBatch(row scanner, job, id string) (jobs.BatchInfo, error) {
 // TakeBatch hands out up to n queued URLs as batch id; idempotent per id.
 // The batch takes URLs only of hosts it can lease (hosts.go), as a batch
 // wanting n requests in flight.
-func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.BatchInfo, error) {
+func (s *frontierStore) TakeBatch(ctx context.Context, job, id string, n int) (jobs.BatchInfo, error) {
 	var out jobs.BatchInfo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// The job's lock first: a retried call waits for the first one and
@@ -83,7 +97,7 @@ func (s *Store) TakeBatch(ctx context.Context, job, id string, n int) (jobs.Batc
 
 // OpenBatch stores batch id running and empty; idempotent per id (see
 // jobs.SupervisorStore).
-func (s *Store) OpenBatch(ctx context.Context, job, id string) (jobs.BatchInfo, error) {
+func (s *frontierStore) OpenBatch(ctx context.Context, job, id string) (jobs.BatchInfo, error) {
 	var out jobs.BatchInfo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_batches (job, id, holder, epoch, size, state) VALUES (?, ?, '', 0, 0, ?)
@@ -99,7 +113,7 @@ func (s *Store) OpenBatch(ctx context.Context, job, id string) (jobs.BatchInfo, 
 
 // ActiveBatches counts the job's running batches that were handed URLs
 // (see jobs.RunnerStore).
-func (s *Store) ActiveBatches(ctx context.Context, job string) (int, error) {
+func (s *frontierStore) ActiveBatches(ctx context.Context, job string) (int, error) {
 	var n int
 	err := s.read(ctx, func() error {
 		return s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_batches WHERE job = ? AND state = ? AND size > 0`),
@@ -113,20 +127,14 @@ func (s *Store) ActiveBatches(ctx context.Context, job string) (int, error) {
 
 // Extend moves up to n more queued URLs into a running batch held at
 // epoch (a Runner pulling work as it frees slots): Pull with want n.
-func (s *Store) Extend(ctx context.Context, job, id string, epoch int64, n int) ([]jobs.Entry, error) {
+func (s *frontierStore) Extend(ctx context.Context, job, id string, epoch int64, n int) ([]jobs.Entry, error) {
 	p, err := s.Pull(ctx, job, id, epoch, n, n)
 	return p.Entries, err
 }
 
 // Claim makes holder the batch's holder at epoch.
-func (s *Store) Claim(ctx context.Context, job, id, holder string, epoch int64) (jobs.BatchInfo, error) {
-	var out jobs.BatchInfo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		out = b
+func (s *frontierStore) Claim(ctx context.Context, job, id, holder string, epoch int64) (jobs.BatchInfo, error) {
+	return s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
 		if b.State != jobs.BatchRunning || b.Epoch == epoch && b.Holder == holder {
 			return nil
 		}
@@ -138,19 +146,34 @@ func (s *Store) Claim(ctx context.Context, job, id, holder string, epoch int64) 
 			holder, epoch, job, id); err != nil {
 			return err
 		}
-		out.Holder, out.Epoch = holder, epoch
-		if b.Holder != "" && b.Holder != holder {
-			// A hand-over: the host leases go with the batch.
-			return s.handOver(ctx, tx, job, id)
+		handOver := b.Holder != "" && b.Holder != holder
+		b.Holder, b.Epoch = holder, epoch
+		if handOver {
+			// The host leases go with the batch.
+			return s.hosts.handOver(ctx, tx, job, id)
 		}
 		return nil
+	})
+}
+
+// lockedBatch runs fn in a write transaction on the batch's row, read
+// under its lock, and returns that row as fn leaves it.
+func (s *frontierStore) lockedBatch(ctx context.Context, job, id string, fn func(tx *sql.Tx, b *jobs.BatchInfo) error) (jobs.BatchInfo, error) {
+	var out jobs.BatchInfo
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
+		if err != nil {
+			return err
+		}
+		out = b
+		return fn(tx, &out)
 	})
 	return out, err
 }
 
 // Entries lists a batch's URLs.
-func (s *Store) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry, error) {
-	return queryAll(ctx, s, `SELECT `+entryCols+`, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol,
+func (s *frontierStore) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry, error) {
+	return queryAll(ctx, s.core, `SELECT `+entryCols+`, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol,
 		[]any{job, id}, func(rows *sql.Rows) (jobs.BatchEntry, error) {
 			var state int
 			e, err := scanEntry(rows, &state)
@@ -159,8 +182,8 @@ func (s *Store) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry,
 }
 
 // Unfinished lists a batch's URLs not finished yet (see jobs.Store).
-func (s *Store) Unfinished(ctx context.Context, job, id string) ([]jobs.Entry, error) {
-	out, err := queryAll(ctx, s, `SELECT `+entryCols+` FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1 ORDER BY `+s.d.seqCol,
+func (s *frontierStore) Unfinished(ctx context.Context, job, id string) ([]jobs.Entry, error) {
+	out, err := queryAll(ctx, s.core, `SELECT `+entryCols+` FROM baton_frontier WHERE job = ? AND batch = ? AND state = 1 ORDER BY `+s.d.seqCol,
 		[]any{job, id}, func(rows *sql.Rows) (jobs.Entry, error) { return scanEntry(rows) })
 	if err == nil {
 		s.remember(job, out)
@@ -168,7 +191,7 @@ func (s *Store) Unfinished(ctx context.Context, job, id string) ([]jobs.Entry, e
 	return out, err
 }
 
-func (s *Store) checkEpoch(ctx context.Context, tx dbtx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {
+func (s *frontierStore) checkEpoch(ctx context.Context, tx dbtx, job, id string, epoch int64, lock string) (jobs.BatchInfo, error) {
 	b, err := s.batchRow(ctx, tx, job, id, lock)
 	if err != nil {
 		return b, err
@@ -183,7 +206,7 @@ const growSQL = `UPDATE baton_batches SET size = size + ? WHERE job = ? AND id =
 // growBatch adds n URLs handed to a running batch held at epoch to its
 // size, and checks the epoch as checkEpoch does, in one statement: the
 // row's lock is taken by the update, and a refusal rolls it back.
-func (s *Store) growBatch(ctx context.Context, tx dbtx, job, id string, epoch int64, n int) (jobs.BatchInfo, error) {
+func (s *frontierStore) growBatch(ctx context.Context, tx dbtx, job, id string, epoch int64, n int) (jobs.BatchInfo, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
 	err := tx.QueryRowContext(ctx, s.q(growSQL+` RETURNING `+batchCols), n, job, id).
 		Scan(batchFields(&b)...)
@@ -207,14 +230,8 @@ func heldAt(b jobs.BatchInfo, epoch int64) error {
 }
 
 // FinishBatch marks a batch whose URLs are all finished done.
-func (s *Store) FinishBatch(ctx context.Context, job, id string, epoch int64) (jobs.BatchInfo, error) {
-	var out jobs.BatchInfo
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		out = b
+func (s *frontierStore) FinishBatch(ctx context.Context, job, id string, epoch int64) (jobs.BatchInfo, error) {
+	out, err := s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
 		if b.State == jobs.BatchDone {
 			return nil
 		}
@@ -231,8 +248,8 @@ func (s *Store) FinishBatch(ctx context.Context, job, id string, epoch int64) (j
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ? WHERE job = ? AND id = ?`), jobs.BatchDone, job, id); err != nil {
 			return err
 		}
-		out.State = jobs.BatchDone
-		return s.releaseBatch(ctx, tx, job, id)
+		b.State = jobs.BatchDone
+		return s.hosts.releaseBatch(ctx, tx, job, id)
 	})
 	if err != nil {
 		return out, err
@@ -246,12 +263,8 @@ func (s *Store) FinishBatch(ctx context.Context, job, id string, epoch int64) (j
 }
 
 // FailBatch marks a running batch failed.
-func (s *Store) FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
+func (s *frontierStore) FailBatch(ctx context.Context, job, id string, epoch int64, reason string) error {
+	_, err := s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
 		if b.State != jobs.BatchRunning {
 			return nil
 		}
@@ -259,11 +272,12 @@ func (s *Store) FailBatch(ctx context.Context, job, id string, epoch int64, reas
 			_, err := s.checkEpoch(ctx, tx, job, id, epoch, "")
 			return err
 		}
-		if _, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, error = ? WHERE job = ? AND id = ?`), jobs.BatchFailed, reason, job, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET state = ?, error = ? WHERE job = ? AND id = ?`), jobs.BatchFailed, reason, job, id); err != nil {
 			return err
 		}
-		return s.releaseBatch(ctx, tx, job, id)
+		return s.hosts.releaseBatch(ctx, tx, job, id)
 	})
+	return err
 }
 
 // Requeue fences a running batch at epoch and returns its unfinished URLs
@@ -271,23 +285,18 @@ func (s *Store) FailBatch(ctx context.Context, job, id string, epoch int64, reas
 // commit on, every write of the old holder is refused), the second moves
 // the URLs back, taking the frontier rows before the batch row as a
 // holder's group commit does, so the two never wait for each other.
-func (s *Store) Requeue(ctx context.Context, job, id string, epoch int64) (int, error) {
-	running := true
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		b, err := s.batchRow(ctx, tx, job, id, s.d.forUpdate)
-		if err != nil {
-			return err
-		}
-		if running = b.State == jobs.BatchRunning; !running {
+func (s *frontierStore) Requeue(ctx context.Context, job, id string, epoch int64) (int, error) {
+	b, err := s.lockedBatch(ctx, job, id, func(tx *sql.Tx, b *jobs.BatchInfo) error {
+		if b.State != jobs.BatchRunning {
 			return nil
 		}
 		if b.Epoch > epoch {
 			return fmt.Errorf("requeue job %s batch %s at epoch %d: held by %s at epoch %d: %w", job, id, epoch, b.Holder, b.Epoch, jobs.ErrStale)
 		}
-		_, err = tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET epoch = ? WHERE job = ? AND id = ?`), epoch, job, id)
+		_, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET epoch = ? WHERE job = ? AND id = ?`), epoch, job, id)
 		return err
 	})
-	if err != nil || !running {
+	if err != nil || b.State != jobs.BatchRunning {
 		return 0, err
 	}
 	n := 0
@@ -308,7 +317,7 @@ func (s *Store) Requeue(ctx context.Context, job, id string, epoch int64) (int, 
 		}
 		// Its hosts are free at once: the fail-over, not a lease's TTL,
 		// bounds how long a dead Runner holds them.
-		if err := s.releaseBatch(ctx, tx, job, id); err != nil {
+		if err := s.hosts.releaseBatch(ctx, tx, job, id); err != nil {
 			return err
 		}
 		return s.count(ctx, tx, job, "~assign", counts{requeued: n})
@@ -320,7 +329,7 @@ func (s *Store) Requeue(ctx context.Context, job, id string, epoch int64) (int, 
 }
 
 // Batches returns the named batches' rows.
-func (s *Store) Batches(ctx context.Context, job string, ids []string) ([]jobs.BatchInfo, error) {
+func (s *frontierStore) Batches(ctx context.Context, job string, ids []string) ([]jobs.BatchInfo, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -328,7 +337,7 @@ func (s *Store) Batches(ctx context.Context, job string, ids []string) ([]jobs.B
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	return queryAll(ctx, s, `SELECT id, `+batchCols+` FROM baton_batches
+	return queryAll(ctx, s.core, `SELECT id, `+batchCols+` FROM baton_batches
 		WHERE job = ? AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args,
 		func(rows *sql.Rows) (jobs.BatchInfo, error) {
 			b := jobs.BatchInfo{Job: job}

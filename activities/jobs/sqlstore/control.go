@@ -15,7 +15,7 @@ import (
 // paused batch's unfetched URLs, and the re-queue of a job's failed URLs.
 
 // SetControl records a job's control state (see jobs.Store).
-func (s *Store) SetControl(ctx context.Context, job, state string) error {
+func (s *jobStore) SetControl(ctx context.Context, job, state string) error {
 	if err := jobs.ValidControl(state); err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (s *Store) SetControl(ctx context.Context, job, state string) error {
 }
 
 // Control returns a job's control state (see jobs.Store).
-func (s *Store) Control(ctx context.Context, job string) (string, error) {
+func (s *jobStore) Control(ctx context.Context, job string) (string, error) {
 	var state string
 	err := s.read(ctx, func() error {
 		return s.db.QueryRowContext(ctx, s.q(`SELECT state FROM baton_job_control WHERE job = ?`), job).Scan(&state)
@@ -59,7 +59,7 @@ func running(job, state string) error {
 // round trip. The control state is read as the statement starts, before
 // the row's lock is granted (a pause committed meanwhile stops the next
 // pull).
-func (s *Store) batchAndControl(ctx context.Context, tx dbtx, job, id string) (jobs.BatchInfo, string, error) {
+func (s *frontierStore) batchAndControl(ctx context.Context, tx dbtx, job, id string) (jobs.BatchInfo, string, error) {
 	b := jobs.BatchInfo{Job: job, ID: id}
 	var control string
 	err := tx.QueryRowContext(ctx, s.batchAndControlQuery(), job, id).Scan(append(batchFields(&b), &control)...)
@@ -70,7 +70,7 @@ func (s *Store) batchAndControl(ctx context.Context, tx dbtx, job, id string) (j
 }
 
 // batchAndControlQuery is batchAndControl's statement: job, batch.
-func (s *Store) batchAndControlQuery() string {
+func (s *frontierStore) batchAndControlQuery() string {
 	return s.q(`SELECT ` + batchCols + `,
 		COALESCE((SELECT c.state FROM baton_job_control c WHERE c.job = baton_batches.job), '')
 		FROM baton_batches WHERE job = ? AND id = ?` + s.d.forUpdate)
@@ -81,7 +81,7 @@ func (s *Store) batchAndControlQuery() string {
 // batch row, as a group commit and Requeue take them, so none of them
 // waits for another in a cycle; the epoch is checked last, under the
 // batch row's lock, and a refusal rolls the hand-back back.
-func (s *Store) Release(ctx context.Context, job, id string, epoch int64) (int, error) {
+func (s *frontierStore) Release(ctx context.Context, job, id string, epoch int64) (int, error) {
 	n := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET state = 0, batch = NULL WHERE job = ? AND batch = ? AND state = 1`), job, id)
@@ -97,7 +97,7 @@ func (s *Store) Release(ctx context.Context, job, id string, epoch int64) (int, 
 		if err != nil {
 			return err
 		}
-		if err := s.releaseBatch(ctx, tx, job, id); err != nil {
+		if err := s.hosts.releaseBatch(ctx, tx, job, id); err != nil {
 			return err
 		}
 		// Counted on the row Extend counts the holder's pulls on: both
@@ -111,7 +111,7 @@ func (s *Store) Release(ctx context.Context, job, id string, epoch int64) (int, 
 }
 
 // RequeueFailed queues a job's failed URLs again (see jobs.Store).
-func (s *Store) RequeueFailed(ctx context.Context, job string) (int, error) {
+func (s *jobStore) RequeueFailed(ctx context.Context, job string) (int, error) {
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return 0, err
 	}

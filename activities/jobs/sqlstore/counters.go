@@ -26,7 +26,7 @@ const (
 	countSQL = countsInsert + `VALUES (?, ?, ?, ?, ?, ?, ?, ?)` + countsAdd
 )
 
-func (s *Store) count(ctx context.Context, tx dbtx, job, shard string, c counts) error {
+func (s *core) count(ctx context.Context, tx dbtx, job, shard string, c counts) error {
 	if c == (counts{}) {
 		return nil
 	}
@@ -34,7 +34,7 @@ func (s *Store) count(ctx context.Context, tx dbtx, job, shard string, c counts)
 	return err
 }
 
-func (s *Store) sums(ctx context.Context, q querier, job string) (counts, error) {
+func (s *core) sums(ctx context.Context, q querier, job string) (counts, error) {
 	var c counts
 	err := q.QueryRowContext(ctx, s.q(`SELECT COALESCE(SUM(seen), 0), COALESCE(SUM(taken), 0), COALESCE(SUM(requeued), 0),
 		COALESCE(SUM(recorded), 0), COALESCE(SUM(failed), 0), COALESCE(SUM(items), 0) FROM baton_counters WHERE job = ?`), job).
@@ -52,7 +52,7 @@ func stats(c counts, maxPages int) jobs.Stats {
 }
 
 // Stats returns a job's counters.
-func (s *Store) Stats(ctx context.Context, job string) (jobs.Stats, error) {
+func (s *jobStore) Stats(ctx context.Context, job string) (jobs.Stats, error) {
 	var st jobs.Stats
 	err := s.read(ctx, func() error {
 		maxPages, err := s.jobMaxPages(ctx, s.db, job)

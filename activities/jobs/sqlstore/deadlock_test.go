@@ -155,19 +155,7 @@ func TestPostgresRecordingNeverDeadlocks(t *testing.T) {
 	offset := pg.LogOffset()
 
 	links := crossLinked(pages)
-	var wg sync.WaitGroup
-	errs := make([]error, len(stores))
-	for r, s := range stores {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = runOneBatch(ctx, s, job, fmt.Sprintf("b%d", r), fmt.Sprintf("runner-%d", r), links)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
+	runBatches(ctx, t, stores, job, links)
 	st, err := stores[0].Stats(ctx, job)
 	require.NoError(t, err)
 	got := results(t, stores[0], job)
@@ -232,19 +220,7 @@ func TestPostgresHostLeasesNeverDeadlock(t *testing.T) {
 	}
 	offset := pg.LogOffset()
 
-	var wg sync.WaitGroup
-	errs := make([]error, len(stores))
-	for r, s := range stores {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = runOneBatch(ctx, s, job, fmt.Sprintf("b%d", r), fmt.Sprintf("runner-%d", r), links)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
+	runBatches(ctx, t, stores, job, links)
 	for sweep := 0; ; sweep++ {
 		st, err := stores[0].Stats(ctx, job)
 		require.NoError(t, err)
@@ -279,4 +255,22 @@ func TestPostgresHostLeasesNeverDeadlock(t *testing.T) {
 	t.Logf("%d pages on %d hosts held one batch at a time, recorded by %v; %d deadlocks", pages, hosts, by, pg.Deadlocks(t))
 	assert.Zero(t, strings.Count(log, "deadlock detected"), "deadlocks in the server log")
 	assert.Zero(t, pg.Deadlocks(t), "pg_stat_database.deadlocks")
+}
+
+// runBatches runs batch b<r> on stores[r] as runner-<r>, all at once, and
+// fails t if one of them fails.
+func runBatches(ctx context.Context, t *testing.T, stores []*sqlstore.Store, job string, links func(i int) []string) {
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for r, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = runOneBatch(ctx, s, job, fmt.Sprintf("b%d", r), fmt.Sprintf("runner-%d", r), links)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 }

@@ -1,7 +1,7 @@
 package sqlstore
 
 // WithoutPipeline makes s run every transaction statement by statement,
-// as before pipelines (a benchmark's second arm). Not safe while s is in
+// without pipelines (a benchmark's second arm). Not safe while s is in
 // use.
 func WithoutPipeline(s *Store) {
 	d := *s.d

@@ -16,7 +16,7 @@ import (
 // rows they take, not every queued URL of the job, although PostgreSQL's
 // statistics, sampled while nothing was queued (the frontier of finished
 // jobs), say no URL is: with "url IN (…)" or "seq IN (…)" the planner
-// then walked the host index over the whole queue under the job's lock.
+// would walk the host index over the whole queue under the job's lock.
 // Counted in pg_stat_user_indexes (index entries read on the frontier)
 // around a TakeBatch of 24 and two pulls of 24 from a queue of 10,000.
 func TestPostgresHandOutReadsOnlyWhatItTakes(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 // those moved, in frontier order. On PostgreSQL the three writes are one
 // statement (a pull's round trips are most of its time under the job's
 // lock on a busy machine).
-func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shard string, grow bool, chosen []candidate) (func() []jobs.Entry, error) {
+func (s *frontierStore) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shard string, grow bool, chosen []candidate) (func() []jobs.Entry, error) {
 	if len(chosen) == 0 {
 		return func() []jobs.Entry { return nil }, nil
 	}
@@ -28,48 +28,7 @@ func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shar
 	for rest := slices.SortedFunc(slices.Values(chosen), func(a, b candidate) int { return cmp.Compare(a.seq, b.seq) }); len(rest) > 0; {
 		part := rest[:min(len(rest), handToChunk)]
 		rest = rest[len(part):]
-		args := []any{batch, job}
-		if s.d.rowRef != "" {
-			args = append(args, job, part[0].seq, part[len(part)-1].seq)
-		}
-		var in strings.Builder
-		for i, c := range part {
-			if i > 0 {
-				in.WriteString(", ")
-			}
-			in.WriteString("?")
-			args = append(args, c.seq)
-		}
-		// By their seq, found by the queued index (job, seq). SQLite's seq
-		// is the rowid: each row is found at once. PostgreSQL's planner
-		// cannot be left to choose: at a job's start its statistics still
-		// say no URL is queued (they were sampled before), so for "seq IN
-		// (…)" or "url IN (…)" it walked the host index over every queued
-		// URL of the job, filtering (about 1,400 buffer reads for a pull
-		// of 24 on a 20,000-page crawl: 3.6 ms under the job's lock, which
-		// every other pull waited for). An ordered scan of the queued
-		// index over the chosen range (the plan of choose's own scan) and
-		// then each row by its address read 30 buffers for 24.
-		q := `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
-		if s.d.rowRef != "" {
-			q = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
-				SELECT ` + s.d.rowRef + ` FROM baton_frontier WHERE job = ? AND state = 0 AND seq BETWEEN ? AND ? AND seq IN (` + in.String() + `)
-				ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url`
-		}
-		if s.d.joinedWrites {
-			// With the counter and the batch's size (data-modifying
-			// CTEs, each run once and to completion; the batch row is
-			// this transaction's already, the counter row its holder's
-			// pulls' only).
-			q = `WITH moved AS (` + q + `),
-				counted AS (` + countsInsert + `SELECT CAST(? AS TEXT), CAST(? AS TEXT), 0, COUNT(*), 0, 0, 0, 0 FROM moved` + countsAdd + `)`
-			args = append(args, job, shard)
-			if grow {
-				q += `, grown AS (UPDATE baton_batches SET size = size + (SELECT COUNT(*) FROM moved) WHERE job = ? AND id = ?)`
-				args = append(args, job, batch)
-			}
-			q += ` SELECT url FROM moved`
-		}
+		q, args := s.handToQuery(job, batch, shard, grow, part)
 		if s.d.joinedWrites {
 			// Read once the writes are done (a pipeline's commit).
 			if err := w.query(ctx, fmt.Sprintf("hand out job %s batch %s", job, batch), s.q(q), args, intoSet(moved)); err != nil {
@@ -77,25 +36,8 @@ func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shar
 			}
 			continue
 		}
-		rows, err := queryTx(ctx, s, tx, q, args, func(rows *sql.Rows) (string, error) {
-			var u string
-			return u, rows.Scan(&u)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("hand out job %s batch %s: %w", job, batch, err)
-		}
-		for _, u := range rows {
-			moved[u] = true
-		}
-		if len(rows) > 0 {
-			if err := s.count(ctx, tx, job, shard, counts{taken: len(rows)}); err != nil {
-				return nil, err
-			}
-			if grow {
-				if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_batches SET size = size + ? WHERE job = ? AND id = ?`), len(rows), job, batch); err != nil {
-					return nil, fmt.Errorf("hand out job %s batch %s: size: %w", job, batch, err)
-				}
-			}
+		if err := s.moveRows(ctx, tx, q, args, job, batch, shard, grow, moved); err != nil {
+			return nil, err
 		}
 	}
 	return func() []jobs.Entry {
@@ -111,3 +53,79 @@ func (s *Store) handTo(ctx context.Context, tx dbtx, w *writes, job, batch, shar
 
 // handToChunk is how many URLs one statement of handTo moves at most.
 const handToChunk = 200
+
+// handToQuery is the statement of handTo moving part (chosen URLs in seq
+// order) into batch, and its arguments; where the engine takes joined
+// writes, it counts them taken by shard and, with grow, adds them to the
+// batch's size too.
+func (s *frontierStore) handToQuery(job, batch, shard string, grow bool, part []candidate) (string, []any) {
+	args := []any{batch, job}
+	if s.d.rowRef != "" {
+		args = append(args, job, part[0].seq, part[len(part)-1].seq)
+	}
+	var in strings.Builder
+	for i, c := range part {
+		if i > 0 {
+			in.WriteString(", ")
+		}
+		in.WriteString("?")
+		args = append(args, c.seq)
+	}
+	// By their seq, found by the queued index (job, seq). SQLite's seq
+	// is the rowid: each row is found at once. PostgreSQL's planner
+	// cannot be left to choose: at a job's start its statistics still
+	// say no URL is queued (they were sampled before the first URLs
+	// came), so for "seq IN (…)" or "url IN (…)" it walks the host
+	// index over every queued URL of the job, filtering, under the
+	// job's lock, which every other pull waits for. An ordered scan of
+	// the queued index over the chosen range (the plan of choose's own
+	// scan), then each row by its address, reads about the rows moved.
+	q := `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
+	if s.d.rowRef != "" {
+		q = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
+			SELECT ` + s.d.rowRef + ` FROM baton_frontier WHERE job = ? AND state = 0 AND seq BETWEEN ? AND ? AND seq IN (` + in.String() + `)
+			ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url`
+	}
+	if !s.d.joinedWrites {
+		return q, args
+	}
+	// With the counter and the batch's size (data-modifying CTEs, each run
+	// once and to completion; the batch row is this transaction's already,
+	// the counter row its holder's pulls' only).
+	q = `WITH moved AS (` + q + `),
+		counted AS (` + countsInsert + `SELECT CAST(? AS TEXT), CAST(? AS TEXT), 0, COUNT(*), 0, 0, 0, 0 FROM moved` + countsAdd + `)`
+	args = append(args, job, shard)
+	if grow {
+		q += `, grown AS (UPDATE baton_batches SET size = size + (SELECT COUNT(*) FROM moved) WHERE job = ? AND id = ?)`
+		args = append(args, job, batch)
+	}
+	return q + ` SELECT url FROM moved`, args
+}
+
+// moveRows runs a statement of handToQuery (without joined writes) on tx,
+// adds the URLs it moved to moved, counts them taken by shard and, with
+// grow, adds them to the batch's size.
+func (s *frontierStore) moveRows(ctx context.Context, tx dbtx, q string, args []any, job, batch, shard string, grow bool, moved map[string]bool) error {
+	rows, err := queryTx(ctx, s.core, tx, q, args, func(rows *sql.Rows) (string, error) {
+		var u string
+		return u, rows.Scan(&u)
+	})
+	if err != nil {
+		return fmt.Errorf("hand out job %s batch %s: %w", job, batch, err)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	for _, u := range rows {
+		moved[u] = true
+	}
+	if err := s.count(ctx, tx, job, shard, counts{taken: len(rows)}); err != nil {
+		return err
+	}
+	if grow {
+		if _, err := tx.ExecContext(ctx, s.q(growSQL), len(rows), job, batch); err != nil {
+			return fmt.Errorf("hand out job %s batch %s: size: %w", job, batch, err)
+		}
+	}
+	return nil
+}

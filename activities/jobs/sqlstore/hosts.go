@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -35,6 +36,13 @@ import (
 // lease rows, counter rows) is the one every transaction keeps. The
 // group commit (RecordAll) takes none of them.
 
+// hostStore keeps the host leases and the robots.txt files (robots.go).
+type hostStore struct {
+	*core
+	// robotsDelays: job and host → cachedDelay of a kept robots.txt
+	robotsDelays sync.Map
+}
+
 // hostPolicy is what a job's leases keep (jobs.Spec.Politeness), read
 // once per job from its spec.
 type hostPolicy struct {
@@ -44,7 +52,7 @@ type hostPolicy struct {
 	ttlMS       int64
 }
 
-func (s *Store) policy(ctx context.Context, q querier, job string) (hostPolicy, error) {
+func (s *core) policy(ctx context.Context, q querier, job string) (hostPolicy, error) {
 	if v, ok := s.policies.Load(job); ok {
 		return v.(hostPolicy), nil
 	}
@@ -73,7 +81,7 @@ func (s *Store) policy(ctx context.Context, q querier, job string) (hostPolicy, 
 // out of the locking subquery (PostgreSQL never pulls a subquery with FOR
 // UPDATE up into its parent), so after the lock is granted, as a second
 // statement would read it.
-func (s *Store) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, error) {
+func (s *core) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, error) {
 	if s.d.forUpdate == "" {
 		return s.nowMS(ctx, tx)
 	}
@@ -89,11 +97,11 @@ func (s *Store) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, err
 }
 
 // lockJobNowQuery is lockJobNow's statement on PostgreSQL: job.
-func (s *Store) lockJobNowQuery() string {
+func (s *core) lockJobNowQuery() string {
 	return s.q(`SELECT ` + s.d.nowMS + ` FROM (SELECT id FROM baton_jobs WHERE id = ?` + s.d.forUpdate + `) AS locked`)
 }
 
-func (s *Store) nowMS(ctx context.Context, q querier) (int64, error) {
+func (s *core) nowMS(ctx context.Context, q querier) (int64, error) {
 	var now int64
 	err := q.QueryRowContext(ctx, `SELECT `+s.d.nowMS).Scan(&now)
 	return now, err
@@ -114,7 +122,7 @@ type held struct {
 
 // leaseView is a job's live leases as one batch sees them.
 type leaseView struct {
-	s       *Store
+	s       *hostStore
 	q       queryer
 	job     string
 	batch   string // "" for a batch that holds none yet
@@ -147,7 +155,7 @@ type hostDelay struct {
 // view reads the job's leases for batch ("" for a batch that holds none
 // yet): the batch's own ones even if expired (it renews them unless
 // another batch took the host meanwhile), the others' live ones.
-func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
+func (s *hostStore) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
 	v := s.newView(q, job, batch, pol, now)
 	rows, err := q.QueryContext(ctx, s.q(leasesQuery), job)
 	if err != nil {
@@ -166,7 +174,7 @@ func (s *Store) view(ctx context.Context, q queryer, job, batch string, pol host
 const leasesQuery = `SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`
 
 // newView is a view of no lease yet (add adds them) for batch.
-func (s *Store) newView(q queryer, job, batch string, pol hostPolicy, now int64) *leaseView {
+func (s *hostStore) newView(q queryer, job, batch string, pol hostPolicy, now int64) *leaseView {
 	return &leaseView{s: s, q: q, job: job, batch: batch, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
 		holders: map[string]int{}, delays: map[string]hostDelay{}, queued: -1, waiting: -1}
 }
@@ -218,7 +226,7 @@ func (v *leaseView) delay(ctx context.Context, host string) (hostDelay, error) {
 // job's lock, does not read it every time (a Crawl-delay changed by a
 // robots.txt another process fetched again applies that much later; this
 // store's PutRobots forgets it at once).
-func (s *Store) robotsDelay(ctx context.Context, q querier, job, host string) (int64, bool, error) {
+func (s *hostStore) robotsDelay(ctx context.Context, q querier, job, host string) (int64, bool, error) {
 	key := job + "\x00" + host
 	if v, ok := s.robotsDelays.Load(key); ok {
 		if c := v.(cachedDelay); time.Since(c.at) < robotsDelayTTL {
@@ -321,108 +329,142 @@ const (
 // hosts it would lease for them (spare: how many more requests in flight
 // the batch wants).
 func (v *leaseView) choose(ctx context.Context, n, spare int) ([]candidate, map[string]int, error) {
-	acquired := map[string]int{}
-	refused := map[string]bool{}
-	takeable := func(host string) (bool, error) {
-		if host == "" {
-			return true, nil
+	c := &chooser{v: v, n: n, spare: spare, acquired: map[string]int{}, refused: map[string]bool{}}
+	last, whole, err := c.scan(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !whole {
+		if err := c.probe(ctx, last); err != nil {
+			return nil, nil, err
 		}
-		if _, ok := v.mine[host]; ok {
-			return true, nil
-		}
-		if _, ok := acquired[host]; ok {
-			return true, nil
-		}
-		if refused[host] {
-			return false, nil
-		}
-		sh, cost, err := v.share(ctx, host, spare)
-		if err != nil || sh == 0 {
-			refused[host] = true
-			return false, err
-		}
-		acquired[host] = sh
-		spare -= cost
+	}
+	return c.out, c.acquired, nil
+}
+
+// chooser is a choice of choose in progress: the URLs chosen, the shares
+// of the hosts to lease for them, and the hosts refused.
+type chooser struct {
+	v        *leaseView
+	n, spare int
+	out      []candidate
+	acquired map[string]int
+	refused  map[string]bool
+}
+
+// takeable says whether the batch may take a URL of host: a host it holds
+// or is to lease, or one whose share it can lease now (then to lease).
+func (c *chooser) takeable(ctx context.Context, host string) (bool, error) {
+	if host == "" {
 		return true, nil
 	}
-	var out []candidate
-	// take takes what it may of got, queued URLs read in frontier order,
-	// and returns how many were read and the last one's seq.
-	take := func(got []candidate) (int, int64, error) {
-		var last int64
-		for _, c := range got {
-			last = c.seq
-			if len(out) == n {
-				break
-			}
-			if c.host == "" {
-				c.host = jobs.HostOf(c.e.URL) // a row queued by an older Baton
-			}
-			ok, err := takeable(c.host)
-			if err != nil {
-				return 0, 0, err
-			}
-			if ok {
-				out = append(out, c)
-			}
-		}
-		return len(got), last, nil
+	if _, ok := c.v.mine[host]; ok {
+		return true, nil
 	}
-	var last int64 = firstSeq
-	for scanned, page := 0, firstScanPage(n); len(out) < n; page = min(scanPage, 2*page) {
+	if _, ok := c.acquired[host]; ok {
+		return true, nil
+	}
+	if c.refused[host] {
+		return false, nil
+	}
+	sh, cost, err := c.v.share(ctx, host, c.spare)
+	if err != nil || sh == 0 {
+		c.refused[host] = true
+		return false, err
+	}
+	c.acquired[host] = sh
+	c.spare -= cost
+	return true, nil
+}
+
+// take takes what it may of got, queued URLs read in frontier order, and
+// returns how many were read and the last one's seq.
+func (c *chooser) take(ctx context.Context, got []candidate) (int, int64, error) {
+	var last int64
+	for _, cand := range got {
+		last = cand.seq
+		if len(c.out) == c.n {
+			break
+		}
+		if cand.host == "" {
+			cand.host = jobs.HostOf(cand.e.URL) // a row queued by an older Baton
+		}
+		ok, err := c.takeable(ctx, cand.host)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			c.out = append(c.out, cand)
+		}
+	}
+	return len(got), last, nil
+}
+
+// scan takes from the queued URLs in frontier order, in pages, up to
+// scanMax of them; whole says it saw the whole queue, last is the seq of
+// the last URL it read.
+func (c *chooser) scan(ctx context.Context) (last int64, whole bool, err error) {
+	v := c.v
+	last = firstSeq
+	for scanned, page := 0, firstScanPage(c.n); len(c.out) < c.n; page = min(scanPage, 2*page) {
 		got, ok := v.readAhead(page)
 		if !ok {
-			var err error
 			if got, err = v.s.queued(ctx, v.q, v.job, v.s.d.seqCol+` > ?`, []any{last}, page); err != nil {
-				return nil, nil, err
+				return 0, false, err
 			}
 		}
-		k, l, err := take(got)
+		k, l, err := c.take(ctx, got)
 		if err != nil {
-			return nil, nil, err
+			return 0, false, err
 		}
 		if k < page {
 			if scanned == 0 {
 				v.queued = k
 			}
-			return out, acquired, nil // the whole queue seen
+			return last, true, nil
 		}
 		last = l
 		if scanned += k; scanned >= scanMax {
 			break
 		}
 	}
-	// Further on, the URLs of hosts not seen yet (or ours, past the
-	// pages read).
+	return last, false, nil
+}
+
+// probe takes, further on, the URLs of hosts not seen yet (or the
+// batch's, past the pages scan read: seq above last), host by host in
+// the frontier's host index, up to hostProbes hosts.
+func (c *chooser) probe(ctx context.Context, last int64) error {
+	v := c.v
 	after, cmp := "", ">="
 	for range hostProbes {
-		if len(out) >= n {
+		if len(c.out) >= c.n {
 			break
 		}
 		var host sql.NullString
 		if err := v.q.QueryRowContext(ctx, v.s.q(`SELECT MIN(host) FROM baton_frontier WHERE job = ? AND state = 0 AND host `+cmp+` ?`),
 			v.job, after).Scan(&host); err != nil {
-			return nil, nil, fmt.Errorf("job %s: queued hosts: %w", v.job, err)
+			return fmt.Errorf("job %s: queued hosts: %w", v.job, err)
 		}
 		if !host.Valid {
 			break
 		}
 		after, cmp = host.String, ">"
-		ok, err := takeable(host.String)
+		ok, err := c.takeable(ctx, host.String)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if ok {
-			got, err := v.s.queued(ctx, v.q, v.job, `host = ? AND `+v.s.d.seqCol+` > ?`, []any{host.String, last}, n-len(out))
+			got, err := v.s.queued(ctx, v.q, v.job, `host = ? AND `+v.s.d.seqCol+` > ?`, []any{host.String, last}, c.n-len(c.out))
 			if err != nil {
-				return nil, nil, err
+				return err
 			}
-			if _, _, err := take(got); err != nil {
-				return nil, nil, err
+			if _, _, err := c.take(ctx, got); err != nil {
+				return err
 			}
 		}
 	}
-	return out, acquired, nil
+	return nil
 }
 
 // readAhead returns, once, the first page of queued URLs read ahead, if
@@ -444,14 +486,14 @@ func firstScanPage(n int) int { return min(scanPage, max(16, 2*n)) }
 
 // queuedQuery reads queued URLs of a job in frontier order for choose:
 // job, then the arguments of where, then the limit.
-func (s *Store) queuedQuery(where string) string {
+func (s *hostStore) queuedQuery(where string) string {
 	return `SELECT ` + entryCols + `, ` + s.d.seqCol + `, host FROM baton_frontier
 			WHERE job = ? AND state = 0 AND ` + where + ` ORDER BY ` + s.d.seqCol + ` LIMIT ?`
 }
 
 // queued runs queuedQuery.
-func (s *Store) queued(ctx context.Context, q queryer, job, where string, args []any, limit int) ([]candidate, error) {
-	got, err := queryTx(ctx, s, q, s.queuedQuery(where), append(append([]any{job}, args...), limit),
+func (s *hostStore) queued(ctx context.Context, q queryer, job, where string, args []any, limit int) ([]candidate, error) {
+	got, err := queryTx(ctx, s.core, q, s.queuedQuery(where), append(append([]any{job}, args...), limit),
 		func(rows *sql.Rows) (candidate, error) { return scanCandidate(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)

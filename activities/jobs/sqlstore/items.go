@@ -18,18 +18,21 @@ import (
 // (baton_sinks): cursors, and leases timed by the database's clock so
 // that workers on several machines agree on when one ran out.
 
+// itemStore keeps the reads of the items and the state of their sinks.
+type itemStore struct{ *core }
+
 // maxSinkError bounds the last error kept for a sink.
 const maxSinkError = 2 << 10
 
 // Items returns up to limit items of job with seq > after, in seq order.
-func (s *Store) Items(ctx context.Context, job string, after int64, limit int) ([]jobs.ItemRecord, error) {
+func (s *itemStore) Items(ctx context.Context, job string, after int64, limit int) ([]jobs.ItemRecord, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("items of job %s: limit %d: want at least 1", job, limit)
 	}
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return nil, err
 	}
-	out, err := queryAll(ctx, s, `SELECT seq, url, idx, label, value FROM baton_items WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?`,
+	out, err := queryAll(ctx, s.core, `SELECT seq, url, idx, label, value FROM baton_items WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		[]any{job, after, limit}, func(rows *sql.Rows) (jobs.ItemRecord, error) {
 			var it jobs.ItemRecord
 			var value string
@@ -84,7 +87,7 @@ func checkSink(job, sink, holder string) error {
 // jobs.ItemStore). One statement: the sink's row is made, or taken over
 // when its holder is holder or its lease ran out by the database's
 // clock; else it is returned with jobs.ErrLeaseHeld.
-func (s *Store) LeaseSink(ctx context.Context, job, sink, holder string, ttl time.Duration) (jobs.SinkState, error) {
+func (s *itemStore) LeaseSink(ctx context.Context, job, sink, holder string, ttl time.Duration) (jobs.SinkState, error) {
 	if err := checkSink(job, sink, holder); err != nil {
 		return jobs.SinkState{}, err
 	}
@@ -126,7 +129,7 @@ func (s *Store) LeaseSink(ctx context.Context, job, sink, holder string, ttl tim
 // AckSink moves the sink's cursor to upTo (never back) for its holder
 // (see jobs.ItemStore). The holder holds the lease while the sink's row
 // names it: a lease that ran out is lost once another holder took it.
-func (s *Store) AckSink(ctx context.Context, job, sink, holder string, upTo int64, n int) error {
+func (s *itemStore) AckSink(ctx context.Context, job, sink, holder string, upTo int64, n int) error {
 	if err := checkSink(job, sink, holder); err != nil {
 		return err
 	}
@@ -140,7 +143,7 @@ func (s *Store) AckSink(ctx context.Context, job, sink, holder string, upTo int6
 
 // FailSink records a failed delivery for the sink's holder (see
 // jobs.ItemStore).
-func (s *Store) FailSink(ctx context.Context, job, sink, holder, reason string) error {
+func (s *itemStore) FailSink(ctx context.Context, job, sink, holder, reason string) error {
 	if err := checkSink(job, sink, holder); err != nil {
 		return err
 	}
@@ -157,7 +160,7 @@ func (s *Store) FailSink(ctx context.Context, job, sink, holder, reason string) 
 
 // sinkUpdate sets what set says on the sink's row if holder holds it, or
 // returns jobs.ErrLeaseLost.
-func (s *Store) sinkUpdate(ctx context.Context, job, sink, holder, what, set string, args ...any) error {
+func (s *itemStore) sinkUpdate(ctx context.Context, job, sink, holder, what, set string, args ...any) error {
 	lost := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_sinks SET `+set+` WHERE job = ? AND sink = ? AND holder = ?`),
@@ -179,11 +182,11 @@ func (s *Store) sinkUpdate(ctx context.Context, job, sink, holder, what, set str
 }
 
 // Sinks returns the states of a job's sinks, by name.
-func (s *Store) Sinks(ctx context.Context, job string) ([]jobs.SinkState, error) {
+func (s *itemStore) Sinks(ctx context.Context, job string) ([]jobs.SinkState, error) {
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return nil, err
 	}
-	out, err := queryAll(ctx, s, `SELECT `+sinkCols+` FROM baton_sinks WHERE job = ? ORDER BY sink`, []any{job},
+	out, err := queryAll(ctx, s.core, `SELECT `+sinkCols+` FROM baton_sinks WHERE job = ? ORDER BY sink`, []any{job},
 		func(rows *sql.Rows) (jobs.SinkState, error) { return scanSink(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("sinks of job %s: %w", job, err)

@@ -13,10 +13,14 @@ import (
 
 // This file holds a job's row: its spec, its seeds, the list of jobs.
 
+// jobStore keeps the jobs: their rows and seeds, their counters and their
+// control state (control.go).
+type jobStore struct{ *core }
+
 // insertEntries queues entries new to the job's frontier and returns how
 // many were new. A URL already in the frontier, or repeated in entries,
 // keeps the label and data it was queued with first.
-func (s *Store) insertEntries(ctx context.Context, tx dbtx, job string, entries []jobs.Entry) (int, error) {
+func (s *jobStore) insertEntries(ctx context.Context, tx dbtx, job string, entries []jobs.Entry) (int, error) {
 	rows := make([][]any, 0, len(entries))
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
@@ -68,7 +72,7 @@ func scanEntry(rows scanner, more ...any) (jobs.Entry, error) {
 }
 
 // CreateJob stores the job and queues its seeds; idempotent.
-func (s *Store) CreateJob(ctx context.Context, spec jobs.Spec, seeds []jobs.Entry) (jobs.Stats, error) {
+func (s *jobStore) CreateJob(ctx context.Context, spec jobs.Spec, seeds []jobs.Entry) (jobs.Stats, error) {
 	if err := jobs.ValidID(spec.ID); err != nil {
 		return jobs.Stats{}, err
 	}
@@ -107,7 +111,7 @@ func (s *Store) CreateJob(ctx context.Context, spec jobs.Spec, seeds []jobs.Entr
 }
 
 // AddSeeds queues more seeds of a stored job (see jobs.Store).
-func (s *Store) AddSeeds(ctx context.Context, job string, seeds []jobs.Entry) (int, error) {
+func (s *jobStore) AddSeeds(ctx context.Context, job string, seeds []jobs.Entry) (int, error) {
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return 0, err
 	}
@@ -124,7 +128,7 @@ func (s *Store) AddSeeds(ctx context.Context, job string, seeds []jobs.Entry) (i
 }
 
 // Spec returns a job's spec.
-func (s *Store) Spec(ctx context.Context, job string) (jobs.Spec, error) {
+func (s *jobStore) Spec(ctx context.Context, job string) (jobs.Spec, error) {
 	var data string
 	err := s.read(ctx, func() error {
 		return s.db.QueryRowContext(ctx, s.q(`SELECT spec FROM baton_jobs WHERE id = ?`), job).Scan(&data)
@@ -142,7 +146,7 @@ func (s *Store) Spec(ctx context.Context, job string) (jobs.Spec, error) {
 	return spec, nil
 }
 
-func (s *Store) jobMaxPages(ctx context.Context, q querier, job string) (int, error) {
+func (s *core) jobMaxPages(ctx context.Context, q querier, job string) (int, error) {
 	if v, ok := s.maxPages.Load(job); ok {
 		return v.(int), nil
 	}
@@ -159,8 +163,8 @@ func (s *Store) jobMaxPages(ctx context.Context, q querier, job string) (int, er
 }
 
 // Jobs lists the jobs, newest first.
-func (s *Store) Jobs(ctx context.Context) ([]jobs.JobInfo, error) {
-	out, err := queryAll(ctx, s, `SELECT id, grp, created_ms FROM baton_jobs ORDER BY created_ms DESC, id`, nil,
+func (s *jobStore) Jobs(ctx context.Context) ([]jobs.JobInfo, error) {
+	out, err := queryAll(ctx, s.core, `SELECT id, grp, created_ms FROM baton_jobs ORDER BY created_ms DESC, id`, nil,
 		func(rows *sql.Rows) (jobs.JobInfo, error) {
 			var j jobs.JobInfo
 			var ms int64

@@ -17,7 +17,7 @@ import (
 // transaction that inserted it (or found it there) committed, and frontier
 // rows are never deleted, so a URL remembered is in the frontier; a URL
 // forgotten (the set is bounded, and each process has its own) is sent
-// again and the database's ON CONFLICT decides, as before.
+// again and the database's ON CONFLICT decides.
 
 // knownPerJob is how many URLs are remembered per job and process; past
 // it the set starts again empty (about 40 bytes a URL).
@@ -62,7 +62,7 @@ func (k *knownURLs) add(urls []string) {
 // would otherwise be sent once by every process, and taken by a commit
 // for a free slot it then does not fill (RecordTake: a link there before
 // stays where it is).
-func (s *Store) remember(job string, entries []jobs.Entry) {
+func (s *frontierStore) remember(job string, entries []jobs.Entry) {
 	if len(entries) == 0 {
 		return
 	}
@@ -74,7 +74,7 @@ func (s *Store) remember(job string, entries []jobs.Entry) {
 }
 
 // knownFor returns the set of job's URLs known to be in its frontier.
-func (s *Store) knownFor(job string) *knownURLs {
+func (s *frontierStore) knownFor(job string) *knownURLs {
 	if v, ok := s.known.Load(job); ok {
 		return v.(*knownURLs)
 	}

@@ -6,171 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // This file holds the writes of the host leases (see hosts.go): a
 // hand-out's, the renewal and sizing of a batch's leases, their release
-// and hand-over, and Pull and Available.
-
-// pull hands up to n queued URLs of job to batch (counted as taken by
-// shard) as a batch wanting want requests in flight, after renewing,
-// resizing and dropping the batch's leases; it returns the URLs in
-// frontier order and the batch's leases after it. The caller holds the
-// batch's row (Extend, Pull); size is how many URLs the batch was ever
-// handed (its row's).
-// What needs no lock of the job is read before its lock is taken, which
-// every hand-out of the job waits for.
-func (s *Store) pull(ctx context.Context, tx dbtx, job, batch, shard string, n, want, size int) ([]jobs.Entry, []jobs.HostLease, error) {
-	pol, err := s.policy(ctx, tx, job)
-	if err != nil {
-		return nil, nil, err
-	}
-	// The hosts of the batch's unfinished URLs: none when it was never
-	// handed a URL (a start batch's first pull).
-	var open []string
-	if size > 0 {
-		if open, err = s.openHosts(ctx, tx, job, batch); err != nil {
-			return nil, nil, err
-		}
-	}
-	now, err := s.lockJobNow(ctx, tx, job)
-	if err != nil {
-		return nil, nil, err
-	}
-	return s.pullLocked(ctx, tx, job, batch, shard, n, want, pol, open, now, true)
-}
-
-// pullLocked is pull once the job's lock is held (granted at now, the
-// store's clock read after it): TakeBatch takes that lock first itself.
-// open is the hosts of the batch's unfinished URLs; grow says whether the
-// batch's row exists, to add the URLs handed out to its size (a new
-// batch's row is written by TakeBatch after).
-func (s *Store) pullLocked(ctx context.Context, tx dbtx, job, batch, shard string, n, want int, pol hostPolicy, open []string, now int64, grow bool) ([]jobs.Entry, []jobs.HostLease, error) {
-	var err error
-	if n > 0 {
-		if n, err = s.underMaxPages(ctx, tx, job, n); err != nil {
-			return nil, nil, err
-		}
-	}
-	v, err := s.view(ctx, tx, job, batch, pol, now)
-	if err != nil {
-		return nil, nil, err
-	}
-	done, err := s.pullView(ctx, tx, &writes{tx: tx}, v, shard, n, want, open, grow)
-	if err != nil {
-		return nil, nil, err
-	}
-	return done()
-}
-
-// pullView is pullLocked once the job's leases are read (v), and n
-// bounded by max_pages: it reads on tx and writes with w, and returns
-// what to call once w's writes are done (at once, or committed in a
-// pipeline) for the URLs handed out and the batch's leases.
-func (s *Store) pullView(ctx context.Context, tx dbtx, w *writes, v *leaseView, shard string, n, want int, open []string, grow bool) (func() ([]jobs.Entry, []jobs.HostLease, error), error) {
-	job, batch := v.job, v.batch
-	if v.expired {
-		// Their holders stopped renewing them a lease's TTL ago.
-		if err := w.exec(ctx, "job "+job+": drop expired host leases", s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder > '' AND holder <> ? AND expires_ms <= ?`),
-			job, batch, v.now); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.tend(ctx, tx, w, v, batch, want, open); err != nil {
-		return nil, err
-	}
-	out := func() []jobs.Entry { return nil }
-	if n > 0 {
-		spare, err := v.spare(ctx, want)
-		if err != nil {
-			return nil, err
-		}
-		chosen, acquired, err := v.choose(ctx, n, spare)
-		if err != nil {
-			return nil, err
-		}
-		if chosen, acquired, err = s.fairShare(ctx, tx, v, batch, chosen, acquired); err != nil {
-			return nil, err
-		}
-		if err := s.acquire(ctx, tx, w, v, batch, acquired); err != nil {
-			return nil, err
-		}
-		if out, err = s.handTo(ctx, tx, w, job, batch, shard, grow, chosen); err != nil {
-			return nil, err
-		}
-	}
-	return func() ([]jobs.Entry, []jobs.HostLease, error) {
-		leases, err := v.leases(ctx)
-		return out(), leases, err
-	}, nil
-}
-
-// fairShare trims a hand-out from a short queue (choose saw all of it)
-// to its part among the batches of the job waiting for their first URLs
-// (start batches, handed out empty at the job's start, which pull the
-// first pages' links themselves): a Runner whose slots are busy pulls
-// ahead, and at a crawl's start, with a few dozen URLs queued, one such
-// pull took all of them while two Runners' slots stayed empty until the
-// next commit (3 Runners × 8: every URL of the third wave went to the
-// first Runner's queue). The hosts leased for the URLs trimmed are not
-// leased.
-func (s *Store) fairShare(ctx context.Context, tx dbtx, v *leaseView, batch string, chosen []candidate, acquired map[string]int) ([]candidate, map[string]int, error) {
-	if v.queued < 0 || len(chosen) < 2 {
-		return chosen, acquired, nil
-	}
-	// Start batches wait for a second at most after their job's opening:
-	// a short queue later (a crawl's end, when a job may have thousands
-	// of batches) is not looked at for them.
-	until, _ := s.waitersUntil.LoadOrStore(v.job, time.Now().Add(startBatchesLook))
-	if time.Now().After(until.(time.Time)) {
-		return chosen, acquired, nil
-	}
-	waiting := v.waiting
-	if waiting < 0 {
-		if err := tx.QueryRowContext(ctx, s.q(waitingQuery), v.job, jobs.BatchRunning, batch).Scan(&waiting); err != nil {
-			return nil, nil, fmt.Errorf("job %s: batches waiting for URLs: %w", v.job, err)
-		}
-	}
-	part := (v.queued + waiting) / (waiting + 1) // rounded up
-	if waiting == 0 || len(chosen) <= part {
-		return chosen, acquired, nil
-	}
-	chosen = chosen[:part]
-	kept := map[string]int{}
-	for _, c := range chosen {
-		if sh, ok := acquired[c.host]; ok {
-			kept[c.host] = sh
-		}
-	}
-	return chosen, kept, nil
-}
-
-// waitingQuery counts the start batches of a job waiting for URLs, but
-// one (fairShare): job, jobs.BatchRunning, the batch.
-const waitingQuery = `SELECT COUNT(*) FROM baton_batches WHERE job = ? AND state = ? AND size = 0 AND holder > '' AND id <> ?`
-
-// startBatchesLook is how long after this store's first hand-out of a
-// job from a short queue fairShare looks for start batches: twice how
-// long they wait (jobs' startWait, a second).
-const startBatchesLook = 2 * time.Second
-
-// underMaxPages bounds n by what max_pages leaves of the job (the job's
-// row is locked on PostgreSQL: two hand-outs never both take the
-// remainder).
-func (s *Store) underMaxPages(ctx context.Context, tx dbtx, job string, n int) (int, error) {
-	maxPages, err := s.jobMaxPages(ctx, tx, job)
-	if err != nil || maxPages == 0 {
-		return n, err
-	}
-	c, err := s.sums(ctx, tx, job) // a new snapshot, after the lock
-	if err != nil {
-		return 0, err
-	}
-	return min(n, maxPages-(c.taken-c.requeued)), nil
-}
+// and hand-over, and the reads of them outside a hand-out (Available,
+// Leases).
 
 // tend renews the batch's leases, drops those of hosts it has no
 // unfinished URL of, and sizes its shares: a shared host's to at most
@@ -180,7 +23,7 @@ func (s *Store) underMaxPages(ctx context.Context, tx dbtx, job string, n int) (
 // batch was handed out by an older Baton) is leased again if it can be;
 // else the Runner finds it missing from the leases and gives the batch
 // back. hosts are those of the batch's unfinished URLs (openHosts).
-func (s *Store) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, want int, hosts []string) error {
+func (s *hostStore) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, want int, hosts []string) error {
 	open := map[string]bool{}
 	spare, err := v.spare(ctx, want)
 	if err != nil {
@@ -241,7 +84,7 @@ func (s *Store) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, batc
 
 // acquire writes the batch's new leases (host → share), each with the
 // time its host was last released.
-func (s *Store) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, acquired map[string]int) error {
+func (s *hostStore) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, acquired map[string]int) error {
 	if len(acquired) == 0 {
 		return nil
 	}
@@ -284,7 +127,7 @@ func (s *Store) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, b
 // acquireJoined is acquire in one statement per 200 hosts (PostgreSQL):
 // each new lease takes its host's last release from the join, not from a
 // query before.
-func (s *Store) acquireJoined(ctx context.Context, w *writes, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
+func (s *hostStore) acquireJoined(ctx context.Context, w *writes, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
 	for chunk := range slices.Chunk(hosts, 200) {
 		var b strings.Builder
 		args := make([]any, 0, 5*len(chunk))
@@ -338,8 +181,8 @@ func hostTimes(rows *sql.Rows, each func(host string, ms int64)) error {
 // The caller holds the batch's row, not the job's lock, which none of
 // those rows needs: only the batch's own group commits change them (as
 // they did while a hand-out held the lock).
-func (s *Store) openHosts(ctx context.Context, tx dbtx, job, batch string) ([]string, error) {
-	rows, err := queryTx(ctx, s, tx, openHostsQuery, []any{job, batch}, func(rows *sql.Rows) (string, error) { return scanOpenHost(rows) })
+func (s *hostStore) openHosts(ctx context.Context, tx dbtx, job, batch string) ([]string, error) {
+	rows, err := queryTx(ctx, s.core, tx, openHostsQuery, []any{job, batch}, func(rows *sql.Rows) (string, error) { return scanOpenHost(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("job %s batch %s: hosts of its URLs: %w", job, batch, err)
 	}
@@ -361,7 +204,7 @@ func scanOpenHost(row scanner) (string, error) {
 
 // dropLeases drops the batch's leases of hosts, remembering when each
 // host was released (its next holder waits for its delay from then).
-func (s *Store) dropLeases(ctx context.Context, w *writes, job, batch string, hosts []string, now int64) error {
+func (s *hostStore) dropLeases(ctx context.Context, w *writes, job, batch string, hosts []string, now int64) error {
 	if len(hosts) == 0 {
 		return nil
 	}
@@ -393,8 +236,8 @@ func (s *Store) dropLeases(ctx context.Context, w *writes, job, batch string, ho
 // releaseBatch drops every lease of a batch that ends or gives its URLs
 // back (FinishBatch, FailBatch, Release, Requeue). The caller holds the
 // batch's row.
-func (s *Store) releaseBatch(ctx context.Context, tx dbtx, job, batch string) error {
-	hosts, err := queryTx(ctx, s, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ?`, []any{job, batch},
+func (s *hostStore) releaseBatch(ctx context.Context, tx dbtx, job, batch string) error {
+	hosts, err := queryTx(ctx, s.core, tx, `SELECT host FROM baton_host_leases WHERE job = ? AND holder = ?`, []any{job, batch},
 		func(rows *sql.Rows) (string, error) { return scanHost(rows) })
 	if err != nil || len(hosts) == 0 {
 		return err
@@ -409,7 +252,7 @@ func (s *Store) releaseBatch(ctx context.Context, tx dbtx, job, batch string) er
 // handOver renews a batch's leases for its new holder (Claim from
 // another holder): the host's next request waits for its delay from now,
 // since the old holder's last one may have just started.
-func (s *Store) handOver(ctx context.Context, tx dbtx, job, batch string) error {
+func (s *hostStore) handOver(ctx context.Context, tx dbtx, job, batch string) error {
 	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return err
@@ -423,63 +266,12 @@ func (s *Store) handOver(ctx context.Context, tx dbtx, job, batch string) error 
 	return err
 }
 
-// Pull hands a running batch held at epoch more URLs of hosts it may hold
-// (see jobs.RunnerStore).
-func (s *Store) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
-	if out, ok, err := s.pullPipelined(ctx, job, id, epoch, n, want); ok {
-		if err == nil {
-			s.remember(job, out.Entries)
-		}
-		return out, err
-	}
-	var out jobs.Pulled
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = jobs.Pulled{}
-		b, control, err := s.batchAndControl(ctx, tx, job, id)
-		if err != nil {
-			return err
-		}
-		if err := heldAt(b, epoch); err != nil {
-			return err
-		}
-		if n > 0 {
-			if err := running(job, control); err != nil { // paused or cancelled: control.go
-				return err
-			}
-		}
-		// Counted on a row of its own, not the holder's: a group commit of
-		// the holder holds that one while it queues for the batch's lock,
-		// which this transaction holds.
-		if out.Entries, out.Hosts, err = s.pull(ctx, tx, job, id, b.Holder+"/pull", n, max(want, 1), b.Size); err != nil {
-			return err
-		}
-		pol, err := s.policy(ctx, tx, job)
-		if err != nil {
-			return err
-		}
-		out.TTL = time.Duration(pol.ttlMS) * time.Millisecond
-		return nil
-	})
-	if err == nil {
-		s.remember(job, out.Entries)
-	}
-	return out, err
-}
-
 // Available reports whether a new batch could take a queued URL of job
 // now (see jobs.SupervisorStore).
-func (s *Store) Available(ctx context.Context, job string) (bool, error) {
+func (s *hostStore) Available(ctx context.Context, job string) (bool, error) {
 	ok := false
 	err := s.read(ctx, func() error {
-		pol, err := s.policy(ctx, s.db, job)
-		if err != nil {
-			return err
-		}
-		now, err := s.nowMS(ctx, s.db)
-		if err != nil {
-			return err
-		}
-		v, err := s.view(ctx, s.db, job, "", pol, now)
+		v, err := s.readView(ctx, job, "")
 		if err != nil {
 			return err
 		}
@@ -491,23 +283,15 @@ func (s *Store) Available(ctx context.Context, job string) (bool, error) {
 }
 
 // Leases returns a batch's live host leases (see jobs.Store).
-func (s *Store) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
+func (s *hostStore) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease, error) {
 	var out []jobs.HostLease
 	err := s.read(ctx, func() error {
-		pol, err := s.policy(ctx, s.db, job)
-		if err != nil {
-			return err
-		}
-		now, err := s.nowMS(ctx, s.db)
-		if err != nil {
-			return err
-		}
-		v, err := s.view(ctx, s.db, job, batch, pol, now)
+		v, err := s.readView(ctx, job, batch)
 		if err != nil {
 			return err
 		}
 		for host, h := range v.mine {
-			if h.expires <= now {
+			if h.expires <= v.now {
 				delete(v.mine, host)
 			}
 		}
@@ -515,4 +299,17 @@ func (s *Store) Leases(ctx context.Context, job, batch string) ([]jobs.HostLease
 		return err
 	})
 	return out, err
+}
+
+// readView is view outside a transaction, at the store's clock now.
+func (s *hostStore) readView(ctx context.Context, job, batch string) (*leaseView, error) {
+	pol, err := s.policy(ctx, s.db, job)
+	if err != nil {
+		return nil, err
+	}
+	now, err := s.nowMS(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(ctx, s.db, job, batch, pol, now)
 }

@@ -22,16 +22,16 @@ import (
 // moved into the batch, their counter and the batch's size) go with its
 // COMMIT, their rows read after. A pull is what a Runner waits for when
 // its queue runs dry, and the job's lock it holds is what every other
-// hand-out of the job waits for: statement by statement a pull took 8 or
-// 9 round trips (6 or 7 under the job's lock), on a busy machine up to a
-// millisecond each and between machines a network round trip each; now
-// the lock is held for one.
+// hand-out of the job waits for: statement by statement a pull is a
+// round trip per statement, most of them under the job's lock (between
+// machines, a network round trip each); pipelined, the lock is held for
+// one.
 
 // pullPipelined is Pull on PostgreSQL in two round trips; ok is false
 // when it does not apply (SQLite; a renewal alone; a job with
 // max_pages, whose remainder is read under the lock first) and the caller
 // pulls statement by statement.
-func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, n, want int) (out jobs.Pulled, ok bool, err error) {
+func (s *frontierStore) pullPipelined(ctx context.Context, job, id string, epoch int64, n, want int) (out jobs.Pulled, ok bool, err error) {
 	if !s.d.pipeline || n <= 0 {
 		return out, false, nil
 	}
@@ -53,7 +53,7 @@ func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, 
 		b.Queue(s.q(openHostsQuery), job, id)
 		b.Queue(s.lockJobNowQuery(), job)
 		b.Queue(s.q(leasesQuery), job)
-		b.Queue(s.q(s.queuedQuery(s.d.seqCol+` > ?`)), job, firstSeq, page)
+		b.Queue(s.q(s.hosts.queuedQuery(s.d.seqCol+` > ?`)), job, firstSeq, page)
 		b.Queue(s.q(waitingQuery), job, jobs.BatchRunning, id)
 		return func(br pgx.BatchResults) (rest, error) {
 			bi := jobs.BatchInfo{Job: job, ID: id}
@@ -67,22 +67,9 @@ func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, 
 			if err != nil {
 				return nil, fmt.Errorf("job %s batch %s: hosts of its URLs: %w", job, id, err)
 			}
-			var now int64
-			if err := br.QueryRow().Scan(&now); errors.Is(err, pgx.ErrNoRows) {
-				return nil, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
-			} else if err != nil {
-				return nil, fmt.Errorf("job %s: lock the job: %w", job, err)
-			}
-			v := s.newView(nil, job, id, pol, now)
-			if _, err := collect(br, func(row scanner) (struct{}, error) { return struct{}{}, v.add(row) }); err != nil {
-				return nil, fmt.Errorf("job %s: host leases: %w", job, err)
-			}
-			if v.first, err = collect(br, scanCandidate); err != nil {
-				return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)
-			}
-			v.firstPage, v.firstRead = page, true
-			if err := br.QueryRow().Scan(&v.waiting); err != nil {
-				return nil, fmt.Errorf("job %s: batches waiting for URLs: %w", job, err)
+			v, err := s.readPullView(br, job, id, pol, page)
+			if err != nil {
+				return nil, err
 			}
 			if err := heldAt(bi, epoch); err != nil {
 				return nil, err
@@ -110,6 +97,31 @@ func (s *Store) pullPipelined(ctx context.Context, job, id string, epoch int64, 
 	return out, true, err
 }
 
+// readPullView reads the results of a pipelined pull's statements from the
+// job's lock on (its clock, the job's leases, the first page of queued
+// URLs, the start batches waiting) into a view of the leases for batch.
+func (s *frontierStore) readPullView(br pgx.BatchResults, job, batch string, pol hostPolicy, page int) (*leaseView, error) {
+	var now int64
+	if err := br.QueryRow().Scan(&now); errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
+	} else if err != nil {
+		return nil, fmt.Errorf("job %s: lock the job: %w", job, err)
+	}
+	v := s.hosts.newView(nil, job, batch, pol, now)
+	if _, err := collect(br, func(row scanner) (struct{}, error) { return struct{}{}, v.add(row) }); err != nil {
+		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
+	}
+	var err error
+	if v.first, err = collect(br, scanCandidate); err != nil {
+		return nil, fmt.Errorf("job %s: queued URLs: %w", job, err)
+	}
+	v.firstPage, v.firstRead = page, true
+	if err := br.QueryRow().Scan(&v.waiting); err != nil {
+		return nil, fmt.Errorf("job %s: batches waiting for URLs: %w", job, err)
+	}
+	return v, nil
+}
+
 // collect reads every row of the next result of a pipeline with scan.
 func collect[T any](br pgx.BatchResults, scan func(scanner) (T, error)) ([]T, error) {
 	rows, err := br.Query()
@@ -131,11 +143,11 @@ type rest func(tx dbtx, w *writes) (func() error, error)
 // results (in order), which returns the rest of the transaction; its
 // writes go with the COMMIT. Retried as write is (every use is
 // idempotent as write's are).
-func (s *Store) pipelined(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) error {
+func (s *core) pipelined(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) error {
 	return s.retrying(ctx, func() error { return s.pipelinedOnce(ctx, ahead) })
 }
 
-func (s *Store) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) (err error) {
+func (s *core) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pgx.BatchResults) (rest, error)) (err error) {
 	c, err := s.db.Conn(ctx)
 	if err != nil {
 		return err

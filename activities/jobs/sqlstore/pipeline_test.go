@@ -20,10 +20,9 @@ import (
 // as the server sees it through a proxy that counts what the store
 // sends: its reads in one pipeline with its BEGIN, its writes in one with
 // its COMMIT; a batch's first pull (it leases the host) and its next one
-// (it renews the lease) alike. One statement at a time, they sent 8 and
-// 9 times. Between machines every send is a network round trip, and the
-// job's lock, which every other hand-out of the job waits for, is held
-// for one of them instead of seven.
+// (it renews the lease) alike. Between machines every send is a network
+// round trip, and the job's lock, which every other hand-out of the job
+// waits for, is held for one of them.
 func TestPostgresPullRoundTrips(t *testing.T) {
 	ctx, proxy, s := proxiedStore(t)
 	const job = "roundtrips"

@@ -16,8 +16,16 @@ import (
 // This file holds the recording of a batch's finished URLs: a group
 // commit of their pages, links, bodies and body hashes.
 
+// resultStore keeps what the group commits write and the reads of it
+// (results.go): pages, bodies, body hashes. A commit queues the links its
+// pages found, and may hand some to its batch, in the frontier.
+type resultStore struct {
+	*core
+	frontier *frontierStore
+}
+
 // Record writes one finished URL of a batch (see jobs.Store).
-func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error) {
+func (s *resultStore) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error) {
 	out, err := s.RecordAll(ctx, []jobs.Record{r})
 	if err != nil {
 		return jobs.Recorded{}, err
@@ -27,62 +35,34 @@ func (s *Store) Record(ctx context.Context, r jobs.Record) (jobs.Recorded, error
 
 // RecordAll writes finished URLs of one batch at one epoch in one
 // transaction (a group commit: one fsync for them all); see Record.
-func (s *Store) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
+func (s *resultStore) RecordAll(ctx context.Context, rs []jobs.Record) ([]jobs.Recorded, error) {
 	out, _, err := s.RecordTake(ctx, rs, 0)
 	return out, err
 }
 
 // RecordTake is RecordAll that moves up to take of the new links into the
 // batch in the same transaction (see jobs.RunnerStore).
-func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]jobs.Recorded, []jobs.Entry, error) {
+func (s *resultStore) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]jobs.Recorded, []jobs.Entry, error) {
 	if len(rs) == 0 {
 		return nil, nil, nil
 	}
-	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
-	for _, r := range rs {
-		if r.Job != job || r.Batch != batch || r.Epoch != epoch {
-			return nil, nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", job, batch, epoch, r.Job, r.Batch, r.Epoch)
-		}
+	known := s.frontier.knownFor(rs[0].Job)
+	g, err := newGroup(rs, take, known)
+	if err != nil {
+		return nil, nil, err
 	}
-	out := make([]jobs.Recorded, len(rs))
-	// The links of the group, each once, owned by the first page that
-	// found it, in URL order.
-	// Links this process knows are in the frontier already are not sent
-	// (known.go).
-	var links []jobs.Entry
-	owner := map[string]int{}
-	refused := map[int][]jobs.RefusedLink{}
-	known := s.knownFor(job)
-	for i, r := range rs {
-		for _, l := range r.Links {
-			if err := jobs.CheckURLLength(l.URL); err != nil {
-				refused[i] = append(refused[i], jobs.RefusedLink{URL: l.URL[:256], Reason: err.Error()})
-				continue
-			}
-			if _, ok := owner[l.URL]; !ok && !known.has(l.URL) {
-				owner[l.URL] = i // its label and data are the first page's
-				links = append(links, l)
-			}
-		}
-	}
-	slices.SortFunc(links, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
-	urls := make([][]any, len(rs))
-	for i, r := range rs {
-		urls[i] = []any{r.URL}
-	}
-	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
 	queued := false // the links went into the frontier (not cut by max_pages)
-	pipelined, taken, err := s.recordPipelined(ctx, rs, take, links, urls, owner, refused, out)
+	pipelined, taken, err := s.recordPipelined(ctx, g)
 	if pipelined {
-		queued = err == nil && len(links) > 0
+		queued = err == nil && len(g.links) > 0
 	} else {
-		queued, taken, err = s.record(ctx, rs, take, links, urls, owner, refused, out)
+		queued, taken, err = s.record(ctx, g)
 	}
 	if err == nil && queued {
 		// Committed: every link sent is in the frontier now (inserted, or
 		// there before).
-		urls := make([]string, len(links))
-		for i, l := range links {
+		urls := make([]string, len(g.links))
+		for i, l := range g.links {
 			urls[i] = l.URL
 		}
 		known.add(urls)
@@ -90,7 +70,74 @@ func (s *Store) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]j
 	if err != nil {
 		taken = nil
 	}
-	return out, taken, err
+	return g.out, taken, err
+}
+
+// group is a group commit as RecordTake prepares it: the records of one
+// batch at one epoch, and what both ways of committing them (record,
+// recordPipelined) write.
+type group struct {
+	rs                []jobs.Record
+	job, batch, shard string // shard: the writer's counter row
+	epoch             int64
+	take              int // how many new links the batch takes at most
+	// links are the links to send, each once, in URL order; owner says,
+	// by URL, which page of rs found each first; refused are the links
+	// refused, by index in rs.
+	links   []jobs.Entry
+	owner   map[string]int
+	refused map[int][]jobs.RefusedLink
+	urls    [][]any // the group's own URLs, in URL order
+	out     []jobs.Recorded
+}
+
+// newGroup checks that rs are of one batch at one epoch and prepares
+// their commit. Links known to be in the frontier already are not sent
+// (known.go).
+func newGroup(rs []jobs.Record, take int, known *knownURLs) (*group, error) {
+	g := &group{rs: rs, job: rs[0].Job, batch: rs[0].Batch, shard: rs[0].Runner, epoch: rs[0].Epoch, take: take,
+		owner: map[string]int{}, refused: map[int][]jobs.RefusedLink{}, out: make([]jobs.Recorded, len(rs))}
+	for _, r := range rs {
+		if r.Job != g.job || r.Batch != g.batch || r.Epoch != g.epoch {
+			return nil, fmt.Errorf("record: %s/%s@%d and %s/%s@%d in one call: one batch at one epoch per call", g.job, g.batch, g.epoch, r.Job, r.Batch, r.Epoch)
+		}
+	}
+	for i, r := range rs {
+		for _, l := range r.Links {
+			if err := jobs.CheckURLLength(l.URL); err != nil {
+				g.refused[i] = append(g.refused[i], jobs.RefusedLink{URL: l.URL[:256], Reason: err.Error()})
+				continue
+			}
+			if _, ok := g.owner[l.URL]; !ok && !known.has(l.URL) {
+				g.owner[l.URL] = i // its label and data are the first page's
+				g.links = append(g.links, l)
+			}
+		}
+	}
+	slices.SortFunc(g.links, func(a, b jobs.Entry) int { return strings.Compare(a.URL, b.URL) })
+	g.urls = make([][]any, len(rs))
+	for i, r := range rs {
+		g.urls[i] = []any{r.URL}
+	}
+	slices.SortFunc(g.urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
+	return g, nil
+}
+
+// linkRows are the frontier rows of links for linksHead.
+func (g *group) linkRows(links []jobs.Entry) [][]any {
+	rows := make([][]any, len(links))
+	for i, l := range links {
+		rows[i] = entryRow(g.job, l)
+	}
+	return rows
+}
+
+// countAdded counts the links added to the frontier on the pages that
+// found them.
+func (g *group) countAdded(added map[string]bool) {
+	for u := range added {
+		g.out[g.owner[u]].Added++
+	}
 }
 
 // The statements of a group commit's rows (chunked, tx.go), on both
@@ -113,11 +160,9 @@ const (
 // record is RecordTake statement by statement, in one write transaction:
 // queued says the links went into the frontier (not cut by max_pages),
 // taken are the links handed to the batch.
-func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []jobs.Entry, urls [][]any, owner map[string]int, refused map[int][]jobs.RefusedLink, out []jobs.Recorded) (queued bool, taken []jobs.Entry, err error) {
-	job, batch, epoch := rs[0].Job, rs[0].Batch, rs[0].Epoch
+func (s *resultStore) record(ctx context.Context, g *group) (queued bool, taken []jobs.Entry, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		clear(out)
-		queued, taken = false, nil
+		clear(g.out)
 		// One statement per kind of row for the whole group, not per page,
 		// and every kind of row taken in one order by every recording, so
 		// no two recordings ever wait for each other in a cycle:
@@ -140,64 +185,19 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 		//     batch row.
 		// A pipelined commit (recordpipe.go) takes them in this order too
 		// (it hands the links it takes to the batch with its COMMIT).
-		// (Finishing the own URLs before the links, as before, made two
-		// groups whose pages link to each other wait in a cycle: each held
-		// its own finished row the other's link insert waited for.)
+		// Finishing the own URLs before the links would make two groups
+		// whose pages link to each other wait in a cycle: each would hold
+		// its own finished row the other's link insert waits for.
 		var c counts
-		if len(links) > 0 {
-			queue := links
-			maxPages, err := s.jobMaxPages(ctx, tx, job)
-			if err != nil {
-				return err
-			}
-			if maxPages > 0 {
-				// URLs beyond max_pages are never handed out (handOut
-				// counts exactly): once max_pages URLs are seen, queue no
-				// more. Until then every new link is queued, so known
-				// links never use up the quota of new ones.
-				sc, err := s.sums(ctx, tx, job)
-				if err != nil {
-					return err
-				}
-				if sc.seen >= maxPages {
-					queue = nil
-				}
-			}
-			// Every link goes in queued; the first new ones (up to take,
-			// of the hosts it may take) are then handed out to the batch:
-			// rows this transaction inserted, under its own locks.
-			var hosts map[string]bool
-			if take > 0 && maxPages == 0 {
-				if hosts, err = s.takeHosts(ctx, tx, job, batch, rs); err != nil {
-					return err
-				}
-			}
-			rows := make([][]any, len(queue))
-			for i, l := range queue {
-				rows[i] = entryRow(job, l)
-			}
-			added, err := s.returning(ctx, tx, linksHead, nil, linksTuple, linksTail, rows)
-			if err != nil {
-				return fmt.Errorf("record: queue links: %w", err)
-			}
-			for u := range added {
-				out[owner[u]].Added++
-			}
-			var mine [][]any
-			taken, mine = takeNew(queue, added, hosts, take)
-			for _, st := range s.chunked(takeHead, []any{batch, job}, "?", ")", mine) {
-				if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
-					return fmt.Errorf("record: take links: %w", err)
-				}
-			}
-			queued = len(queue) > 0
-			c.seen, c.taken = len(added), len(taken)
+		var err error
+		if queued, taken, c, err = s.queueLinks(ctx, tx, g); err != nil {
+			return err
 		}
-		finished, err := s.returning(ctx, tx, finishHead, []any{job, batch}, "?", finishTail, urls)
+		finished, err := s.returning(ctx, tx, finishHead, []any{g.job, g.batch}, "?", finishTail, g.urls)
 		if err != nil {
 			return fmt.Errorf("record: finish URLs: %w", err)
 		}
-		dups, err := s.duplicates(ctx, tx, job, rs, finished)
+		dups, err := s.duplicates(ctx, tx, g.job, g.rs, finished)
 		if err != nil {
 			return fmt.Errorf("record: body hashes: %w", err)
 		}
@@ -209,54 +209,109 @@ func (s *Store) record(ctx context.Context, rs []jobs.Record, take int, links []
 		// links taken, the update of the batch's size takes that lock and
 		// reads the epoch (one statement less on a crawl's first waves).
 		if len(taken) > 0 {
-			if _, err := s.growBatch(ctx, tx, job, batch, epoch, len(taken)); err != nil {
+			if _, err := s.frontier.growBatch(ctx, tx, g.job, g.batch, g.epoch, len(taken)); err != nil {
 				return err
 			}
-		} else if _, err := s.checkEpoch(ctx, tx, job, batch, epoch, s.d.forUpdate); err != nil {
+		} else if _, err := s.frontier.checkEpoch(ctx, tx, g.job, g.batch, g.epoch, s.d.forUpdate); err != nil {
 			return err
 		}
-		results, bodies, err := resultRows(job, batch, rs, finished, dups, refused)
-		if err != nil {
-			return err
-		}
-		wrote, err := s.returning(ctx, tx, resultsHead, nil, resultsTuple, resultsTail, results)
-		if err != nil {
-			return fmt.Errorf("record: results: %w", err)
-		}
-		if len(bodies) > 0 {
-			if _, err := s.returning(ctx, tx, bodiesHead, nil, bodiesTuple, bodiesTail+` RETURNING url`, bodies); err != nil {
-				return fmt.Errorf("record: bodies: %w", err)
-			}
-		}
-		var items [][]any
-		for i, r := range rs {
-			if finished[r.URL] && r.Page != nil && wrote[r.URL] {
-				out[i].Wrote = true
-				c.recorded++
-				if r.Page.Error != "" {
-					c.failed++
-				}
-				// The items go with the page only when the page is new to
-				// the results: a page recorded again (a retried write, a
-				// new holder's fetch after a hand-over) adds none.
-				for _, it := range r.Items {
-					items = append(items, itemRow(job, r.URL, it))
-				}
-			}
-		}
-		if len(items) > 0 {
-			n, err := s.insertItems(ctx, tx, job, items)
-			if err != nil {
-				return fmt.Errorf("record: items: %w", err)
-			}
-			c.items = n
-		}
-		if err := s.count(ctx, tx, job, rs[0].Runner, c); err != nil {
-			return err
-		}
-		return nil
+		return s.writeResults(ctx, tx, g, finished, dups, c)
 	})
 	return queued, taken, err
+}
+
+// queueLinks is record's first step: it queues the group's links and
+// hands the first new ones (up to g.take, of the hosts it may take) to
+// the batch; queued says the links went into the frontier, c counts the
+// links seen and taken.
+func (s *resultStore) queueLinks(ctx context.Context, tx dbtx, g *group) (queued bool, taken []jobs.Entry, c counts, err error) {
+	if len(g.links) == 0 {
+		return false, nil, c, nil
+	}
+	queue := g.links
+	maxPages, err := s.jobMaxPages(ctx, tx, g.job)
+	if err != nil {
+		return false, nil, c, err
+	}
+	if maxPages > 0 {
+		// URLs beyond max_pages are never handed out (underMaxPages
+		// counts exactly): once max_pages URLs are seen, queue no more.
+		// Until then every new link is queued, so known links never use
+		// up the quota of new ones.
+		sc, err := s.sums(ctx, tx, g.job)
+		if err != nil {
+			return false, nil, c, err
+		}
+		if sc.seen >= maxPages {
+			queue = nil
+		}
+	}
+	// Every link goes in queued; the first new ones (up to take, of the
+	// hosts it may take) are then handed out to the batch: rows this
+	// transaction inserted, under its own locks.
+	var hosts map[string]bool
+	if g.take > 0 && maxPages == 0 {
+		if hosts, err = s.takeHosts(ctx, tx, g.job, g.batch, g.rs); err != nil {
+			return false, nil, c, err
+		}
+	}
+	added, err := s.returning(ctx, tx, linksHead, nil, linksTuple, linksTail, g.linkRows(queue))
+	if err != nil {
+		return false, nil, c, fmt.Errorf("record: queue links: %w", err)
+	}
+	g.countAdded(added)
+	taken, mine := takeNew(queue, added, hosts, g.take)
+	for _, st := range s.chunked(takeHead, []any{g.batch, g.job}, "?", ")", mine) {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			return false, nil, c, fmt.Errorf("record: take links: %w", err)
+		}
+	}
+	c.seen, c.taken = len(added), len(taken)
+	return len(queue) > 0, taken, c, nil
+}
+
+// writeResults is record's last step, once the batch's row is locked: the
+// results of the pages finished (finished; dups their duplicates, by
+// index in g.rs), their bodies and items, and the writer's counter row
+// with c.
+func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finished map[string]bool, dups map[int]string, c counts) error {
+	results, bodies, err := resultRows(g.job, g.batch, g.rs, finished, dups, g.refused)
+	if err != nil {
+		return err
+	}
+	wrote, err := s.returning(ctx, tx, resultsHead, nil, resultsTuple, resultsTail, results)
+	if err != nil {
+		return fmt.Errorf("record: results: %w", err)
+	}
+	if len(bodies) > 0 {
+		if _, err := s.returning(ctx, tx, bodiesHead, nil, bodiesTuple, bodiesTail+` RETURNING url`, bodies); err != nil {
+			return fmt.Errorf("record: bodies: %w", err)
+		}
+	}
+	var items [][]any
+	for i, r := range g.rs {
+		if finished[r.URL] && r.Page != nil && wrote[r.URL] {
+			g.out[i].Wrote = true
+			c.recorded++
+			if r.Page.Error != "" {
+				c.failed++
+			}
+			// The items go with the page only when the page is new to
+			// the results: a page recorded again (a retried write, a
+			// new holder's fetch after a hand-over) adds none.
+			for _, it := range r.Items {
+				items = append(items, itemRow(g.job, r.URL, it))
+			}
+		}
+	}
+	if len(items) > 0 {
+		n, err := s.insertItems(ctx, tx, g.job, items)
+		if err != nil {
+			return fmt.Errorf("record: items: %w", err)
+		}
+		c.items = n
+	}
+	return s.count(ctx, tx, g.job, g.shard, c)
 }
 
 // resultRows returns the rows of the results and bodies of the pages of rs
@@ -314,9 +369,9 @@ const takeHead = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? A
 // unfinished URL of, and the group's URLs are unfinished until it
 // commits), and the URLs taken keep them after. None while the job is not
 // running.
-func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
+func (s *resultStore) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []jobs.Record) (map[string]bool, error) {
 	query, args := s.takeHostsQuery(job, batch, rs)
-	held, err := queryTx(ctx, s, tx, query, args, func(rows *sql.Rows) (string, error) { return scanHost(rows) })
+	held, err := queryTx(ctx, s.core, tx, query, args, func(rows *sql.Rows) (string, error) { return scanHost(rows) })
 	if err != nil {
 		return nil, fmt.Errorf("record: host leases of batch %s: %w", batch, err)
 	}
@@ -326,7 +381,7 @@ func (s *Store) takeHosts(ctx context.Context, tx dbtx, job, batch string, rs []
 // takeHostsQuery is takeHosts' query (before s.q) and its arguments: the
 // hosts of rs's pages whose lease batch holds, live, none while the job's
 // control row says it is not running (in the same statement).
-func (s *Store) takeHostsQuery(job, batch string, rs []jobs.Record) (string, []any) {
+func (s *resultStore) takeHostsQuery(job, batch string, rs []jobs.Record) (string, []any) {
 	var hosts []any
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -369,7 +424,7 @@ func hostSet(hosts []string) map[string]bool {
 // duplicates claims the body hashes of the group's new pages fetched
 // without error (the first page of a hash owns it, in baton_hashes) and
 // returns, by index in rs, the URL each duplicate duplicates.
-func (s *Store) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
+func (s *resultStore) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
 	claims := hashClaims(job, rs, func(u string) bool { return finished[u] })
 	if len(claims) == 0 {
 		return map[int]string{}, nil
@@ -410,7 +465,7 @@ func hashClaims(job string, rs []jobs.Record, in func(url string) bool) [][]any 
 // duplicatesOf returns, by index in rs, the URL each finished page
 // duplicates, from the claims made and those claimed (their URLs): a
 // hash another page owned is looked up.
-func (s *Store) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool, claims [][]any, claimed map[string]bool) (map[int]string, error) {
+func (s *resultStore) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool, claims [][]any, claimed map[string]bool) (map[int]string, error) {
 	owner := map[string]string{} // hash → URL of the page that owns it
 	var lost []any
 	for _, c := range claims {
@@ -422,7 +477,7 @@ func (s *Store) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs
 		}
 	}
 	if len(lost) > 0 {
-		rows, err := queryTx(ctx, s, tx, `SELECT hash, url FROM baton_hashes WHERE job = ? AND hash IN (?`+strings.Repeat(", ?", len(lost)-1)+`)`,
+		rows, err := queryTx(ctx, s.core, tx, `SELECT hash, url FROM baton_hashes WHERE job = ? AND hash IN (?`+strings.Repeat(", ?", len(lost)-1)+`)`,
 			append([]any{job}, lost...), func(rows *sql.Rows) ([2]string, error) {
 				var hu [2]string
 				err := rows.Scan(&hu[0], &hu[1])
@@ -460,7 +515,7 @@ func itemRow(job, url string, it crawler.Pushed) []any {
 // order, once per (job, URL, index), and returns how many it inserted.
 // On PostgreSQL the job's items lock is taken first and held up to the
 // commit, so the job's items commit in the order of their seq.
-func (s *Store) insertItems(ctx context.Context, tx dbtx, job string, rows [][]any) (int, error) {
+func (s *resultStore) insertItems(ctx context.Context, tx dbtx, job string, rows [][]any) (int, error) {
 	slices.SortFunc(rows, func(a, b []any) int {
 		if c := strings.Compare(a[1].(string), b[1].(string)); c != 0 {
 			return c

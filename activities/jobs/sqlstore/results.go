@@ -45,7 +45,7 @@ func decodeRecord(job, url string, data []byte) (jobs.PageRecord, error) {
 // stored record that cannot be read (ErrBadRecord) does not stop the
 // others: it is skipped, and the error returned at the end names the
 // records skipped.
-func (s *Store) Results(ctx context.Context, job string, fn func(jobs.PageRecord) error) error {
+func (s *resultStore) Results(ctx context.Context, job string, fn func(jobs.PageRecord) error) error {
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (s *Store) Results(ctx context.Context, job string, fn func(jobs.PageRecord
 }
 
 // Body returns the stored (compressed) body of a job's page.
-func (s *Store) Body(ctx context.Context, job, url string) ([]byte, error) {
+func (s *resultStore) Body(ctx context.Context, job, url string) ([]byte, error) {
 	var b []byte
 	err := s.read(ctx, func() error {
 		return s.db.QueryRowContext(ctx, s.q(`SELECT body FROM baton_bodies WHERE job = ? AND url = ?`), job, url).Scan(&b)
@@ -102,7 +102,7 @@ func (s *Store) Body(ctx context.Context, job, url string) ([]byte, error) {
 }
 
 // Refused counts a job's page URLs finished without a result.
-func (s *Store) Refused(ctx context.Context, job string) (int, error) {
+func (s *resultStore) Refused(ctx context.Context, job string) (int, error) {
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return 0, err
 	}
@@ -118,7 +118,7 @@ func (s *Store) Refused(ctx context.Context, job string) (int, error) {
 }
 
 // Recorded reports whether url has a page in the results.
-func (s *Store) Recorded(ctx context.Context, job, url string) (bool, error) {
+func (s *resultStore) Recorded(ctx context.Context, job, url string) (bool, error) {
 	var n int
 	err := s.read(ctx, func() error {
 		return s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_results WHERE job = ? AND url = ?`), job, url).Scan(&n)

@@ -18,7 +18,7 @@ import (
 
 // Robots returns the robots.txt of origin kept for job and still fresh
 // (see jobs.RunnerStore).
-func (s *Store) Robots(ctx context.Context, job, origin string) (crawl.RobotsFile, bool, error) {
+func (s *hostStore) Robots(ctx context.Context, job, origin string) (crawl.RobotsFile, bool, error) {
 	var f crawl.RobotsFile
 	var left, delay int64
 	err := s.read(ctx, func() error {
@@ -48,7 +48,7 @@ const robotsClaim = -1
 
 // PutRobots keeps the robots.txt of origin fetched for job (see
 // jobs.RunnerStore).
-func (s *Store) PutRobots(ctx context.Context, job, origin string, f crawl.RobotsFile) error {
+func (s *hostStore) PutRobots(ctx context.Context, job, origin string, f crawl.RobotsFile) error {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" || u.Path != "" && u.Path != "/" {
 		return fmt.Errorf("job %s: robots.txt of %q: want scheme://host[:port]", job, origin)

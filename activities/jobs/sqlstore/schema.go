@@ -13,6 +13,12 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
+// schemaStore sets up and upgrades the schema.
+type schemaStore struct {
+	*core
+	found int // the schema version found at the open (0: none)
+}
+
 // schemaVersion is recorded in baton_store; a store made by a newer Baton
 // is refused. Raise it whenever schema() changes: a store of an older
 // version is upgraded once, by the first worker of the new version that
@@ -223,9 +229,9 @@ func upgradedIndexes(d *dialect) []string {
 
 // fillHosts sets the host of the frontier rows that have none (rows of a
 // store older than version 4); a URL without one keeps ”.
-func (s *Store) fillHosts(ctx context.Context, tx dbtx) error {
+func (s *schemaStore) fillHosts(ctx context.Context, tx dbtx) error {
 	type row struct{ job, url string }
-	rows, err := queryTx(ctx, s, tx, `SELECT job, url FROM baton_frontier WHERE host = ''`, nil, func(rows *sql.Rows) (row, error) {
+	rows, err := queryTx(ctx, s.core, tx, `SELECT job, url FROM baton_frontier WHERE host = ''`, nil, func(rows *sql.Rows) (row, error) {
 		var r row
 		return r, rows.Scan(&r.job, &r.url)
 	})
@@ -245,7 +251,7 @@ func (s *Store) fillHosts(ctx context.Context, tx dbtx) error {
 }
 
 // addColumn adds c to its table unless it is there.
-func (s *Store) addColumn(ctx context.Context, tx dbtx, c column) error {
+func (s *schemaStore) addColumn(ctx context.Context, tx dbtx, c column) error {
 	var n int
 	q := `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`
 	if !s.d.dollar {
@@ -264,7 +270,7 @@ func (s *Store) addColumn(ctx context.Context, tx dbtx, c column) error {
 }
 
 // schemaVersion reads the store's schema version: 0 when it has none.
-func (s *Store) schemaVersion(ctx context.Context) (int, error) {
+func (s *schemaStore) schemaVersion(ctx context.Context) (int, error) {
 	var v string
 	err := s.read(ctx, func() error {
 		var n int
@@ -295,13 +301,13 @@ func (s *Store) schemaVersion(ctx context.Context) (int, error) {
 }
 
 // SchemaVersion is the schema version this Baton sets up.
-func (s *Store) SchemaVersion() int { return schemaVersion }
+func (s *schemaStore) SchemaVersion() int { return schemaVersion }
 
 // Migrate creates the schema, or upgrades an older one, and returns the
 // version the store had when it was opened (0: none; an open without
 // Config.Existing has upgraded it already). Safe to run from several processes at
 // once, and again.
-func (s *Store) Migrate(ctx context.Context) (from int, err error) {
+func (s *schemaStore) Migrate(ctx context.Context) (from int, err error) {
 	v, err := s.schemaVersion(ctx)
 	if err != nil || v == schemaVersion {
 		return s.found, err
@@ -309,7 +315,7 @@ func (s *Store) Migrate(ctx context.Context) (from int, err error) {
 	return s.found, s.migrate(ctx)
 }
 
-func (s *Store) migrate(ctx context.Context) error {
+func (s *schemaStore) migrate(ctx context.Context) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		if s.d.lockSchema != "" {
 			if _, err := tx.ExecContext(ctx, s.d.lockSchema); err != nil {

@@ -9,9 +9,12 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
+// secretStore keeps a job's sealed secrets (baton_secrets).
+type secretStore struct{ *core }
+
 // PutSecrets keeps a job's sealed secrets (see jobs.Store); the same
 // again is a no-op, other ones for a stored job are refused.
-func (s *Store) PutSecrets(ctx context.Context, job, keyID string, sealed []byte) error {
+func (s *secretStore) PutSecrets(ctx context.Context, job, keyID string, sealed []byte) error {
 	if err := jobs.ValidID(job); err != nil {
 		return err
 	}
@@ -37,7 +40,7 @@ func (s *Store) PutSecrets(ctx context.Context, job, keyID string, sealed []byte
 
 // Secrets returns a job's sealed secrets and the ID of the key that sealed
 // them, or jobs.ErrNoSecrets.
-func (s *Store) Secrets(ctx context.Context, job string) (keyID string, sealed []byte, err error) {
+func (s *secretStore) Secrets(ctx context.Context, job string) (keyID string, sealed []byte, err error) {
 	err = s.read(ctx, func() error {
 		return s.db.QueryRowContext(ctx, s.q(`SELECT key_id, sealed FROM baton_secrets WHERE job = ?`), job).Scan(&keyID, &sealed)
 	})

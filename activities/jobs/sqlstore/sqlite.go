@@ -100,7 +100,7 @@ var sqliteDialect = &dialect{
 	serialWrites: true,
 	// Another process holding the write lock is waited for here, in short
 	// jittered steps (SQLite's own busy handler sleeps up to 100 ms at a
-	// time, long after a 3 ms commit freed the lock).
+	// time, long after a short commit freed the lock).
 	retryFirst: time.Millisecond, retryMax: 8 * time.Millisecond,
 	transient: func(err error) bool {
 		var se *sqlite.Error

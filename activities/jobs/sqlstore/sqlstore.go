@@ -1,8 +1,9 @@
 // Package sqlstore implements jobs.Store on SQL: SQLite (embedded, one
 // file under a data directory, safe for several worker processes on one
 // host) and PostgreSQL (distributed, through pgx). Both share one schema
-// and one implementation; a dialect holds what differs (placeholders, row
-// locks, the sequence column).
+// and one implementation, made of parts by concern on one core (Store);
+// a dialect holds what differs (placeholders, row locks, the sequence
+// column).
 package sqlstore
 
 import (
@@ -69,24 +70,33 @@ type dialect struct {
 	retryFirst, retryMax time.Duration
 }
 
-// Store is a jobs.Store on a SQL database. It is safe for concurrent use.
-type Store struct {
+// core is what every part of the store holds: the database and its
+// dialect, the store's identity, how writes are retried, and the caches of
+// a job's settings, which never change once the job is created.
+type core struct {
 	db       *sql.DB
 	d        *dialect
 	id       jobs.Identity
 	writeMu  sync.Mutex
-	found    int      // the schema version found at the open (0: none)
-	maxPages sync.Map // job → int (immutable once created)
-	policies sync.Map // job → hostPolicy (immutable once created)
-	known    sync.Map // job → *knownURLs: URLs known to be in its frontier (known.go)
-	// robotsDelays: job and host → cachedDelay of a kept robots.txt (hosts.go)
-	robotsDelays sync.Map
-	// waitersUntil: job → time.Time until which a hand-out from a short
-	// queue looks for batches waiting for their first URLs (fairShare)
-	waitersUntil sync.Map
+	maxPages sync.Map // job → int
+	policies sync.Map // job → hostPolicy
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration
+}
+
+// Store is a jobs.Store on a SQL database. It is safe for concurrent use.
+// It is made of one part per concern, each behind the narrow interfaces
+// of package jobs that use it, all on one core.
+type Store struct {
+	*core
+	*jobStore      // jobs, seeds, counters, control state: job.go, counters.go, control.go
+	*frontierStore // the frontier and its batches: batch.go, pull.go, handto.go, pipeline.go, known.go
+	*hostStore     // host leases and robots.txt files: hosts.go, leases.go, robots.go
+	*resultStore   // group commits and the results they write: record.go, recordpipe.go, results.go
+	*itemStore     // user crawlers' items and their sinks: items.go
+	*secretStore   // sealed job secrets: secrets.go
+	*schemaStore   // the schema and its upgrades: schema.go
 }
 
 var _ jobs.Store = (*Store)(nil)
@@ -96,7 +106,7 @@ var _ jobs.Store = (*Store)(nil)
 var ErrNoSchema = errors.New("no Baton schema of this version")
 
 func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location string, existing bool) (*Store, error) {
-	s := &Store{db: db, d: d}
+	s := assemble(&core{db: db, d: d})
 	fail := func(err error) (*Store, error) {
 		db.Close()
 		return nil, err
@@ -108,7 +118,7 @@ func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location stri
 	if err != nil {
 		return fail(fmt.Errorf("%s store %s: read schema version: %w", engine, location, err))
 	}
-	s.found = v
+	s.schemaStore.found = v
 	switch {
 	case v == schemaVersion:
 	case v > schemaVersion:
@@ -133,6 +143,22 @@ func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location stri
 	}
 	s.id = jobs.Identity{ID: id, Engine: engine, Location: location}
 	return s, nil
+}
+
+// assemble makes the store's parts on c.
+func assemble(c *core) *Store {
+	hosts := &hostStore{core: c}
+	frontier := &frontierStore{core: c, hosts: hosts}
+	return &Store{
+		core:          c,
+		jobStore:      &jobStore{core: c},
+		frontierStore: frontier,
+		hostStore:     hosts,
+		resultStore:   &resultStore{core: c, frontier: frontier},
+		itemStore:     &itemStore{core: c},
+		secretStore:   &secretStore{core: c},
+		schemaStore:   &schemaStore{core: c},
+	}
 }
 
 // Identity names the store.

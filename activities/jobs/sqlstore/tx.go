@@ -14,7 +14,7 @@ import (
 // unreachable, one statement for many rows.
 
 // q rewrites ? placeholders for the dialect.
-func (s *Store) q(query string) string {
+func (s *core) q(query string) string {
 	if !s.d.dollar {
 		return query
 	}
@@ -37,13 +37,13 @@ func (s *Store) q(query string) string {
 // unknown finds its rows written and changes nothing. (A retried Extend
 // hands out a second lot of URLs; the first stays in the batch,
 // unfinished, and FinishBatch refuses the batch until it is run.)
-func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *core) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.retrying(ctx, func() error { return s.writeOnce(ctx, fn) })
 }
 
 // retrying runs once, a write transaction, again while the database is
 // unreachable or a transaction conflicted (write), for RetryFor at most.
-func (s *Store) retrying(ctx context.Context, once func() error) error {
+func (s *core) retrying(ctx context.Context, once func() error) error {
 	retryFor := s.RetryFor
 	if retryFor == 0 {
 		retryFor = 30 * time.Second
@@ -66,7 +66,7 @@ func (s *Store) retrying(ctx context.Context, once func() error) error {
 	}
 }
 
-func (s *Store) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error) {
+func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error) {
 	if s.d.serialWrites {
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
@@ -87,7 +87,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err erro
 }
 
 // read retries a read while the database is unreachable.
-func (s *Store) read(ctx context.Context, fn func() error) error {
+func (s *core) read(ctx context.Context, fn func() error) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		err := fn()
@@ -109,7 +109,7 @@ type querier interface {
 // returning runs a statement over rows in chunks (head with headArgs,
 // then one tuple per row, then tail, which ends in "RETURNING url") and
 // returns the URLs it reports, so one statement serves many rows.
-func (s *Store) returning(ctx context.Context, tx dbtx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
+func (s *core) returning(ctx context.Context, tx dbtx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, st := range s.chunked(head, headArgs, tuple, tail, rows) {
 		res, err := tx.QueryContext(ctx, st.query, st.args...)
@@ -143,7 +143,7 @@ const rowsPerStatement = 200
 
 // chunked returns the statements writing rows rowsPerStatement at a time:
 // head with headArgs, then one tuple per row, then tail with tailArgs.
-func (s *Store) chunked(head string, headArgs []any, tuple, tail string, rows [][]any, tailArgs ...any) []statement {
+func (s *core) chunked(head string, headArgs []any, tuple, tail string, rows [][]any, tailArgs ...any) []statement {
 	var out []statement
 	for len(rows) > 0 {
 		n := min(rowsPerStatement, len(rows))
@@ -166,7 +166,7 @@ func (s *Store) chunked(head string, headArgs []any, tuple, tail string, rows []
 
 // queryAll runs a query (retried while the database is unreachable) and
 // scans every row with scan.
-func queryAll[T any](ctx context.Context, s *Store, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+func queryAll[T any](ctx context.Context, s *core, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	var out []T
 	err := s.read(ctx, func() error {
 		out = out[:0]
@@ -188,7 +188,7 @@ func queryAll[T any](ctx context.Context, s *Store, query string, args []any, sc
 }
 
 // queryTx runs a query in tx and scans every row with scan.
-func queryTx[T any](ctx context.Context, s *Store, tx queryer, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+func queryTx[T any](ctx context.Context, s *core, tx queryer, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err

@@ -119,7 +119,7 @@ func checkCron(expr string) error {
 	}
 	for i, f := range fields {
 		if err := cronFields[i].check(f); err != nil {
-			return fmt.Errorf("field %d (%s) %q: %w", i+1, cronFields[i].name, f, err)
+			return fmt.Errorf("field %d (%s): %w", i+1, cronFields[i].name, err)
 		}
 	}
 	return nil
@@ -162,7 +162,7 @@ func (cf cronField) value(s string) (int, error) {
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil || v < cf.min || v > cf.max {
-		return 0, fmt.Errorf("%q: want %d-%d%s", s, cf.min, cf.max, cf.namesHint())
+		return 0, fmt.Errorf("%q is not %d-%d%s", s, cf.min, cf.max, cf.namesHint())
 	}
 	return v, nil
 }

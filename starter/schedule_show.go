@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -270,4 +272,32 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// scheduleJobsOnly keeps the jobs that are runs of schedule name (all of
+// them when name is empty): `baton jobs --schedule NAME`. The runs of a
+// deleted schedule are still listed.
+func scheduleJobsOnly(cmd *cobra.Command, g *globals, tf *temporalFlags, name string, all []jobs.JobInfo) ([]jobs.JobInfo, error) {
+	if name == "" {
+		return all, nil
+	}
+	c, err := tf.dial(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	runs, err := scheduleRuns(cmd.Context(), c, g.group, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) == 0 { // a deleted schedule's runs are still listed
+		if _, _, err := scheduleHandle(cmd.Context(), c, g.group, name); err != nil {
+			return nil, err
+		}
+	}
+	of := map[string]bool{}
+	for _, r := range runs {
+		of[r.Job] = true
+	}
+	return slices.DeleteFunc(all, func(j jobs.JobInfo) bool { return !of[j.ID] }), nil
 }

@@ -301,3 +301,18 @@ func scheduleJobsOnly(cmd *cobra.Command, g *globals, tf *temporalFlags, name st
 	}
 	return slices.DeleteFunc(all, func(j jobs.JobInfo) bool { return !of[j.ID] }), nil
 }
+
+// jobBaseline is the baseline in a job's spec ("" when it has none or the
+// store cannot be read from here).
+func jobBaseline(ctx context.Context, g *globals, tf *temporalFlags, job string) string {
+	js, err := tf.st.openReader(ctx, g)
+	if err != nil {
+		return ""
+	}
+	defer js.Close()
+	spec, err := js.Spec(ctx, job)
+	if err != nil {
+		return ""
+	}
+	return spec.Baseline
+}

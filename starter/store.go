@@ -257,13 +257,18 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 				return err
 			}
 			sinks := jobSinks(cmd.Context(), g, tf, args[0])
+			baseline := jobBaseline(cmd.Context(), g, tf, args[0])
 			if statusOut.JSON() {
 				err = writeJSON(cmd.OutOrStdout(), struct {
 					workflows.JobProgress
-					Sinks []jobs.SinkState `json:"sinks,omitempty"`
-				}{p, sinks})
+					Baseline string           `json:"baseline,omitempty"`
+					Sinks    []jobs.SinkState `json:"sinks,omitempty"`
+				}{p, baseline, sinks})
 			} else {
 				err = printProgress(cmd.OutOrStdout(), p)
+				if err == nil && baseline != "" {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "BASELINE  %s\n", baseline)
+				}
 				if err == nil {
 					err = printSinks(cmd.OutOrStdout(), sinks)
 				}

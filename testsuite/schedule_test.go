@@ -173,6 +173,9 @@ func TestScheduleEndToEnd(t *testing.T) {
 	next := completed(s, workflows.TriggerScheduled)[len(runs)]
 	assert.Equal(t, last.job, next.baseline, "the run after the restart has the last run before it as baseline")
 	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, next.job))
+	out, code = baton(c, "status", next.job)
+	require.Equal(t, 0, code, out)
+	assert.Regexp(t, `BASELINE\s+`+regexp.QuoteMeta(last.job), out, "baton status shows the baseline")
 
 	t.Logf("%d firings (%d skipped for overlap), %d scheduled runs completed, %d backfilled", s.Fired, s.SkippedOverlap,
 		len(completed(s, workflows.TriggerScheduled)), s.Backfilled)

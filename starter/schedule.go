@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -88,7 +89,7 @@ func scheduleCreateCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s created: %s, overlap %s, catch-up window %v%s\n", name, info.Spec, st.overlap, st.catchup,
 				map[bool]string{true: " (paused)"}[paused])
-			fmt.Fprintf(cmd.ErrOrStderr(), "Web UI: %s/namespaces/%s/schedules/%s\n", strings.TrimRight(tf.uiURL, "/"), tf.conn.Namespace, info.ID)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Web UI: %s/namespaces/%s/schedules/%s\n", strings.TrimRight(tf.uiURL, "/"), tf.conn.Namespace, url.PathEscape(info.ID))
 			return nil
 		},
 	}

@@ -173,7 +173,7 @@ func printSchedule(w io.Writer, s scheduleShow) error {
 		fmt.Fprintf(tw, "NOTE\t%s\n", s.Note)
 	}
 	fmt.Fprintf(tw, "FIRED\t%d (skipped for overlap: %d, missed the catch-up window: %d; backfilled: %d)\n", s.Fired, s.SkippedOverlap, s.MissedCatchup, s.Backfilled)
-	for i, t := range s.NextRuns {
+	for i, t := range s.NextRuns[:min(len(s.NextRuns), 5)] { // --output json lists them all
 		fmt.Fprintf(tw, "%s\t%s\n", map[bool]string{true: "NEXT RUNS"}[i == 0], t.UTC().Format(time.RFC3339))
 	}
 	for i, a := range s.RecentActions {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -82,9 +83,9 @@ func ScheduledCrawl(ctx workflow.Context, in ScheduleInput) (JobProgress, error)
 	if err != nil {
 		return JobProgress{ID: spec.ID}, err
 	}
-	memo := map[string]any{}
-	for k, v := range in.Memo {
-		memo[k] = v
+	memo := maps.Clone(in.Memo) // a copy: its result does not depend on the order of the map
+	if memo == nil {
+		memo = map[string]any{}
 	}
 	memo["schedule"], memo["trigger"], memo["scheduled_time"] = in.Schedule, trigger, at.UTC()
 	if spec.Baseline != "" {

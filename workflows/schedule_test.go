@@ -32,7 +32,10 @@ func TestScheduledCrawlNamesTheJobAndCarriesTheBaseline(t *testing.T) {
 		env.SetStartTime(due.Add(42 * time.Minute)) // started late: the name keeps the time it was due
 		var asked jobs.BaselineInput
 		env.OnActivity(schedActs.ScheduleBaseline, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in jobs.BaselineInput) (string, error) { asked = in; return "nightly-20261127T030000Z", nil })
+			func(_ context.Context, in jobs.BaselineInput) (string, error) {
+				asked = in
+				return "nightly-20261127T030000Z", nil
+			})
 		var got jobs.Spec
 		env.OnWorkflow(CrawlJob, mock.Anything, mock.Anything).Return(func(_ workflow.Context, in JobInput) (JobProgress, error) {
 			got = in.Spec

@@ -43,7 +43,8 @@ type scheduleState struct {
 // (on its database file): created with --every 2s, it fires; each firing is
 // a job NAME-<UTC time> that completes with every page of the demo site,
 // and each run's baseline is the previous completed run. Paused, it fires
-// no more; a backfill runs past times as jobs tagged backfill; the schedule
+// no more; a backfill runs past times as jobs tagged backfill; a trigger
+// fires it at once; the schedule
 // survives a restart of Temporal (still paused, the same timetable) and,
 // resumed, fires again with the last run as baseline; `baton jobs
 // --schedule` lists exactly its runs; deleted, it is gone.
@@ -156,6 +157,22 @@ func TestScheduleEndToEnd(t *testing.T) {
 	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, bf[0].job))
 	assert.Equal(t, firedAtPause, s.Fired, "a backfill is not one of the schedule's own firings")
 	assert.Equal(t, len(bf), s.Backfilled)
+
+	// trigger fires it now, paused as it is: a firing of its own, named
+	// from the time of the trigger, with the last run as baseline.
+	triggered := time.Now().UTC().Truncate(time.Second)
+	out, code = baton(c, "schedule", "trigger", name)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "schedule nightly triggered")
+	waitFor("the triggered run completed", 2*time.Minute, func(s scheduleState) bool {
+		return len(completed(s, workflows.TriggerScheduled)) > len(runs) && running(s) == 0
+	})
+	trig := completed(s, workflows.TriggerScheduled)[len(runs)]
+	assert.False(t, trig.at.Before(triggered), "the triggered run is named from the trigger's time: %v < %v", trig.at, triggered)
+	assert.Equal(t, runs[len(runs)-1].job, trig.baseline)
+	assert.Equal(t, firedAtPause+1, s.Fired, "a trigger is one of the schedule's firings")
+	assertEveryPageOnce(t, site, srv.URL, readResults(t, js, trig.job))
+	runs = completed(s, workflows.TriggerScheduled)
 
 	// Temporal restarted on its database: the schedule is still there,
 	// paused, with its timetable.

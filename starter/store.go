@@ -178,6 +178,7 @@ func notFound(js jobs.ReaderStore, job string, err error) error {
 func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	var listOut *output
 	var listQuiet bool
+	var listSchedule string
 	list := &cobra.Command{
 		Use:   "jobs",
 		Short: "List the group's crawl jobs (from the job store; their workflow status when Temporal answers)",
@@ -196,6 +197,9 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 			defer js.Close()
 			all, err := js.Jobs(cmd.Context())
 			if err != nil {
+				return err
+			}
+			if all, err = scheduleJobsOnly(cmd, g, tf, listSchedule, all); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -236,6 +240,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	}
 	listOut = addOutputFlag(list)
 	list.Flags().BoolVarP(&listQuiet, "quiet", "q", false, "print only the job IDs, one a line")
+	list.Flags().StringVar(&listSchedule, "schedule", "", "list only the runs of this schedule (baton schedule list)")
 	var statusOut *output
 	status := &cobra.Command{
 		Use:   "status JOB",
@@ -252,13 +257,18 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 				return err
 			}
 			sinks := jobSinks(cmd.Context(), g, tf, args[0])
+			baseline := jobBaseline(cmd.Context(), g, tf, args[0])
 			if statusOut.JSON() {
 				err = writeJSON(cmd.OutOrStdout(), struct {
 					workflows.JobProgress
-					Sinks []jobs.SinkState `json:"sinks,omitempty"`
-				}{p, sinks})
+					Baseline string           `json:"baseline,omitempty"`
+					Sinks    []jobs.SinkState `json:"sinks,omitempty"`
+				}{p, baseline, sinks})
 			} else {
 				err = printProgress(cmd.OutOrStdout(), p)
+				if err == nil && baseline != "" {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "BASELINE  %s\n", baseline)
+				}
 				if err == nil {
 					err = printSinks(cmd.OutOrStdout(), sinks)
 				}

@@ -324,6 +324,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			w.RegisterActivity(a)
 		}
 		w.RegisterActivity(jobActs)
+		w.RegisterActivity(&jobs.ScheduleActivities{Temporal: tc})
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker on %s: %w", q, err)
 		}

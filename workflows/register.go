@@ -10,4 +10,5 @@ func Register(w worker.WorkflowRegistry) {
 	w.RegisterWorkflow(SecondaryBackup)
 	w.RegisterWorkflow(Heartbeat)
 	w.RegisterWorkflow(CrawlJob)
+	w.RegisterWorkflow(ScheduledCrawl)
 }

@@ -69,6 +69,9 @@ type Spec struct {
 	// Cookie, Authorization, Options.Headers and the proxy's credentials
 	// are empty in a spec that travels (SplitSecrets).
 	Secrets []string `json:"secrets,omitempty"`
+	// Baseline is the job this one is a new run of (a schedule's last
+	// completed run): the job whose records a conditional refetch reads.
+	Baseline string `json:"baseline,omitempty"`
 }
 
 // Where Spec.Bodies keeps the response bodies.
@@ -103,6 +106,11 @@ func (s Spec) Validate() error {
 	}
 	if s.Group == "" {
 		return errors.New("group: empty")
+	}
+	if s.Baseline != "" {
+		if err := ValidID(s.Baseline); err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
 	}
 	if len(s.Seeds) == 0 && len(s.Sitemaps) == 0 && s.SeedsStored <= 0 {
 		return errors.New("seeds: at least one URL (a seed, a seed file's or a sitemap) is required")

@@ -1,0 +1,106 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/batoncrawl/baton/activities/crawl/demosite"
+	"github.com/batoncrawl/baton/activities/render"
+	"github.com/batoncrawl/baton/roles"
+)
+
+// renderEngine returns an Engine rendering with a pool of its own test
+// (chromium must be installed: the test fails, not skips, without it).
+func renderEngine(t *testing.T) (*Engine, *render.Pool) {
+	t.Helper()
+	cfg := render.DefaultConfig()
+	cfg.Tabs = 2
+	cfg.TempDir = t.TempDir()
+	p, err := render.New(cfg)
+	if err != nil {
+		t.Fatalf("render pool: %v (install it: make deps)", err)
+	}
+	t.Cleanup(p.Close)
+	e := NewEngine()
+	e.SetRenderer(p)
+	return e, p
+}
+
+// crawlAll crawls from seed, breadth first, and returns the pages by path.
+func crawlAll(t *testing.T, e *Engine, seed string, opts Options) map[string]Page {
+	t.Helper()
+	opts.Follow, opts.MaxDepth, opts.IgnoreRobots = true, 3, true
+	opts.Selectors = map[string]string{"title": "h1.title", "price": "span.price"}
+	compiled, err := opts.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := map[string]Page{}
+	type item struct {
+		url   string
+		depth int
+	}
+	queue, seen := []item{{seed, 0}}, map[string]bool{seed: true}
+	for len(queue) > 0 {
+		it := queue[0]
+		queue = queue[1:]
+		p := e.Fetch(context.Background(), roles.Request{URL: it.url}, Auth{}, it.depth, compiled)
+		if p.Error != "" {
+			t.Fatalf("%s: %s", it.url, p.Error)
+		}
+		pages[strings.TrimPrefix(it.url, seed[:strings.Index(seed, "/js/")])] = p
+		for _, l := range p.Links {
+			if !seen[l] {
+				seen[l] = true
+				queue = append(queue, item{l, it.depth + 1})
+			}
+		}
+	}
+	return pages
+}
+
+func TestRenderedCrawlRecordsJSOnlyFields(t *testing.T) {
+	site := demosite.NewJS(demosite.JSConfig{Items: 6, JSEvery: 2})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	seed := srv.URL + "/js/"
+
+	plain := crawlAll(t, NewEngine(), seed, Options{})
+	if len(plain) != 1 || len(plain["/js/"].Links) != 0 {
+		t.Fatalf("without rendering: %d pages, index links %v; want the index alone (its links are written by script)", len(plain), plain["/js/"].Links)
+	}
+	for _, mode := range []string{RenderAlways, RenderAuto} {
+		t.Run(mode, func(t *testing.T) {
+			e, _ := renderEngine(t)
+			pages := crawlAll(t, e, seed, Options{RenderOptions: RenderOptions{Render: mode}})
+			for k, path := range site.Items() {
+				p, ok := pages[path]
+				if !ok {
+					t.Errorf("%s not crawled (got %d pages)", path, len(pages))
+					continue
+				}
+				if got := fmt.Sprint(p.Fields["title"], p.Fields["price"]); got != fmt.Sprint([]string{demosite.ItemTitle(k)}, []string{demosite.ItemPrice(k)}) {
+					t.Errorf("%s: fields %v %v", path, p.Fields["title"], p.Fields["price"])
+				}
+				wantRendered := mode == RenderAlways || site.NeedsJS(k)
+				if p.Rendered != wantRendered {
+					t.Errorf("%s (needs JS %v): rendered %v (%s), want %v", path, site.NeedsJS(k), p.Rendered, p.RenderReason, wantRendered)
+				}
+				if p.StatusCode != 200 || p.Title != demosite.ItemTitle(k) {
+					t.Errorf("%s: status %d title %q", path, p.StatusCode, p.Title)
+				}
+			}
+			if idx := pages["/js/"]; !idx.Rendered || len(idx.Links) != len(site.Items()) {
+				t.Errorf("index: rendered %v (%s), %d links", idx.Rendered, idx.RenderReason, len(idx.Links))
+			}
+			s := e.RenderStats()
+			t.Logf("%s: %+v", mode, s)
+			if mode == RenderAuto && (s.Always != 0 || s.EmptyFields+s.NoLinks != 1+int64(len(site.Items()))/2) {
+				t.Errorf("auto stats %+v: want the index and the %d JS items rendered", s, len(site.Items())/2)
+			}
+		})
+	}
+}

@@ -41,6 +41,7 @@ import (
 	"github.com/batoncrawl/baton/activities/cmdline/flagenv"
 	"github.com/batoncrawl/baton/activities/cmdline/version"
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/render"
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/failover"
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -278,6 +279,10 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		log.Info("secrets key", "file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
 	}
 	engine := crawl.NewEngine()
+	defer engine.CloseRenderer() // the browsers of rendered pages, process groups and all
+	if s, err := render.Sweep(""); err != nil || s.Groups+s.Dirs > 0 {
+		log.Info("swept the browsers of stopped workers", "process_groups", s.Groups, "user_data_dirs", s.Dirs, "error", err)
+	}
 	engine.DenyPrivate = cfg.DenyPrivate
 	if cfg.DenyPrivate {
 		log.Info("deny-private: every request of every job and Task refuses private, loopback and link-local addresses")

@@ -28,6 +28,7 @@ type browser struct {
 
 	pages    int  // pages begun in it
 	open     int  // pages in flight
+	tabs     int  // tabs open, idle ones included
 	retiring bool // takes no new page; closed when open reaches 0
 	closed   bool
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -43,96 +42,81 @@ type pageRun struct {
 	refused, blocked atomic.Int32
 }
 
-// renderIn renders req in a new tab of b, in a browser context of its own
-// (no cookie, cache or storage shared with another page).
-func (p *Pool) renderIn(ctx context.Context, b *browser, req Request) (res Result, err error) {
+// renderIn renders req in t, then cleans t for the next page; dirty: t
+// did not clean and must be discarded.
+func (p *Pool) renderIn(ctx context.Context, t *tab, req Request) (res Result, dirty bool, err error) {
 	start := time.Now()
 	res.URL = req.URL
-	tctx, tcancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
-	defer tcancel()
-	defer context.AfterFunc(ctx, tcancel)()
-	opened := make(chan error, 1)
-	go func() { opened <- chromedp.Do(tctx) }()
-	select {
-	case err = <-opened:
-	case <-time.After(startTimeout):
-		err = fmt.Errorf("no tab within %v", startTimeout)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("render: %w", ctx.Err())
-		}
-		return res, &CrashError{Browser: true, Err: err}
-	}
-
 	doc, _ := url.Parse(req.URL)
-	pr := &pageRun{req: req, doc: doc, inflight: map[network.RequestID]bool{}, last: time.Now(), loaded: make(chan struct{})}
-	pr.mainFrame = cdp.FrameID(chromedp.FromContext(tctx).Target.TargetID)
-	cctx, crash := context.WithCancelCause(tctx)
+	pr := &pageRun{req: req, doc: doc, mainFrame: t.frame, inflight: map[network.RequestID]bool{}, last: time.Now(), loaded: make(chan struct{})}
+	// pctx is the page's: its end stops the page's listeners, after the
+	// tab is clean (the page's requests paused meanwhile are judged).
+	pctx, crash := context.WithCancelCause(t.ctx)
 	defer crash(nil)
-	if err := chromedp.Listen(tctx, pr.listener(crash)); err != nil {
-		return res, &CrashError{Browser: true, Err: err}
-	}
+	t.setPage(pr)
+	defer func() {
+		if err == nil && !dirty {
+			dirty = t.clean(doc) != nil
+		} else {
+			dirty = true // its scripts may still run: the tab goes
+		}
+		t.setPage(nil)
+	}()
+	defer context.AfterFunc(ctx, func() { crash(ctx.Err()) })()
 	defer func() {
 		res.Refused, res.Blocked = int(pr.refused.Load()), int(pr.blocked.Load())
 		res.Duration = time.Since(start)
-		if err != nil && errors.Is(context.Cause(cctx), errCrashed) {
+		if err != nil && errors.Is(context.Cause(pctx), errCrashed) {
 			err = &CrashError{Err: err}
 		} else if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			err = &CrashError{Browser: true, Err: err}
 		}
 	}()
-	if err := pr.setUp(cctx); err != nil {
-		return res, fmt.Errorf("render: set up tab: %w", err)
+	if err := chromedp.Listen(pctx, pr.listener(crash)); err != nil {
+		return res, true, &CrashError{Browser: true, Err: err}
+	}
+	if err := pr.setUp(pctx, t); err != nil {
+		return res, true, fmt.Errorf("render: set up tab: %w", err)
 	}
 
-	dctx, dcancel := context.WithTimeout(cctx, req.Timeout)
+	dctx, dcancel := context.WithTimeout(pctx, req.Timeout)
 	defer dcancel()
 	nav, err := chromedp.Call(dctx, page.Navigate, page.NavigateParams{URL: req.URL})
 	if err == nil && nav.ErrorText != "" {
 		if r := pr.refusedDoc(); r != nil {
-			return res, &RefusedError{URL: req.URL, Reason: r}
+			return res, false, &RefusedError{URL: req.URL, Reason: r}
 		}
-		return res, fmt.Errorf("render: %s: %s", req.URL, nav.ErrorText)
+		return res, false, fmt.Errorf("render: %s: %s", req.URL, nav.ErrorText)
 	}
 	if err == nil {
 		err = pr.wait(dctx)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return res, fmt.Errorf("render: %w", ctx.Err())
+			return res, false, fmt.Errorf("render: %w", ctx.Err())
 		}
-		if errors.Is(dctx.Err(), context.DeadlineExceeded) && context.Cause(cctx) == nil {
-			return res, fmt.Errorf("render: %w within %v (%s)", ErrNotSettled, req.Timeout, req.Wait)
+		if errors.Is(dctx.Err(), context.DeadlineExceeded) && context.Cause(pctx) == nil {
+			return res, false, fmt.Errorf("render: %w within %v (%s)", ErrNotSettled, req.Timeout, req.Wait)
 		}
-		return res, fmt.Errorf("render: %s: %w", req.URL, err)
+		return res, false, fmt.Errorf("render: %s: %w", req.URL, err)
 	}
-	return p.read(cctx, pr, res)
+	res, err = p.read(pctx, pr, res)
+	return res, false, err
 }
 
-// setUp enables the interception of every request and sets the page's
-// user agent and cookie.
-func (pr *pageRun) setUp(ctx context.Context) error {
-	paused := chromedp.Events(ctx, fetch.RequestPaused)
-	go func() {
-		for ev, err := range paused {
-			if err != nil {
-				return
-			}
-			go pr.paused(ctx, &ev)
-		}
-	}()
-	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*"}}}); err != nil {
-		return err
-	}
-	// A service worker's requests would not be paused: bypass them.
-	if _, err := chromedp.Call(ctx, network.SetBypassServiceWorker, network.SetBypassServiceWorkerParams{Bypass: true}); err != nil {
-		return err
-	}
+// setUp judges the page's every request and sets its user agent and
+// cookie.
+func (pr *pageRun) setUp(ctx context.Context, t *tab) error {
+	agent := t.agent
 	if pr.req.UserAgent != "" {
-		if _, err := chromedp.Call(ctx, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: pr.req.UserAgent}); err != nil {
+		agent = pr.req.UserAgent
+	}
+	if agent != t.agentSet {
+		// Slow (hundreds of ms): set only when it changes.
+		if _, err := chromedp.Call(ctx, emulation.SetUserAgentOverride, emulation.SetUserAgentOverrideParams{UserAgent: agent}); err != nil {
 			return err
 		}
+		t.agentSet = agent
 	}
 	if cookies := cookieParams(pr.req.Cookie, pr.req.URL); len(cookies) > 0 {
 		if _, err := chromedp.Call(ctx, network.SetCookies, network.SetCookiesParams{Cookies: cookies}); err != nil {
@@ -222,7 +206,7 @@ func (pr *pageRun) wait(ctx context.Context) error {
 // waitSelector polls for an element matching sel.
 func (pr *pageRun) waitSelector(ctx context.Context, sel string) error {
 	expr := fmt.Sprintf("document.querySelector(%s) !== null", jsString(sel))
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		found, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))

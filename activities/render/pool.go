@@ -18,6 +18,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	browsers []*browser // running, retiring ones included
+	idle     []*tab     // tabs waiting for a page
 	seq      int64
 	closed   bool
 
@@ -100,7 +101,7 @@ func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
 	bs := p.browsers
-	p.browsers = nil
+	p.browsers, p.idle = nil, nil
 	p.mu.Unlock()
 	for _, b := range bs {
 		b.close()
@@ -108,9 +109,9 @@ func (p *Pool) Close() {
 	}
 }
 
-// acquire returns a browser with a free tab, starting one when all are
-// busy or retiring.
-func (p *Pool) acquire() (*browser, error) {
+// acquire returns a tab: an idle one, else a new one in a browser with
+// room, else in a new browser. Browsers past their pages or age retire.
+func (p *Pool) acquire() (*tab, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -118,38 +119,77 @@ func (p *Pool) acquire() (*browser, error) {
 	}
 	for _, b := range p.browsers {
 		if !b.retiring && (b.pages >= p.cfg.PagesPerBrowser || time.Since(b.started) >= p.cfg.BrowserMaxAge) {
-			b.retiring = true
-			p.reapLocked(b)
+			p.retireLocked(b)
 		}
 	}
-	for _, b := range p.browsers {
-		if !b.retiring && b.open < p.cfg.TabsPerBrowser {
-			b.open++
-			b.pages++
-			return b, nil
+	if n := len(p.idle); n > 0 {
+		t := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		t.b.open++
+		t.b.pages++
+		return t, nil
+	}
+	var b *browser
+	for _, x := range p.browsers {
+		if !x.retiring && x.tabs < p.cfg.TabsPerBrowser {
+			b = x
+			break
 		}
 	}
-	p.seq++
-	b, err := p.start(p.seq)
+	if b == nil {
+		p.seq++
+		var err error
+		if b, err = p.start(p.seq); err != nil {
+			return nil, err
+		}
+		p.stats.started.Add(1)
+		p.browsers = append(p.browsers, b)
+	}
+	t, err := openTab(b)
 	if err != nil {
+		p.retireLocked(b)
 		return nil, err
 	}
-	p.stats.started.Add(1)
-	p.browsers = append(p.browsers, b)
+	b.tabs++
 	b.open++
 	b.pages++
-	return b, nil
+	return t, nil
 }
 
-// release ends a page of b; broken retires b (its process died or stopped
-// answering).
-func (p *Pool) release(b *browser, broken bool) {
+// release ends a page of t: the tab goes back to the idle ones, or is
+// closed when discard (it crashed or did not clean); broken retires its
+// browser (its process died or stopped answering).
+func (p *Pool) release(t *tab, discard, broken bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	b := t.b
 	b.open--
-	if broken {
-		b.retiring = true
+	if discard || broken || b.retiring || p.closed {
+		t.cancel()
+		b.tabs--
+	} else {
+		p.idle = append(p.idle, t)
 	}
+	if broken {
+		p.retireLocked(b)
+	}
+	p.reapLocked(b)
+}
+
+// retireLocked retires b: its idle tabs close; b closes when its last
+// page ends.
+func (p *Pool) retireLocked(b *browser) {
+	b.retiring = true
+	kept := p.idle[:0]
+	for _, t := range p.idle {
+		if t.b == b {
+			t.cancel()
+			b.tabs--
+			continue
+		}
+		kept = append(kept, t)
+	}
+	p.idle = kept
 	p.reapLocked(b)
 }
 
@@ -186,17 +226,23 @@ func (p *Pool) Render(ctx context.Context, req Request) (Result, error) {
 
 	crashes := 0
 	for {
-		b, err := p.acquire()
+		t, err := p.acquire()
+		var crash *CrashError
+		if errors.As(err, &crash) && crashes == 0 {
+			crashes++ // the browser did not answer: once more, in a new one
+			p.stats.crashes.Add(1)
+			continue
+		}
 		if err != nil {
 			p.stats.failed.Add(1)
 			return Result{}, err
 		}
-		res, err := p.renderIn(ctx, b, req)
+		res, dirty, err := p.renderIn(ctx, t, req)
 		p.stats.refused.Add(int64(res.Refused))
 		p.stats.blocked.Add(int64(res.Blocked))
-		var crash *CrashError
-		broken := errors.As(err, &crash) && crash.Browser
-		p.release(b, broken)
+		crash = nil
+		errors.As(err, &crash)
+		p.release(t, crash != nil || dirty, crash != nil && crash.Browser)
 		if crash != nil && ctx.Err() == nil {
 			p.stats.crashes.Add(1)
 			crashes++

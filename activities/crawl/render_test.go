@@ -3,7 +3,9 @@ package crawl
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -102,5 +104,46 @@ func TestRenderedCrawlRecordsJSOnlyFields(t *testing.T) {
 				t.Errorf("auto stats %+v: want the index and the %d JS items rendered", s, len(site.Items())/2)
 			}
 		})
+	}
+}
+
+// Under DenyPrivate a rendered page's script reaches no private address:
+// its fetch is refused in the browser, and the link it wrote is refused
+// when followed. 127.0.0.1 (the site) counts as public here, 127.0.0.2
+// as private.
+func TestRenderedPageInsideGuard(t *testing.T) {
+	site := demosite.NewJS(demosite.DefaultJSConfig())
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := demosite.NewJS(demosite.DefaultJSConfig())
+	other := httptest.NewUnstartedServer(private)
+	other.Listener = ln
+	other.Start()
+	defer other.Close()
+
+	for _, guard := range []bool{true, false} {
+		e, p := renderEngine(t)
+		e.private = func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }
+		opts := Options{Follow: true, MaxDepth: 2, IgnoreRobots: true, DenyPrivate: guard, RenderOptions: RenderOptions{Render: RenderAlways}}
+		page := e.Fetch(context.Background(), roles.Request{URL: srv.URL + "/js/reach.html?to=" + other.Listener.Addr().String()}, Auth{}, 1, opts)
+		if page.Error != "" || len(page.Links) != 1 {
+			t.Fatalf("guard %v: %s, links %v", guard, page.Error, page.Links)
+		}
+		hits := private.Hits("/js/data/0.json")
+		next := e.Fetch(context.Background(), roles.Request{URL: page.Links[0]}, Auth{}, 2, opts)
+		if guard {
+			if hits != 0 || p.Stats().Refused != 1 {
+				t.Errorf("guarded: the private host's data fetched %d times, %d requests refused; want 0 and 1", hits, p.Stats().Refused)
+			}
+			if !strings.Contains(next.Error, "refused private address 127.0.0.2") || private.Hits("/js/item/0.html") != 0 {
+				t.Errorf("guarded: the link to the private host: %q, %d hits", next.Error, private.Hits("/js/item/0.html"))
+			}
+		} else if hits != 1 || next.Error != "" {
+			t.Errorf("unguarded: the private host's data fetched %d times, its link: %q; want 1 and no error", hits, next.Error)
+		}
 	}
 }

@@ -3,7 +3,9 @@ package crawl
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
@@ -145,5 +147,56 @@ func TestRenderedPageInsideGuard(t *testing.T) {
 		} else if hits != 1 || next.Error != "" {
 			t.Errorf("unguarded: the private host's data fetched %d times, its link: %q; want 1 and no error", hits, next.Error)
 		}
+	}
+}
+
+// plainRenderer "renders" a page by fetching it: rendering adds nothing.
+type plainRenderer struct{ calls int }
+
+func (r *plainRenderer) Render(ctx context.Context, req render.Request) (render.Result, error) {
+	r.calls++
+	resp, err := http.Get(req.URL)
+	if err != nil {
+		return render.Result{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return render.Result{URL: req.URL, FinalURL: req.URL, Status: resp.StatusCode, Header: resp.Header, HTML: string(body)}, err
+}
+
+// auto stops rendering a host after autoUseless renders that added
+// nothing, and re-checks one page in autoSample.
+func TestAutoLearnsRenderingAddsNothing(t *testing.T) {
+	site := demosite.New(demosite.Config{Pages: 80, Seed: 3})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	e := NewEngine()
+	r := &plainRenderer{}
+	e.SetRenderer(r)
+	opts, err := Options{Selectors: map[string]string{"rating": ".rating"}, IgnoreRobots: true,
+		RenderOptions: RenderOptions{Render: RenderAuto}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := 0
+	const pages = 65
+	for k := range pages {
+		p := e.Fetch(context.Background(), roles.Request{URL: fmt.Sprintf("%s/page/%d.html", srv.URL, k)}, Auth{}, 0, opts)
+		if p.Error != "" {
+			t.Fatal(p.Error)
+		}
+		if p.Rendered {
+			rendered++
+		}
+	}
+	// 5 renders that add nothing, then 1 in 20 of the 60 pages left.
+	want := autoUseless + (pages-autoUseless)/autoSample
+	if rendered != want || r.calls != want {
+		t.Errorf("rendered %d pages (%d renders), want %d", rendered, r.calls, want)
+	}
+	s := e.RenderStats()
+	if s.EmptyFields != int64(want) || s.Useless != int64(want) || s.Sampled != int64((pages-autoUseless)/autoSample) ||
+		s.Skipped != int64(pages-want) {
+		t.Errorf("stats %+v", s)
 	}
 }

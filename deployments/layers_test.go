@@ -35,6 +35,9 @@ var layers = []layer{
 	{"types: the roles' data and rules, no I/O", []string{
 		"roles",
 	}},
+	{"the headless browser pool the fetch engine renders pages with", []string{
+		"activities/render",
+	}},
 	{"foundations: the metadata store, metrics, the fetch engine and its demo site, " +
 		"the crawler API users write against, the command-line conventions of both binaries, " +
 		"the connections' secrets, the WARC archive and the rules of revisits", []string{

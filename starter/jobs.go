@@ -103,6 +103,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	)
 	var co *crawlOutput // --output, -q, --wait-for-runners: crawlwait.go
 	var sf secretFlags  // --cookie-file, --auth-file, --header-file: secrets.go
+	var rf renderFlags  // --render, --render-wait, ...: renderflags.go
 	def := crawl.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "crawl [SEED_URL...]",
@@ -217,6 +218,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 				opts.Proxy = u.String()
 			}
 			opts.AllowedDomains, opts.KeepTrackingParams = domains, keepTracking
+			opts.RenderOptions = rf.options()
 			sub.Options = opts
 			sub.Crawler, sub.CrawlerVersion, sub.CrawlerOptions, sub.SeedLabel = crawlerName, crawlerVersion, crawlerSets, lf.seedLabel
 			plan, err := sub.Build()
@@ -333,6 +335,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	sf.add(f)
+	rf.add(f)
 	f.StringVar(&id, "id", "", "job ID (default: generated)")
 	f.StringVar(&crawlerName, "crawler", "", "the crawler that runs the job's pages: a user crawler a worker binary of the group carries (NAME or NAME@VERSION; see `baton cluster`), default the built-in one")
 	f.StringArrayVar(&sets, "set", nil, "an option of the user crawler, key=value (repeatable; checked against the options the workers advertise)")

@@ -46,6 +46,7 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
+	"github.com/batoncrawl/baton/activities/render"
 	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/roles"
 	"github.com/batoncrawl/baton/workflows"
@@ -278,6 +279,10 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		log.Info("secrets key", "file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
 	}
 	engine := crawl.NewEngine()
+	defer engine.CloseRenderer() // the browsers of rendered pages, process groups and all
+	if s, err := render.Sweep(""); err != nil || s.Groups+s.Dirs > 0 {
+		log.Info("swept the browsers of stopped workers", "process_groups", s.Groups, "user_data_dirs", s.Dirs, "error", err)
+	}
 	engine.DenyPrivate = cfg.DenyPrivate
 	if cfg.DenyPrivate {
 		log.Info("deny-private: every request of every job and Task refuses private, loopback and link-local addresses")

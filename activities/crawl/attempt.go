@@ -36,6 +36,7 @@ type attemptResult struct {
 	sitemapErr  error
 	transient   bool
 	retryAfter  time.Duration // -1: none
+	rendered    string        // why the page was rendered; empty: it was not
 }
 
 // attempt makes one request with a Colly collector of its own (its own

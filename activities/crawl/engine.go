@@ -75,6 +75,11 @@ type Page struct {
 	// Header is the response's header, with KeepBody only (a user
 	// crawler's handler reads it); never recorded.
 	Header http.Header `json:"-"`
+	// Rendered: the fields, links and title come from the DOM headless
+	// Chromium rendered (Options.Render); RenderReason says why it was
+	// rendered ("always", "auto: empty fields", "auto: no links", ...).
+	Rendered     bool   `json:"rendered,omitempty"`
+	RenderReason string `json:"render_reason,omitempty"`
 }
 
 // OK reports whether the page was fetched without error.
@@ -99,6 +104,8 @@ type Engine struct {
 
 	mu      sync.Mutex
 	proxied map[string]*http.Transport // by proxy URL
+
+	rendering rendering // the browser pool and what auto learnt (render.go)
 }
 
 // NewEngine returns an Engine with empty caches.
@@ -232,7 +239,11 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			break
 		}
 		page.Attempts = attempt
-		res = e.attempt(ctx, b, opts, base(), checkRedirect, depth > 0, wantLinks, sitemap, release)
+		if renderFirst(opts, b, sitemap) {
+			res = e.renderAttempt(ctx, pr, wantLinks, release, RenderAlways)
+		} else {
+			res = e.attempt(ctx, b, opts, base(), checkRedirect, depth > 0, wantLinks, sitemap, release)
+		}
 		release()
 		if !res.transient || attempt > opts.Retries {
 			break
@@ -254,6 +265,8 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		}
 	}
 
+	res = e.renderAuto(ctx, pr, res, wantLinks, delay, sitemap)
+	page.Rendered, page.RenderReason = res.rendered != "", res.rendered
 	page.FinalURL = res.finalURL
 	page.StatusCode = res.status
 	page.ContentType = res.contentType

@@ -180,6 +180,10 @@ type Options struct {
 	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
 	// MaxRetryWait caps one wait between retries.
 	MaxRetryWait time.Duration `json:"max_retry_wait,omitempty"`
+
+	// RenderOptions: which pages are rendered in headless Chromium, and
+	// how (render_options.go).
+	RenderOptions
 }
 
 // isTyped reports whether raw is one of TypedURLs, as given or normalised.
@@ -274,6 +278,9 @@ func (o Options) withDefaults() Options {
 // Validate checks the options and names the first bad field, e.g.
 // `selectors["price"]: invalid CSS selector "a[": ...`.
 func (o Options) Validate() error {
+	if err := o.RenderOptions.validate(); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(o.Selectors))
 	for name := range o.Selectors {
 		names = append(names, name)

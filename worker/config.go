@@ -14,6 +14,7 @@ import (
 	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/activities/connect/security"
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
@@ -52,6 +53,11 @@ type Config struct {
 	// link-local addresses (crawl.Engine.DenyPrivate), typed seeds
 	// included, whatever the job asks.
 	DenyPrivate bool
+	// AllowNets are address ranges --deny-private does not refuse (an
+	// internal site or proxy the operator means jobs to reach); DenyNets
+	// are ranges every request refuses, whatever the job asks
+	// (crawl.Policy).
+	AllowNets, DenyNets []string
 	// LeaveTimeout bounds a clean leave on SIGTERM: the running batch
 	// drains and the instance leaves its group within it, else it stops
 	// as a crash would (a backup takes its Task over).
@@ -112,6 +118,20 @@ func (c Config) Limits() (jobs.Limits, error) {
 	return jobs.Limits{MaxBodyBytes: c.MaxJobBodyBytes, MaxTimeout: c.MaxJobTimeout, MaxDelay: c.MaxJobDelay, BodiesRoot: root}, nil
 }
 
+// Policy is the operator's rule for the addresses this worker dials on a
+// job's behalf (--deny-private, --allow-net, --deny-net).
+func (c Config) Policy() (crawl.Policy, error) {
+	allow, err := crawl.ParsePrefixes(c.AllowNets)
+	if err != nil {
+		return crawl.Policy{}, fmt.Errorf("--allow-net: %w", err)
+	}
+	deny, err := crawl.ParsePrefixes(c.DenyNets)
+	if err != nil {
+		return crawl.Policy{}, fmt.Errorf("--deny-net: %w", err)
+	}
+	return crawl.Policy{DenyPrivate: c.DenyPrivate, Allow: allow, Deny: deny}, nil
+}
+
 // SecretsKeyPath is the secrets key file in use.
 func (c Config) SecretsKeyPath() string {
 	if c.SecretsKeyFile != "" {
@@ -163,6 +183,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.StoreMaxConns, "store-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL connections this worker keeps at most (keep workers × this below the server's max_connections)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
 	fs.BoolVar(&c.DenyPrivate, "deny-private", c.DenyPrivate, "refuse private, loopback and link-local addresses for every request of every job and Task on this worker (seeds, redirects, sitemaps, robots.txt, links), whatever the job asks")
+	fs.StringSliceVar(&c.AllowNets, "allow-net", c.AllowNets, "address range (CIDR or address) --deny-private lets every job reach, e.g. an internal proxy (repeatable or comma-separated)")
+	fs.StringSliceVar(&c.DenyNets, "deny-net", c.DenyNets, "address range (CIDR or address) no request of any job, Task, start hook or sink of this worker may reach, dialled or as a job's proxy (repeatable or comma-separated)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "give up reaching ZooKeeper, Temporal or the job store at start after this long (exit code 5)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "on SIGTERM: how long the running batch may take to drain before the instance leaves its group (0: stop at once, as a crash; a backup takes the Task over)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "operator limit: most result_detail entries kept in a plain Task's znode (0: all)")
@@ -214,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if c.Group == "" || strings.ContainsAny(c.Group, "/ ") {
 		return fmt.Errorf("--group: %q must be non-empty without '/' or spaces", c.Group)
+	}
+	if _, err := c.Policy(); err != nil {
+		return err
 	}
 	if c.Runner < 1 {
 		return fmt.Errorf("--runner: is %d, must be >= 1", c.Runner)

@@ -278,7 +278,9 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		log.Info("secrets key", "file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
 	}
 	engine := crawl.NewEngine()
-	engine.DenyPrivate = cfg.DenyPrivate
+	if engine.Policy, err = cfg.Policy(); err != nil {
+		return err
+	}
 	if cfg.DenyPrivate {
 		log.Info("deny-private: every request of every job and Task refuses private, loopback and link-local addresses")
 	}

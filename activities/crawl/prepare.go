@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/batoncrawl/baton/roles"
@@ -39,14 +40,21 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 	}
 	// Under DenyPrivate every request is guarded — redirects, robots.txt
 	// and its redirects included — except the first request of a seed or
-	// sitemap the user typed (typed): its redirects are guarded too.
-	if e.DenyPrivate {
+	// sitemap the user typed as an IP address (typed): its redirects are
+	// guarded too. A typed host name is guarded: its DNS answers may point
+	// anywhere. The operator's Policy has no exception.
+	if e.Policy.DenyPrivate {
 		opts.DenyPrivate = true
 	}
 	guard := opts.DenyPrivate
-	typed := guard && !e.DenyPrivate && (depth == 0 || sitemap) && opts.isTyped(req.URL)
-	if guard && !typed {
-		if err := e.checkHost(ctx, b.url.Hostname()); err != nil {
+	typed := guard && !e.Policy.DenyPrivate && (depth == 0 || sitemap) && opts.isTyped(req.URL) && isIPLiteral(b.url.Hostname())
+	if guard || e.Policy.Active() {
+		if err := e.checkHost(ctx, b.url.Hostname(), guard && !typed); err != nil {
+			return prepared{}, err.Error()
+		}
+	}
+	if opts.Proxy != "" {
+		if err := e.checkProxy(ctx, opts.Proxy, guard); err != nil {
 			return prepared{}, err.Error()
 		}
 	}
@@ -74,12 +82,29 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 		}
 		return tr
 	}
-	if guard && opts.Proxy != "" {
-		// The proxy dials: the addresses dialled cannot be seen, so the
-		// host names are checked, on each redirect.
-		p.checkRedirect = func(r *http.Request) error { return e.checkHost(r.Context(), r.URL.Hostname()) }
+	if (guard || e.Policy.Active()) && opts.Proxy != "" {
+		// The proxy dials the targets: the addresses it dials cannot be
+		// seen, so the host names are checked, on each redirect.
+		p.checkRedirect = func(r *http.Request) error { return e.checkHost(r.Context(), r.URL.Hostname(), guard) }
 	}
 	return p, ""
+}
+
+// checkProxy refuses a job's proxy whose host the Policy (or the job's
+// guard, proxyGuard) refuses, before anything is sent through it; its
+// transport checks the address it dials again.
+func (e *Engine) checkProxy(ctx context.Context, proxy string, guard bool) error {
+	u, err := url.Parse(proxy)
+	if err != nil {
+		return fmt.Errorf("proxy: %v", err)
+	}
+	if err := e.checkHost(ctx, u.Hostname(), proxyGuard(guard, u)); err != nil {
+		if pe, ok := err.(*privateAddrError); ok {
+			pe.proxy = proxyName(u)
+		}
+		return err
+	}
+	return nil
 }
 
 // robotsRules returns the robots.txt rules of a prepared request's

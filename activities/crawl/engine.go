@@ -238,6 +238,8 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			return page
 		}
 		delay = max(delay, crawlDelay)
+		// Every redirect's target is asked of its own robots.txt too.
+		checkRedirect = e.robotsRedirect(pr, checkRedirect)
 	}
 
 	wantLinks := opts.Follow && depth < opts.MaxDepth
@@ -371,12 +373,13 @@ func statusError(code int) error { return fmt.Errorf("HTTP %d", code) }
 // it is transient (worth a retry).
 func classify(ctx, actx context.Context, o Options, err error) (error, bool) {
 	var (
-		tooLarge *bodyTooLargeError
-		redirect *redirectError
-		offsite  *offDomainRedirectError
-		private  *privateAddrError
-		dnsErr   *net.DNSError
-		certErr  *tls.CertificateVerificationError
+		tooLarge    *bodyTooLargeError
+		redirect    *redirectError
+		offsite     *offDomainRedirectError
+		private     *privateAddrError
+		robotsRedir *robotsRedirectError
+		dnsErr      *net.DNSError
+		certErr     *tls.CertificateVerificationError
 	)
 	switch {
 	case ctx.Err() != nil:
@@ -389,6 +392,8 @@ func classify(ctx, actx context.Context, o Options, err error) (error, bool) {
 		return offsite, false
 	case errors.As(err, &private):
 		return private, false
+	case errors.As(err, &robotsRedir):
+		return robotsRedir, false
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("timeout after %s", o.Timeout), true
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:

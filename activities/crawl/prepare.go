@@ -19,7 +19,19 @@ type prepared struct {
 	domain        string
 	typed         bool
 	base          func() http.RoundTripper
+	rest          http.RoundTripper // the transport of every request but a typed URL's first
 	checkRedirect func(*http.Request) error
+}
+
+// hop is the prepared request of a redirect of p to u: the same job, its
+// user agent and headers, never typed.
+func (p prepared) hop(u *url.URL) prepared {
+	b := *p.b
+	b.url = u
+	h := p
+	h.b, h.domain, h.typed = &b, hostKey(u), false
+	h.base = func() http.RoundTripper { return p.rest }
+	return h
 }
 
 // prepare readies req, found at depth, as fetch sends it; errText says
@@ -71,7 +83,7 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 	if err != nil {
 		return prepared{}, err.Error()
 	}
-	p := prepared{opts: opts, b: b, agent: agent, domain: hostKey(b.url), typed: typed}
+	p := prepared{opts: opts, b: b, agent: agent, domain: hostKey(b.url), typed: typed, rest: tr}
 	// base returns the transport of one request chain (an attempt, or a
 	// robots.txt fetch): a typed URL's first request goes unguarded (a
 	// connection pool of its own), the rest guarded. Through a proxy,
@@ -89,6 +101,37 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 	}
 	return p, ""
 }
+
+// robotsRedirect returns the check of a redirect of p: next (if any),
+// then the robots.txt of the redirect's origin (from the Engine's cache,
+// the crawl's RobotsStore, or fetched as a page's), which must allow it.
+func (e *Engine) robotsRedirect(p prepared, next func(*http.Request) error) func(*http.Request) error {
+	return func(r *http.Request) error {
+		if next != nil {
+			if err := next(r); err != nil {
+				return err
+			}
+		}
+		rules, err := e.robotsRules(r.Context(), p.hop(r.URL))
+		if err != nil {
+			return &robotsRedirectError{to: redactedURL(r.URL), why: "waiting for its robots.txt: " + err.Error()}
+		}
+		if ok, _ := rules.allowed(robotsPath(r.URL), p.agent); !ok {
+			return &robotsRedirectError{to: redactedURL(r.URL), why: errRobots{status: rules.status}.Error()}
+		}
+		return nil
+	}
+}
+
+// robotsRedirectError refuses a redirect whose target robots.txt
+// disallows (or whose robots.txt could not be had): the target is not
+// fetched.
+type robotsRedirectError struct{ to, why string }
+
+func (e *robotsRedirectError) Error() string { return "redirect to " + e.to + " " + e.why }
+
+// redactedURL is u without its user:password@.
+func redactedURL(u *url.URL) string { return u.Redacted() }
 
 // checkProxy refuses a job's proxy whose host the Policy (or the job's
 // guard, proxyGuard) refuses, before anything is sent through it; its

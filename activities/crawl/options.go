@@ -76,11 +76,12 @@ type Options struct {
 	// KeepBody returns the body read in Page.Body (for storing it); it is
 	// not part of a job's spec.
 	KeepBody bool `json:"-"`
-	// RequestHook, when set, may adjust each request of a page's fetch
-	// before it is sent — every attempt and every redirect hop (req.URL
-	// says where it goes), robots.txt excluded: a user crawler's
-	// BeforeRequest (headers, request signing). An error fails the attempt.
-	// Never serialised.
+	// RequestHook, when set, may adjust the request of a page's fetch
+	// before it is sent: once per attempt, before its first hop, robots.txt
+	// excluded — a user crawler's BeforeRequest (headers, request
+	// signing). The headers it sets are treated as credentials: sent again
+	// on redirects within the request's host, dropped once the redirect
+	// chain leaves it. An error fails the attempt. Never serialised.
 	RequestHook func(*http.Request) error `json:"-"`
 	// compiled is set by Compile: the defaults are applied, the options
 	// valid and the selectors parsed (never serialised).

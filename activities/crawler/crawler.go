@@ -91,8 +91,11 @@ type Crawler struct {
 	// Budget bounds a handler's time on one page (DefaultBudget if 0).
 	Budget time.Duration
 	// BeforeRequest, when set, may adjust each outgoing request of a job
-	// of this crawler (headers, request signing). It runs for every
-	// attempt, robots.txt excluded; an error fails the page.
+	// of this crawler (headers, request signing). It runs once per attempt,
+	// before the first hop, robots.txt excluded; an error fails the page.
+	// The headers it sets are treated as credentials: sent again on a
+	// redirect within the request's host, dropped once the redirect chain
+	// leaves it (it does not run again on a redirect).
 	BeforeRequest func(*http.Request) error
 	// Start, when set, runs once per job on each worker before its first
 	// page (a log-in): the cookies it returns are the job's session

@@ -296,7 +296,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	defer stopSinks()
 	for _, cr := range crawlers {
 		if len(cr.Sinks()) > 0 {
-			d := &jobs.Deliverer{Store: js, Crawlers: crawlers, Holder: cfg.Name, Log: log.With("component", "sinks"), Metrics: metrics.Baton}
+			d := &jobs.Deliverer{Store: js, Crawlers: crawlers, Holder: cfg.Name, Log: log.With("component", "sinks"), Metrics: metrics.Baton, Client: engine.Client(false)}
 			go d.Run(sinkCtx)
 			break
 		}

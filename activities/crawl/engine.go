@@ -97,6 +97,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	proxied map[string]*http.Transport // by proxy URL and guard
+	clients [2]*http.Client            // crawler code's (Client), by the job's guard
 }
 
 // NewEngine returns an Engine with empty caches.

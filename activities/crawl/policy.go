@@ -149,3 +149,31 @@ func ParsePrefixes(ss []string) ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// CrawlerClientTimeout bounds one request of the client crawler code gets
+// (Engine.Client).
+const CrawlerClientTimeout = time.Minute
+
+// Client returns the HTTP client for crawler code (a Start hook's log-in,
+// a handler's own requests, a sink's delivery): it dials under the
+// Engine's Policy, private addresses refused too when denyPrivate (a
+// job's own --deny-private), every redirect hop's address checked as it
+// is dialled; it honours no proxy from the environment. Its connection
+// pool is shared; set the Policy before the first call.
+func (e *Engine) Client(denyPrivate bool) *http.Client {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.clients[b2i(denyPrivate)] == nil {
+		p := e.Policy
+		p.DenyPrivate = p.DenyPrivate || denyPrivate
+		e.clients[b2i(denyPrivate)] = p.Client(CrawlerClientTimeout)
+	}
+	return e.clients[b2i(denyPrivate)]
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/crawl"
@@ -30,6 +31,10 @@ type jobRun struct {
 	// bodiesRoot is the operator's bodies root (its symbolic links
 	// resolved) when the job keeps its bodies in a directory under one.
 	bodiesRoot string
+	// client is the client crawler code gets for the job (crawler.Client
+	// in the context of its Start hook and handlers): under the worker's
+	// rules and the job's --deny-private.
+	client *http.Client
 }
 
 // startTimeout bounds a crawler's Start hook.
@@ -41,7 +46,7 @@ func (jr *jobRun) start(ctx context.Context, log *slog.Logger) error {
 	if jr.crawler == nil || jr.crawler.Start == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(crawler.WithClient(ctx, jr.client), startTimeout)
 	defer cancel()
 	cookies, err := jr.crawler.Start(ctx, crawler.JobInfo{ID: jr.spec.ID, Seeds: jr.spec.Seeds, Options: jr.options})
 	if err != nil {
@@ -73,6 +78,16 @@ func (jr *jobRun) auth() crawl.Auth {
 		a.Cookie = merged
 	}
 	return a
+}
+
+// crawlerClient is the client crawler code gets for a job: the fetcher's
+// (crawl.Engine.Client, under the worker's rules), else one under the
+// job's --deny-private alone.
+func (r *BatchRunner) crawlerClient(denyPrivate bool) *http.Client {
+	if c, ok := r.Pages.(interface{ Client(bool) *http.Client }); ok {
+		return c.Client(denyPrivate)
+	}
+	return crawl.Policy{DenyPrivate: denyPrivate}.Client(crawl.CrawlerClientTimeout)
 }
 
 // crawlerFor returns the user crawler a job names, at the job's version,
@@ -124,6 +139,7 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		}
 		return n, CheckURLLength(n)
 	}
+	ctx = crawler.WithClient(ctx, jr.client)
 	for attempt := 0; ; attempt++ {
 		page := r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
 		if page.Error != "" || ctx.Err() != nil {

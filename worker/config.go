@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/activities/connect/security"
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
@@ -94,6 +96,10 @@ type Config struct {
 	// (a relative one is resolved under it); "" is DataDir/bodies, "/"
 	// anywhere.
 	BodiesRoot string
+	// MaxPageItemBytes and MaxAbandonedHandlers bound user crawler code
+	// (jobs.Limits).
+	MaxPageItemBytes     int64
+	MaxAbandonedHandlers int
 }
 
 // DefaultBodiesDir is the bodies root under the data directory when
@@ -115,7 +121,11 @@ func (c Config) Limits() (jobs.Limits, error) {
 	if err != nil {
 		return jobs.Limits{}, fmt.Errorf("--bodies-root: %w", err)
 	}
-	return jobs.Limits{MaxBodyBytes: c.MaxJobBodyBytes, MaxTimeout: c.MaxJobTimeout, MaxDelay: c.MaxJobDelay, BodiesRoot: root}, nil
+	if c.MaxPageItemBytes < 0 || c.MaxAbandonedHandlers < 0 {
+		return jobs.Limits{}, errors.New("--max-page-item-bytes and --max-abandoned-handlers must be >= 0")
+	}
+	return jobs.Limits{MaxBodyBytes: c.MaxJobBodyBytes, MaxTimeout: c.MaxJobTimeout, MaxDelay: c.MaxJobDelay, BodiesRoot: root,
+		MaxPageItemBytes: c.MaxPageItemBytes, MaxAbandonedHandlers: c.MaxAbandonedHandlers}, nil
 }
 
 // Policy is the operator's rule for the addresses this worker dials on a
@@ -191,6 +201,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MaxJobBodyBytes, "max-job-body-bytes", c.MaxJobBodyBytes, "operator limit: refuse crawl jobs whose --max-body is above this many bytes (0: no cap; a job's default is lowered to it)")
 	fs.DurationVar(&c.MaxJobTimeout, "max-job-timeout", c.MaxJobTimeout, "operator limit: refuse crawl jobs whose --timeout (per request) is above this (0: no cap; a job's default is lowered to it)")
 	fs.DurationVar(&c.MaxJobDelay, "max-job-delay", c.MaxJobDelay, "operator limit: refuse crawl jobs whose --delay is above this (0: no cap)")
+	fs.Int64Var(&c.MaxPageItemBytes, "max-page-item-bytes", c.MaxPageItemBytes, "operator limit: the most bytes of items (encoded JSON) one page of a user crawler may push in total; a page past it fails with the reason (0: "+strconv.Itoa(crawler.DefaultMaxPageItemBytes)+", 8 MiB)")
+	fs.IntVar(&c.MaxAbandonedHandlers, "max-abandoned-handlers", c.MaxAbandonedHandlers, "operator limit: user crawler handlers past their time budget that may still run on this worker; at the cap its Runner takes no pages of user crawlers until some return (0: "+strconv.Itoa(jobs.DefaultMaxAbandonedHandlers)+")")
 	fs.StringVar(&c.BodiesRoot, "bodies-root", c.BodiesRoot, "operator limit: the directory crawl jobs' --bodies-dir must stay under, a relative one resolved under it (default <data-dir>/bodies; / for anywhere)")
 }
 

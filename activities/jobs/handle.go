@@ -118,6 +118,9 @@ type handled struct {
 	items   []crawler.Pushed
 	skipped string
 	err     error
+	// stop stops the batch, the page unfetched (a worker past its cap of
+	// abandoned handlers).
+	stop error
 }
 
 // fetchHandled fetches a page of a user crawler's job and runs the
@@ -139,6 +142,9 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		}
 		return n, CheckURLLength(n)
 	}
+	if n, limit := crawler.Abandoned(), r.Limits.abandonedCap(); n >= limit {
+		return crawl.Page{}, handled{stop: fmt.Errorf("%d handlers of user crawlers ran past their budget and still run on this worker (cap %d, --max-abandoned-handlers): it takes no more pages of user crawlers until some return", n, limit)}
+	}
 	ctx = crawler.WithClient(ctx, jr.client)
 	for attempt := 0; ; attempt++ {
 		page := r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
@@ -147,7 +153,7 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		}
 		p := crawler.NewPage(ctx, crawler.Request{URL: e.URL, Label: e.Label, Depth: e.Depth, Data: e.Data},
 			crawler.Response{StatusCode: page.StatusCode, Header: page.Header, Body: page.Body, FinalURL: page.FinalURL}, filter).
-			WithOptions(jr.options)
+			WithOptions(jr.options).WithMaxItemBytes(r.Limits.MaxPageItemBytes)
 		log := in.Log
 		if log == nil {
 			log = slog.Default()

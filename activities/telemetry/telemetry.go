@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/batoncrawl/baton/activities/crawler"
 )
 
 // DefaultJobGrace is how long a job's series stay exported after its last
@@ -165,7 +167,15 @@ func NewWith(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}
 	// The job-labelled vectors are collected through jobCollector, which
 	// drops the series of idle jobs first.
-	for _, c := range []prometheus.Collector{m.handler, m.items, m.sinks, jobCollector{m}, m.failovers, m.detection, m.peerAge, m.inFlight} {
+	abandoned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_handlers_abandoned",
+		Help: "User crawler handlers that ran past their time budget and still run in this process (Go cannot stop them; a Runner takes no pages of user crawlers while they are at --max-abandoned-handlers).",
+	}, func() float64 { return float64(crawler.Abandoned()) })
+	abandonedTotal := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "baton_handlers_abandoned_total",
+		Help: "User crawler handlers abandoned past their time budget in this process.",
+	}, func() float64 { return float64(crawler.AbandonedTotal()) })
+	for _, c := range []prometheus.Collector{m.handler, m.items, m.sinks, jobCollector{m}, m.failovers, m.detection, m.peerAge, m.inFlight, abandoned, abandonedTotal} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

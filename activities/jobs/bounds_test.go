@@ -1,0 +1,75 @@
+package jobs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// nestedDivs is a page of n nested <div>s of 1 KiB of text each: the
+// text of the outer one holds all the others'.
+func nestedDivs(n int) string {
+	var b strings.Builder
+	b.WriteString("<html><body>")
+	text := strings.Repeat("x", 1<<10)
+	for range n {
+		b.WriteString("<div>" + text)
+	}
+	for range n {
+		b.WriteString("</div>")
+	}
+	b.WriteString("</body></html>")
+	return b.String()
+}
+
+// A handler that pushes the text of every <div> of a page of nested
+// <div>s (a half-MiB page that would make about 125 MB of items) fails
+// the page at the worker's cap on a page's items, whatever the handler
+// returns; nothing of its items is written; the batch goes on.
+func TestNestedDivPageStopsAtItemCap(t *testing.T) {
+	const base = "http://127.0.0.1:1"
+	e := newBatchEnv(t, 2, []string{base + "/nested", base + "/fine"}, func(s *jobs.Spec) {
+		s.Crawler, s.BatchSize = "divs", 0
+		s.Options = crawl.DefaultOptions()
+	})
+	e.pages.pages[base+"/nested"] = htmlPage(base+"/nested", nestedDivs(500))
+	e.pages.pages[base+"/fine"] = htmlPage(base+"/fine", nestedDivs(3))
+	c := crawler.New("divs", "1")
+	c.HandleFunc("", func(ctx context.Context, p *crawler.Page) error {
+		p.Find("div").Each(func(_ int, s *crawler.Selection) {
+			_ = p.Push(s.Text()) // a careless handler: errors ignored
+		})
+		return nil
+	})
+	e.br.Crawlers = map[string]*crawler.Crawler{"divs": c}
+	e.br.Limits.MaxPageItemBytes = 4 << 20
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, 2, out.Ran)
+	recs := map[string]jobs.PageRecord{}
+	require.NoError(t, e.store.Results(e.ctx, e.spec.ID, func(p jobs.PageRecord) error {
+		recs[p.URL] = p
+		return nil
+	}))
+	nested := recs[base+"/nested"]
+	assert.Contains(t, nested.Error, "page items too large")
+	assert.Contains(t, nested.Error, "above the cap of 4194304 (--max-page-item-bytes)")
+	assert.Zero(t, nested.Items)
+	assert.Empty(t, recs[base+"/fine"].Error)
+	assert.Equal(t, 3, recs[base+"/fine"].Items)
+	items, err := e.store.Items(e.ctx, e.spec.ID, 0, 100)
+	require.NoError(t, err)
+	var total int
+	for _, it := range items {
+		total += len(it.Value)
+		assert.Equal(t, base+"/fine", it.URL)
+	}
+	assert.Less(t, total, 16<<10, "only the fine page's items are written")
+}

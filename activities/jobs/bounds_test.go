@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,4 +73,31 @@ func TestNestedDivPageStopsAtItemCap(t *testing.T) {
 		assert.Equal(t, base+"/fine", it.URL)
 	}
 	assert.Less(t, total, 16<<10, "only the fine page's items are written")
+}
+
+// At the worker's cap of abandoned handlers (handlers past their budget
+// that still run), the Runner takes no more pages of user crawlers: the
+// batch stops saying why, the pages it did not handle left unfinished.
+func TestAbandonedHandlersCapStopsTakingPages(t *testing.T) {
+	const base = "http://127.0.0.1:1"
+	e := newBatchEnv(t, 1, []string{base + "/stuck", base + "/next"}, func(s *jobs.Spec) {
+		s.Crawler, s.BatchSize = "stuck", 0
+		s.Options = crawl.DefaultOptions()
+	})
+	e.pages.pages[base+"/stuck"] = htmlPage(base+"/stuck", "<p>a</p>")
+	e.pages.pages[base+"/next"] = htmlPage(base+"/next", "<p>b</p>")
+	release := make(chan struct{})
+	defer close(release)
+	c := crawler.New("stuck", "1")
+	c.Budget = 20 * time.Millisecond
+	c.HandleFunc("", func(context.Context, *crawler.Page) error {
+		<-release // ignores its context
+		return nil
+	})
+	e.br.Crawlers = map[string]*crawler.Crawler{"stuck": c}
+	e.br.Limits.MaxAbandonedHandlers = int(crawler.Abandoned()) + 1
+	_, err := e.run()
+	require.ErrorContains(t, err, "ran past their budget and still run on this worker")
+	require.ErrorContains(t, err, "--max-abandoned-handlers")
+	assert.Len(t, e.pages.snapshot(), 1, "a page was taken past the cap")
 }

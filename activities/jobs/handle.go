@@ -143,6 +143,7 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		return n, CheckURLLength(n)
 	}
 	if n, limit := crawler.Abandoned(), r.Limits.abandonedCap(); n >= limit {
+		r.Metrics.HandlersRunningAbandoned(n)
 		return crawl.Page{}, handled{stop: fmt.Errorf("%d handlers of user crawlers ran past their budget and still run on this worker (cap %d, --max-abandoned-handlers): it takes no more pages of user crawlers until some return", n, limit)}
 	}
 	ctx = crawler.WithClient(ctx, jr.client)
@@ -159,6 +160,10 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 			log = slog.Default()
 		}
 		out, err := jr.crawler.Run(ctx, p, log)
+		if errors.Is(err, crawler.ErrBudget) {
+			r.Metrics.HandlerAbandoned(jr.crawler.Name())
+		}
+		r.Metrics.HandlersRunningAbandoned(crawler.Abandoned())
 		if err != nil && crawler.IsRetry(err) && attempt < opts.Retries && ctx.Err() == nil {
 			if wait, ok := opts.RetryWait(ctx, attempt+1); ok {
 				t := time.NewTimer(wait)

@@ -100,6 +100,7 @@ type Config struct {
 	// (jobs.Limits).
 	MaxPageItemBytes     int64
 	MaxAbandonedHandlers int
+	MaxCommitBytes       int64
 }
 
 // DefaultBodiesDir is the bodies root under the data directory when
@@ -121,11 +122,11 @@ func (c Config) Limits() (jobs.Limits, error) {
 	if err != nil {
 		return jobs.Limits{}, fmt.Errorf("--bodies-root: %w", err)
 	}
-	if c.MaxPageItemBytes < 0 || c.MaxAbandonedHandlers < 0 {
-		return jobs.Limits{}, errors.New("--max-page-item-bytes and --max-abandoned-handlers must be >= 0")
+	if c.MaxPageItemBytes < 0 || c.MaxAbandonedHandlers < 0 || c.MaxCommitBytes < 0 {
+		return jobs.Limits{}, errors.New("--max-page-item-bytes, --max-abandoned-handlers and --max-commit-bytes must be >= 0")
 	}
 	return jobs.Limits{MaxBodyBytes: c.MaxJobBodyBytes, MaxTimeout: c.MaxJobTimeout, MaxDelay: c.MaxJobDelay, BodiesRoot: root,
-		MaxPageItemBytes: c.MaxPageItemBytes, MaxAbandonedHandlers: c.MaxAbandonedHandlers}, nil
+		MaxPageItemBytes: c.MaxPageItemBytes, MaxAbandonedHandlers: c.MaxAbandonedHandlers, MaxCommitBytes: c.MaxCommitBytes}, nil
 }
 
 // Policy is the operator's rule for the addresses this worker dials on a
@@ -203,6 +204,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MaxJobDelay, "max-job-delay", c.MaxJobDelay, "operator limit: refuse crawl jobs whose --delay is above this (0: no cap)")
 	fs.Int64Var(&c.MaxPageItemBytes, "max-page-item-bytes", c.MaxPageItemBytes, "operator limit: the most bytes of items (encoded JSON) one page of a user crawler may push in total; a page past it fails with the reason (0: "+strconv.Itoa(crawler.DefaultMaxPageItemBytes)+", 8 MiB)")
 	fs.IntVar(&c.MaxAbandonedHandlers, "max-abandoned-handlers", c.MaxAbandonedHandlers, "operator limit: user crawler handlers past their time budget that may still run on this worker; at the cap its Runner takes no pages of user crawlers until some return (0: "+strconv.Itoa(jobs.DefaultMaxAbandonedHandlers)+")")
+	fs.Int64Var(&c.MaxCommitBytes, "max-commit-bytes", c.MaxCommitBytes, "operator limit: the most bytes of items and stored bodies one group commit writes; a larger group is committed in several transactions (0: "+strconv.Itoa(jobs.DefaultMaxCommitBytes)+", 64 MiB)")
 	fs.StringVar(&c.BodiesRoot, "bodies-root", c.BodiesRoot, "operator limit: the directory crawl jobs' --bodies-dir must stay under, a relative one resolved under it (default <data-dir>/bodies; / for anywhere)")
 }
 

@@ -2,7 +2,9 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,4 +102,64 @@ func TestAbandonedHandlersCapStopsTakingPages(t *testing.T) {
 	require.ErrorContains(t, err, "ran past their budget and still run on this worker")
 	require.ErrorContains(t, err, "--max-abandoned-handlers")
 	assert.Len(t, e.pages.snapshot(), 1, "a page was taken past the cap")
+}
+
+// commitSizes is a store that records the item bytes of each commit.
+type commitSizes struct {
+	jobs.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *commitSizes) RecordTake(ctx context.Context, rs []jobs.Record, take int) ([]jobs.Recorded, []jobs.Entry, error) {
+	n := 0
+	for _, r := range rs {
+		for _, it := range r.Items {
+			n += len(it.Value)
+		}
+	}
+	c.mu.Lock()
+	c.sizes = append(c.sizes, n)
+	c.mu.Unlock()
+	return c.Store.RecordTake(ctx, rs, take)
+}
+
+// A group commit stays within the worker's cap on a commit's items
+// (--max-commit-bytes): a larger group is written in several
+// transactions, every page and item once.
+func TestCommitStaysWithinItsCap(t *testing.T) {
+	const base = "http://127.0.0.1:1"
+	var urls []string
+	for i := range 12 {
+		urls = append(urls, fmt.Sprintf("%s/p%d", base, i))
+	}
+	e := newBatchEnv(t, 4, urls, func(s *jobs.Spec) {
+		s.Crawler, s.BatchSize = "big", 0
+		s.Options = crawl.DefaultOptions()
+	})
+	for _, u := range urls {
+		e.pages.pages[u] = htmlPage(u, "<p>x</p>")
+	}
+	c := crawler.New("big", "1")
+	c.HandleFunc("", func(ctx context.Context, p *crawler.Page) error {
+		return p.Push(strings.Repeat("i", 100<<10)) // 100 KiB
+	})
+	e.br.Crawlers = map[string]*crawler.Crawler{"big": c}
+	e.br.Limits.MaxCommitBytes = 250 << 10
+	cs := &commitSizes{Store: e.store}
+	e.br.Store = cs
+	out, err := e.run()
+	require.NoError(t, err)
+	assert.Equal(t, 12, out.Ran)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	total := 0
+	for _, n := range cs.sizes {
+		assert.LessOrEqual(t, n, 250<<10, "a commit past the cap: %v", cs.sizes)
+		total += n
+	}
+	assert.Equal(t, 12*(100<<10+2), total, "every item once")
+	items, err := e.store.Items(e.ctx, e.spec.ID, 0, 100)
+	require.NoError(t, err)
+	assert.Len(t, items, 12)
 }

@@ -44,6 +44,18 @@ type Limits struct {
 	// pages of user crawlers, its batch failing with the reason, until
 	// some return.
 	MaxAbandonedHandlers int `json:"max_abandoned_handlers,omitempty"`
+	// MaxCommitBytes caps the items and stored bodies of one group commit
+	// (0: DefaultMaxCommitBytes): a group past it is committed in several
+	// transactions, a page never split.
+	MaxCommitBytes int64 `json:"max_commit_bytes,omitempty"`
+}
+
+// commitBytes is the cap in force on one commit's items and bodies.
+func (l Limits) commitBytes() int64 {
+	if l.MaxCommitBytes > 0 {
+		return l.MaxCommitBytes
+	}
+	return DefaultMaxCommitBytes
 }
 
 // DefaultMaxAbandonedHandlers is the cap on abandoned handlers of a
@@ -81,6 +93,9 @@ func (l Limits) String() string {
 	}
 	if l.MaxAbandonedHandlers > 0 {
 		out = append(out, "max-abandoned-handlers="+strconv.Itoa(l.MaxAbandonedHandlers))
+	}
+	if l.MaxCommitBytes > 0 {
+		out = append(out, "max-commit-bytes="+strconv.FormatInt(l.MaxCommitBytes, 10))
 	}
 	if len(out) == 0 {
 		return "none"

@@ -163,8 +163,17 @@ func TestChecksCatchBrokenFiles(t *testing.T) {
 		"password in the store DSN": func(c map[string]any) {
 			setComposeStore(c, "postgres://baton:hunter2@baton-db:5432/baton?sslmode=disable")
 		},
-		"store password differs": func(c map[string]any) { workerEnv(c, "sc-crawler-2")["BATON_STORE_PASSWORD"] = "other" },
-		"no store password":      func(c map[string]any) { delete(workerEnv(c, "sc-crawler-1"), "BATON_STORE_PASSWORD") },
+		"store password differs": func(c map[string]any) {
+			workerEnv(c, "sc-crawler-2")["BATON_STORE_PASSWORD_FILE"] = "/run/secrets/secrets-key"
+		},
+		"no store password": func(c map[string]any) { delete(workerEnv(c, "sc-crawler-1"), "BATON_STORE_PASSWORD_FILE") },
+		"store password in the environment": func(c map[string]any) {
+			mapAt(c, "services", "baton-db", "environment")["POSTGRES_PASSWORD"] = "baton"
+		},
+		"store on the default network": func(c map[string]any) { mapAt(c, "services", "baton-db")["networks"] = []any{"default"} },
+		"another service on the store's network": func(c map[string]any) {
+			mapAt(c, "services", "temporal")["networks"] = []any{"default", "baton-store"}
+		},
 		"store not waited for": func(c map[string]any) {
 			mapAt(c, "services", "sc-crawler-1", "depends_on", "baton-db")["condition"] = "service_started"
 		},
@@ -647,8 +656,8 @@ func checkCompose(c map[string]any) []string {
 		if env["BATON_STORE"] != wenv["BATON_STORE"] {
 			p.add("%s (the CLI): BATON_STORE %q, want the workers' %q", name, redactURL(env["BATON_STORE"]), redactURL(wenv["BATON_STORE"]))
 		}
-		if env["BATON_STORE_PASSWORD"] != wenv["BATON_STORE_PASSWORD"] {
-			p.add("%s (the CLI): BATON_STORE_PASSWORD is not the workers'", name)
+		if env["BATON_STORE_PASSWORD_FILE"] != wenv["BATON_STORE_PASSWORD_FILE"] {
+			p.add("%s (the CLI): BATON_STORE_PASSWORD_FILE is not the workers'", name)
 		}
 		host, sp := checkComposeStore(c, name)
 		p, dbs[host] = append(p, sp...), host != ""
@@ -683,7 +692,7 @@ func checkComposeStore(c map[string]any, name string) (string, []string) {
 		return "", p.add("%s: BATON_STORE %q, want postgres://user@host:port/database (PostgreSQL: the workers share it)", name, redactURL(env["BATON_STORE"]))
 	}
 	if _, has := u.User.Password(); has {
-		p.add("%s: BATON_STORE has a password in the DSN; put it in BATON_STORE_PASSWORD", name)
+		p.add("%s: BATON_STORE has a password in the DSN; put it in a secret file (BATON_STORE_PASSWORD_FILE)", name)
 	}
 	host := u.Hostname()
 	db := asMap(services[host])
@@ -705,13 +714,57 @@ func checkComposeStore(c map[string]any, name string) (string, []string) {
 	if u.User.Username() != user || strings.TrimPrefix(u.Path, "/") != database {
 		p.add("%s: BATON_STORE user %q database %q, want %s's %q %q", name, u.User.Username(), strings.TrimPrefix(u.Path, "/"), host, user, database)
 	}
-	if pw := env["BATON_STORE_PASSWORD"]; pw == "" || pw != dbEnv["POSTGRES_PASSWORD"] {
-		p.add("%s: BATON_STORE_PASSWORD is not %s's POSTGRES_PASSWORD", name, host)
+	if f := env["BATON_STORE_PASSWORD_FILE"]; f == "" || f != dbEnv["POSTGRES_PASSWORD_FILE"] || !givenSecretFile(s, f) || !givenSecretFile(db, f) {
+		p.add("%s: BATON_STORE_PASSWORD_FILE %q is not %s's POSTGRES_PASSWORD_FILE, a secret both are given (make-secrets.sh makes it)", name, f, host)
 	}
+	if _, ok := dbEnv["POSTGRES_PASSWORD"]; ok {
+		p.add("%s: POSTGRES_PASSWORD in the environment; give it as a secret file (POSTGRES_PASSWORD_FILE)", host)
+	}
+	p = append(p, checkStoreNetwork(c, host)...)
 	if cond := str(mapAt(s, "depends_on", host)["condition"]); cond != "service_healthy" {
 		p.add("%s: depends on %s with condition %q, want service_healthy", name, host, cond)
 	}
 	return host, p
+}
+
+// givenSecretFile reports whether a service is given the secret whose
+// file is /run/secrets/<name>.
+func givenSecretFile(s map[string]any, file string) bool {
+	n, ok := strings.CutPrefix(file, "/run/secrets/")
+	return ok && slices.Contains(strSlice(s["secrets"]), n)
+}
+
+// checkStoreNetwork checks that the store's service is only on internal
+// networks that only Baton's containers (those with BATON_STORE) join.
+func checkStoreNetwork(c map[string]any, host string) []string {
+	var p problems
+	services := mapAt(c, "services")
+	nets := strSlice(asMap(services[host])["networks"])
+	if len(nets) == 0 {
+		return p.add("%s: on the default network; put it on an internal network of Baton's only", host)
+	}
+	for _, n := range nets {
+		if internal, _ := mapAt(c, "networks", n)["internal"].(bool); !internal {
+			p.add("%s: network %q is not internal: true", host, n)
+		}
+		for _, name := range sortedKeys(services) {
+			s := asMap(services[name])
+			if name != host && slices.Contains(strSlice(s["networks"]), n) && envOf(s["environment"])["BATON_STORE"] == "" {
+				p.add("%s: on %s's network %q without being Baton", name, host, n)
+			}
+		}
+	}
+	return p
+}
+
+// strSlice is a YAML list of strings.
+func strSlice(v any) []string {
+	var out []string
+	xs, _ := v.([]any)
+	for _, x := range xs {
+		out = append(out, str(x))
+	}
+	return out
 }
 
 // checkComposeStoreDB checks that the store's database service reports its

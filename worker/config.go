@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/activities/connect/security"
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
@@ -52,6 +55,11 @@ type Config struct {
 	// link-local addresses (crawl.Engine.DenyPrivate), typed seeds
 	// included, whatever the job asks.
 	DenyPrivate bool
+	// AllowNets are address ranges --deny-private does not refuse (an
+	// internal site or proxy the operator means jobs to reach); DenyNets
+	// are ranges every request refuses, whatever the job asks
+	// (crawl.Policy).
+	AllowNets, DenyNets []string
 	// LeaveTimeout bounds a clean leave on SIGTERM: the running batch
 	// drains and the instance leaves its group within it, else it stops
 	// as a crash would (a backup takes its Task over).
@@ -88,6 +96,11 @@ type Config struct {
 	// (a relative one is resolved under it); "" is DataDir/bodies, "/"
 	// anywhere.
 	BodiesRoot string
+	// MaxPageItemBytes and MaxAbandonedHandlers bound user crawler code
+	// (jobs.Limits).
+	MaxPageItemBytes     int64
+	MaxAbandonedHandlers int
+	MaxCommitBytes       int64
 }
 
 // DefaultBodiesDir is the bodies root under the data directory when
@@ -109,7 +122,25 @@ func (c Config) Limits() (jobs.Limits, error) {
 	if err != nil {
 		return jobs.Limits{}, fmt.Errorf("--bodies-root: %w", err)
 	}
-	return jobs.Limits{MaxBodyBytes: c.MaxJobBodyBytes, MaxTimeout: c.MaxJobTimeout, MaxDelay: c.MaxJobDelay, BodiesRoot: root}, nil
+	if c.MaxPageItemBytes < 0 || c.MaxAbandonedHandlers < 0 || c.MaxCommitBytes < 0 {
+		return jobs.Limits{}, errors.New("--max-page-item-bytes, --max-abandoned-handlers and --max-commit-bytes must be >= 0")
+	}
+	return jobs.Limits{MaxBodyBytes: c.MaxJobBodyBytes, MaxTimeout: c.MaxJobTimeout, MaxDelay: c.MaxJobDelay, BodiesRoot: root,
+		MaxPageItemBytes: c.MaxPageItemBytes, MaxAbandonedHandlers: c.MaxAbandonedHandlers, MaxCommitBytes: c.MaxCommitBytes}, nil
+}
+
+// Policy is the operator's rule for the addresses this worker dials on a
+// job's behalf (--deny-private, --allow-net, --deny-net).
+func (c Config) Policy() (crawl.Policy, error) {
+	allow, err := crawl.ParsePrefixes(c.AllowNets)
+	if err != nil {
+		return crawl.Policy{}, fmt.Errorf("--allow-net: %w", err)
+	}
+	deny, err := crawl.ParsePrefixes(c.DenyNets)
+	if err != nil {
+		return crawl.Policy{}, fmt.Errorf("--deny-net: %w", err)
+	}
+	return crawl.Policy{DenyPrivate: c.DenyPrivate, Allow: allow, Deny: deny}, nil
 }
 
 // SecretsKeyPath is the secrets key file in use.
@@ -163,12 +194,17 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.StoreMaxConns, "store-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL connections this worker keeps at most (keep workers × this below the server's max_connections)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
 	fs.BoolVar(&c.DenyPrivate, "deny-private", c.DenyPrivate, "refuse private, loopback and link-local addresses for every request of every job and Task on this worker (seeds, redirects, sitemaps, robots.txt, links), whatever the job asks")
+	fs.StringSliceVar(&c.AllowNets, "allow-net", c.AllowNets, "address range (CIDR or address) --deny-private lets every job reach, e.g. an internal proxy (repeatable or comma-separated)")
+	fs.StringSliceVar(&c.DenyNets, "deny-net", c.DenyNets, "address range (CIDR or address) no request of any job, Task, start hook or sink of this worker may reach, dialled or as a job's proxy (repeatable or comma-separated)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "give up reaching ZooKeeper, Temporal or the job store at start after this long (exit code 5)")
 	fs.DurationVar(&c.LeaveTimeout, "leave-timeout", c.LeaveTimeout, "on SIGTERM: how long the running batch may take to drain before the instance leaves its group (0: stop at once, as a crash; a backup takes the Task over)")
 	fs.IntVar(&c.MaxResultDetail, "max-result-detail", c.MaxResultDetail, "operator limit: most result_detail entries kept in a plain Task's znode (0: all)")
 	fs.Int64Var(&c.MaxJobBodyBytes, "max-job-body-bytes", c.MaxJobBodyBytes, "operator limit: refuse crawl jobs whose --max-body is above this many bytes (0: no cap; a job's default is lowered to it)")
 	fs.DurationVar(&c.MaxJobTimeout, "max-job-timeout", c.MaxJobTimeout, "operator limit: refuse crawl jobs whose --timeout (per request) is above this (0: no cap; a job's default is lowered to it)")
 	fs.DurationVar(&c.MaxJobDelay, "max-job-delay", c.MaxJobDelay, "operator limit: refuse crawl jobs whose --delay is above this (0: no cap)")
+	fs.Int64Var(&c.MaxPageItemBytes, "max-page-item-bytes", c.MaxPageItemBytes, "operator limit: the most bytes of items (encoded JSON) one page of a user crawler may push in total; a page past it fails with the reason (0: "+strconv.Itoa(crawler.DefaultMaxPageItemBytes)+", 8 MiB)")
+	fs.IntVar(&c.MaxAbandonedHandlers, "max-abandoned-handlers", c.MaxAbandonedHandlers, "operator limit: user crawler handlers past their time budget that may still run on this worker; at the cap its Runner takes no pages of user crawlers until some return (0: "+strconv.Itoa(jobs.DefaultMaxAbandonedHandlers)+")")
+	fs.Int64Var(&c.MaxCommitBytes, "max-commit-bytes", c.MaxCommitBytes, "operator limit: the most bytes of items and stored bodies one group commit writes; a larger group is committed in several transactions (0: "+strconv.Itoa(jobs.DefaultMaxCommitBytes)+", 64 MiB)")
 	fs.StringVar(&c.BodiesRoot, "bodies-root", c.BodiesRoot, "operator limit: the directory crawl jobs' --bodies-dir must stay under, a relative one resolved under it (default <data-dir>/bodies; / for anywhere)")
 }
 
@@ -214,6 +250,9 @@ func (c Config) Validate() error {
 	}
 	if c.Group == "" || strings.ContainsAny(c.Group, "/ ") {
 		return fmt.Errorf("--group: %q must be non-empty without '/' or spaces", c.Group)
+	}
+	if _, err := c.Policy(); err != nil {
+		return err
 	}
 	if c.Runner < 1 {
 		return fmt.Errorf("--runner: is %d, must be >= 1", c.Runner)

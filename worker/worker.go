@@ -283,7 +283,9 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	if s, err := render.Sweep(""); err != nil || s.Groups+s.Dirs > 0 {
 		log.Info("swept the browsers of stopped workers", "process_groups", s.Groups, "user_data_dirs", s.Dirs, "error", err)
 	}
-	engine.DenyPrivate = cfg.DenyPrivate
+	if engine.Policy, err = cfg.Policy(); err != nil {
+		return err
+	}
 	if cfg.DenyPrivate {
 		log.Info("deny-private: every request of every job and Task refuses private, loopback and link-local addresses")
 	}
@@ -299,7 +301,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	defer stopSinks()
 	for _, cr := range crawlers {
 		if len(cr.Sinks()) > 0 {
-			d := &jobs.Deliverer{Store: js, Crawlers: crawlers, Holder: cfg.Name, Log: log.With("component", "sinks"), Metrics: metrics.Baton}
+			d := &jobs.Deliverer{Store: js, Crawlers: crawlers, Holder: cfg.Name, Log: log.With("component", "sinks"), Metrics: metrics.Baton, Client: engine.Client(false)}
 			go d.Run(sinkCtx)
 			break
 		}

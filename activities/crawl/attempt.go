@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -251,20 +253,46 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 	return r
 }
 
-// hookTransport runs a request hook (Options.RequestHook) on a copy of
-// each request before base sends it.
+// hookTransport runs a request hook (Options.RequestHook) once per
+// attempt, on a copy of its first request, before base sends it. The
+// headers the hook sets are the request's own: sent again on the
+// redirects that stay on the first request's host, dropped for good once
+// the chain leaves it (as the request's credential headers are,
+// hostHeaders). One per attempt; not for concurrent use (a client sends a
+// redirect chain's requests one after the other).
 type hookTransport struct {
-	base http.RoundTripper
-	hook func(*http.Request) error
+	base  http.RoundTripper
+	hook  func(*http.Request) error
+	first *url.URL
+	added http.Header // what the hook set or changed
+	left  bool
 }
 
 func (t *hookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
-	if err := t.hook(r); err != nil {
-		if req.Body != nil {
-			req.Body.Close()
+	if t.first == nil {
+		t.first = req.URL
+		if err := t.hook(r); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, fmt.Errorf("request hook: %w", err)
 		}
-		return nil, fmt.Errorf("request hook: %w", err)
+		t.added = http.Header{}
+		for k, v := range r.Header {
+			if !slices.Equal(v, req.Header[k]) {
+				t.added[k] = v
+			}
+		}
+		return t.base.RoundTrip(r)
+	}
+	if !sameHost(t.first, req.URL) {
+		t.left = true
+	}
+	if !t.left {
+		for k, v := range t.added {
+			r.Header[k] = slices.Clone(v)
+		}
 	}
 	return t.base.RoundTrip(r)
 }

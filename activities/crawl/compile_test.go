@@ -39,8 +39,10 @@ func TestCompile(t *testing.T) {
 	assert.ErrorContains(t, err, `selectors["bad"]: invalid XPath`)
 }
 
-// A request hook sees and may change every request of a page's fetch,
-// redirect hops included, and not robots.txt's; its error fails the page.
+// A request hook sees and may change the request of a page's fetch
+// before its first hop, and not robots.txt's: a redirect within the host
+// carries what it set, without running it again; its error fails the
+// page.
 func TestRequestHook(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -68,7 +70,7 @@ func TestRequestHook(t *testing.T) {
 	require.True(t, p.OK(), p.Error)
 	mu.Lock()
 	assert.Equal(t, "sig:/from", seen["/from"])
-	assert.Equal(t, "sig:/to", seen["/to"], "the redirect hop too")
+	assert.Equal(t, "sig:/from", seen["/to"], "the redirect hop within the host carries the first hop's header")
 	sig, asked := seen["/robots.txt"]
 	assert.True(t, asked, "robots.txt was fetched")
 	assert.Empty(t, sig, "robots.txt is not the crawler's request")

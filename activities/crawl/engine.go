@@ -89,21 +89,20 @@ func (p Page) OK() bool { return p.Error == "" }
 // by a worker process: it holds the per-domain limits, the robots.txt cache
 // and the connection pools.
 type Engine struct {
-	// DenyPrivate is the operator's policy (the worker's --deny-private):
-	// every fetch is guarded as Options.DenyPrivate guards a job's, with no
-	// exception: the URLs a job's user typed (Options.TypedURLs) and a
-	// plain Task's requests are guarded too. Set it before the first fetch.
-	DenyPrivate bool
+	// Policy is the operator's rule (the worker's --deny-private and
+	// address lists): every fetch is dialled under it, with no exception —
+	// the URLs a job's user typed (Options.TypedURLs), a plain Task's
+	// requests and a job's proxy included. A job's Options.DenyPrivate
+	// adds private addresses to it. Set it before the first fetch.
+	Policy Policy
 
 	plain, guarded *http.Transport
 	limits         *limiter
 	robots         *robotsCache
-	// private judges the addresses a guarded fetch may not reach
-	// (isPrivate); a test may replace it before the first fetch.
-	private func(netip.Addr) bool
 
 	mu      sync.Mutex
-	proxied map[string]*http.Transport // by proxy URL
+	proxied map[string]*http.Transport // by proxy URL and guard
+	clients [2]*http.Client            // crawler code's (Client), by the job's guard
 
 	rendering rendering // the browser pool and what auto learnt (render.go)
 }
@@ -111,29 +110,38 @@ type Engine struct {
 // NewEngine returns an Engine with empty caches.
 func NewEngine() *Engine {
 	e := &Engine{
-		plain:   newTransport(nil, nil),
 		limits:  newLimiter(),
 		robots:  newRobotsCache(),
-		private: isPrivate,
 		proxied: map[string]*http.Transport{},
 	}
-	e.guarded = newTransport(e.isPrivate, nil)
+	e.plain = newTransport(func(a netip.Addr) error { return e.Policy.check(a, false) }, nil)
+	// The environment's proxy (HTTP_PROXY...) serves the unguarded fetches
+	// of a worker with no policy only: a proxy dials for us, out of the
+	// policy's sight.
+	e.plain.Proxy = func(r *http.Request) (*url.URL, error) {
+		if e.Policy.Active() {
+			return nil, nil
+		}
+		return http.ProxyFromEnvironment(r)
+	}
+	e.guarded = newTransport(func(a netip.Addr) error { return e.Policy.check(a, true) }, nil)
 	return e
 }
 
-func (e *Engine) isPrivate(a netip.Addr) bool { return e.private(a) }
-
 // checkHost refuses a host name that is, or resolves to, an address the
-// Engine may not reach under DenyPrivate.
-func (e *Engine) checkHost(ctx context.Context, hostname string) error {
-	return checkHost(ctx, hostname, e.isPrivate)
+// Engine may not reach (private ones too when denyPrivate).
+func (e *Engine) checkHost(ctx context.Context, hostname string, denyPrivate bool) error {
+	return e.Policy.checkHost(ctx, hostname, denyPrivate)
 }
 
 // maxProxies bounds the proxies whose connection pools an Engine keeps.
 const maxProxies = 64
 
 // transport returns the transport of a fetch: through proxy when set
-// (one pool per proxy), else guarded or plain.
+// (one pool per proxy and guard), else guarded or plain. A proxy is the
+// only address its transport dials: it is dialled under the Policy, and
+// under the job's own guard unless the job's user typed it as an IP
+// address (proxyGuard).
 func (e *Engine) transport(guard bool, proxy string) (*http.Transport, error) {
 	if proxy == "" {
 		if guard {
@@ -141,14 +149,16 @@ func (e *Engine) transport(guard bool, proxy string) (*http.Transport, error) {
 		}
 		return e.plain, nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if t, ok := e.proxied[proxy]; ok {
-		return t, nil
-	}
 	u, err := url.Parse(proxy)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %v", err)
+	}
+	deny := proxyGuard(guard, u)
+	key := proxy + "\x00" + strconv.FormatBool(deny)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t, ok := e.proxied[key]; ok {
+		return t, nil
 	}
 	if len(e.proxied) >= maxProxies {
 		for k, t := range e.proxied {
@@ -157,9 +167,21 @@ func (e *Engine) transport(guard bool, proxy string) (*http.Transport, error) {
 			break
 		}
 	}
-	t := newTransport(nil, u)
-	e.proxied[proxy] = t
+	t := newTransport(func(a netip.Addr) error { return e.Policy.check(a, deny) }, u)
+	e.proxied[key] = t
 	return t, nil
+}
+
+// proxyGuard reports whether a job's own guard refuses a private address
+// for its proxy u: unless the job's user typed the proxy as an IP
+// address (a host name may resolve anywhere). The operator's Policy
+// applies whatever this says.
+func proxyGuard(guard bool, u *url.URL) bool { return guard && !isIPLiteral(u.Hostname()) }
+
+// isIPLiteral reports whether a URL's host name is an IP address.
+func isIPLiteral(hostname string) bool {
+	_, err := netip.ParseAddr(strings.Trim(hostname, "[]"))
+	return err == nil
 }
 
 // CloseIdleConnections closes the Engine's idle connections.
@@ -224,6 +246,8 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 			return page
 		}
 		delay = max(delay, crawlDelay)
+		// Every redirect's target is asked of its own robots.txt too.
+		checkRedirect = e.robotsRedirect(pr, checkRedirect)
 	}
 
 	wantLinks := opts.Follow && depth < opts.MaxDepth
@@ -300,7 +324,7 @@ func (e *Engine) dropPrivate(ctx context.Context, urls []string, private map[str
 		h := u.Hostname()
 		bad, ok := private[h]
 		if !ok {
-			bad = e.checkHost(ctx, h) != nil
+			bad = e.checkHost(ctx, h, true) != nil
 			private[h] = bad
 		}
 		if !bad {
@@ -363,12 +387,13 @@ func statusError(code int) error { return fmt.Errorf("HTTP %d", code) }
 // it is transient (worth a retry).
 func classify(ctx, actx context.Context, o Options, err error) (error, bool) {
 	var (
-		tooLarge *bodyTooLargeError
-		redirect *redirectError
-		offsite  *offDomainRedirectError
-		private  *privateAddrError
-		dnsErr   *net.DNSError
-		certErr  *tls.CertificateVerificationError
+		tooLarge    *bodyTooLargeError
+		redirect    *redirectError
+		offsite     *offDomainRedirectError
+		private     *privateAddrError
+		robotsRedir *robotsRedirectError
+		dnsErr      *net.DNSError
+		certErr     *tls.CertificateVerificationError
 	)
 	switch {
 	case ctx.Err() != nil:
@@ -381,6 +406,8 @@ func classify(ctx, actx context.Context, o Options, err error) (error, bool) {
 		return offsite, false
 	case errors.As(err, &private):
 		return private, false
+	case errors.As(err, &robotsRedir):
+		return robotsRedir, false
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("timeout after %s", o.Timeout), true
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:

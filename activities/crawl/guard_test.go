@@ -24,7 +24,7 @@ import (
 // (192.88.99.0/24, the deprecated 6to4 relay anycast prefix, RFC 7526)
 // and the engine judges them with the real isPrivate; otherwise the
 // loopback addresses 127.0.0.2 and 127.0.0.3 stand for public ones and
-// the engine is told so (Engine.private).
+// the engine is told so (Policy.private).
 type testNet struct {
 	public []netip.Addr
 	fake   bool
@@ -69,7 +69,7 @@ func newTestNet(t *testing.T, n int) *testNet {
 func (tn *testNet) engine() *Engine {
 	e := NewEngine()
 	if tn.fake {
-		e.private = func(a netip.Addr) bool { return !slices.Contains(tn.public, a) && isPrivate(a) }
+		e.Policy.private = func(a netip.Addr) bool { return !slices.Contains(tn.public, a) && isPrivate(a) }
 	}
 	return e
 }
@@ -168,7 +168,7 @@ func TestDenyPrivateSeedRedirect(t *testing.T) {
 
 	// The operator's policy: no exception, whatever the job says.
 	w := tn.engine()
-	w.DenyPrivate = true
+	w.Policy.DenyPrivate = true
 	for _, deny := range []bool{true, false} {
 		o.DenyPrivate = deny
 		p = w.Fetch(ctx, get(s.URL+"/secret"), Auth{}, 0, o)

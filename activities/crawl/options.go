@@ -66,18 +66,22 @@ type Options struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Proxy is the URL of the proxy every request goes through
 	// (http://, https:// or socks5://, with user:password@ if needed);
-	// empty: the environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY). With
-	// DenyPrivate, the proxy dials: host names are checked (before the
-	// request and on each redirect), not the addresses dialled.
+	// empty: the environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) on a
+	// worker with no Policy, else none. The proxy is the one address its
+	// requests dial: it is dialled under the worker's Policy, and under
+	// DenyPrivate unless given as an IP address; the proxy dials the
+	// targets, so their host names are checked (before the request and
+	// on each redirect).
 	Proxy string `json:"proxy,omitempty"`
 	// KeepBody returns the body read in Page.Body (for storing it); it is
 	// not part of a job's spec.
 	KeepBody bool `json:"-"`
-	// RequestHook, when set, may adjust each request of a page's fetch
-	// before it is sent — every attempt and every redirect hop (req.URL
-	// says where it goes), robots.txt excluded: a user crawler's
-	// BeforeRequest (headers, request signing). An error fails the attempt.
-	// Never serialised.
+	// RequestHook, when set, may adjust the request of a page's fetch
+	// before it is sent: once per attempt, before its first hop, robots.txt
+	// excluded — a user crawler's BeforeRequest (headers, request
+	// signing). The headers it sets are treated as credentials: sent again
+	// on redirects within the request's host, dropped once the redirect
+	// chain leaves it. An error fails the attempt. Never serialised.
 	RequestHook func(*http.Request) error `json:"-"`
 	// compiled is set by Compile: the defaults are applied, the options
 	// valid and the selectors parsed (never serialised).
@@ -165,13 +169,17 @@ type Options struct {
 	// sitemaps a sitemap or robots.txt lists, robots.txt, and every
 	// redirect, checked on the address dialled (a DNS answer cannot get
 	// round it). The one exception is the first request of a page at depth
-	// 0, or of a sitemap, whose URL is in TypedURLs: the user typed it (its
-	// redirects are guarded). With a Proxy, the proxy dials: host names are
-	// checked instead, before the request and on each redirect.
+	// 0, or of a sitemap, whose URL is in TypedURLs and names its host by
+	// an IP address: the user typed that address (its redirects are
+	// guarded; a typed host name is guarded, as its DNS answers may point
+	// anywhere). With a Proxy, the proxy dials: host names are checked
+	// instead, before the request and on each redirect. The worker's
+	// Policy applies whatever this says.
 	DenyPrivate bool `json:"deny_private"`
 	// TypedURLs are the seed and sitemap URLs the user typed, normalised
 	// (as a job's frontier holds them): under DenyPrivate the requests for
-	// them, and no others, may reach a private address. Not part of a
+	// them, and no others, may reach a private address (if typed as an IP
+	// address). Not part of a
 	// job's stored spec: jobs.Spec.TypedURLs derives it from the spec's
 	// seeds and sitemaps.
 	TypedURLs []string `json:"-"`

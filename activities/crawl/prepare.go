@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/batoncrawl/baton/roles"
@@ -18,7 +19,19 @@ type prepared struct {
 	domain        string
 	typed         bool
 	base          func() http.RoundTripper
+	rest          http.RoundTripper // the transport of every request but a typed URL's first
 	checkRedirect func(*http.Request) error
+}
+
+// hop is the prepared request of a redirect of p to u: the same job, its
+// user agent and headers, never typed.
+func (p prepared) hop(u *url.URL) prepared {
+	b := *p.b
+	b.url = u
+	h := p
+	h.b, h.domain, h.typed = &b, hostKey(u), false
+	h.base = func() http.RoundTripper { return p.rest }
+	return h
 }
 
 // prepare readies req, found at depth, as fetch sends it; errText says
@@ -39,14 +52,21 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 	}
 	// Under DenyPrivate every request is guarded — redirects, robots.txt
 	// and its redirects included — except the first request of a seed or
-	// sitemap the user typed (typed): its redirects are guarded too.
-	if e.DenyPrivate {
+	// sitemap the user typed as an IP address (typed): its redirects are
+	// guarded too. A typed host name is guarded: its DNS answers may point
+	// anywhere. The operator's Policy has no exception.
+	if e.Policy.DenyPrivate {
 		opts.DenyPrivate = true
 	}
 	guard := opts.DenyPrivate
-	typed := guard && !e.DenyPrivate && (depth == 0 || sitemap) && opts.isTyped(req.URL)
-	if guard && !typed {
-		if err := e.checkHost(ctx, b.url.Hostname()); err != nil {
+	typed := guard && !e.Policy.DenyPrivate && (depth == 0 || sitemap) && opts.isTyped(req.URL) && isIPLiteral(b.url.Hostname())
+	if guard || e.Policy.Active() {
+		if err := e.checkHost(ctx, b.url.Hostname(), guard && !typed); err != nil {
+			return prepared{}, err.Error()
+		}
+	}
+	if opts.Proxy != "" {
+		if err := e.checkProxy(ctx, opts.Proxy, guard); err != nil {
 			return prepared{}, err.Error()
 		}
 	}
@@ -63,7 +83,7 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 	if err != nil {
 		return prepared{}, err.Error()
 	}
-	p := prepared{opts: opts, b: b, agent: agent, domain: hostKey(b.url), typed: typed}
+	p := prepared{opts: opts, b: b, agent: agent, domain: hostKey(b.url), typed: typed, rest: tr}
 	// base returns the transport of one request chain (an attempt, or a
 	// robots.txt fetch): a typed URL's first request goes unguarded (a
 	// connection pool of its own), the rest guarded. Through a proxy,
@@ -74,12 +94,60 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 		}
 		return tr
 	}
-	if guard && opts.Proxy != "" {
-		// The proxy dials: the addresses dialled cannot be seen, so the
-		// host names are checked, on each redirect.
-		p.checkRedirect = func(r *http.Request) error { return e.checkHost(r.Context(), r.URL.Hostname()) }
+	if (guard || e.Policy.Active()) && opts.Proxy != "" {
+		// The proxy dials the targets: the addresses it dials cannot be
+		// seen, so the host names are checked, on each redirect.
+		p.checkRedirect = func(r *http.Request) error { return e.checkHost(r.Context(), r.URL.Hostname(), guard) }
 	}
 	return p, ""
+}
+
+// robotsRedirect returns the check of a redirect of p: next (if any),
+// then the robots.txt of the redirect's origin (from the Engine's cache,
+// the crawl's RobotsStore, or fetched as a page's), which must allow it.
+func (e *Engine) robotsRedirect(p prepared, next func(*http.Request) error) func(*http.Request) error {
+	return func(r *http.Request) error {
+		if next != nil {
+			if err := next(r); err != nil {
+				return err
+			}
+		}
+		rules, err := e.robotsRules(r.Context(), p.hop(r.URL))
+		if err != nil {
+			return &robotsRedirectError{to: redactedURL(r.URL), why: "waiting for its robots.txt: " + err.Error()}
+		}
+		if ok, _ := rules.allowed(robotsPath(r.URL), p.agent); !ok {
+			return &robotsRedirectError{to: redactedURL(r.URL), why: errRobots{status: rules.status}.Error()}
+		}
+		return nil
+	}
+}
+
+// robotsRedirectError refuses a redirect whose target robots.txt
+// disallows (or whose robots.txt could not be had): the target is not
+// fetched.
+type robotsRedirectError struct{ to, why string }
+
+func (e *robotsRedirectError) Error() string { return "redirect to " + e.to + " " + e.why }
+
+// redactedURL is u without its user:password@.
+func redactedURL(u *url.URL) string { return u.Redacted() }
+
+// checkProxy refuses a job's proxy whose host the Policy (or the job's
+// guard, proxyGuard) refuses, before anything is sent through it; its
+// transport checks the address it dials again.
+func (e *Engine) checkProxy(ctx context.Context, proxy string, guard bool) error {
+	u, err := url.Parse(proxy)
+	if err != nil {
+		return fmt.Errorf("proxy: %v", err)
+	}
+	if err := e.checkHost(ctx, u.Hostname(), proxyGuard(guard, u)); err != nil {
+		if pe, ok := err.(*privateAddrError); ok {
+			pe.proxy = proxyName(u)
+		}
+		return err
+	}
+	return nil
 }
 
 // robotsRules returns the robots.txt rules of a prepared request's

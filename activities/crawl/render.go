@@ -136,8 +136,8 @@ func (e *Engine) renderAttempt(ctx context.Context, pr prepared, wantLinks bool,
 	if req.Timeout <= 0 {
 		req.Timeout = o.Timeout
 	}
-	if o.DenyPrivate {
-		g := RenderGuard{Engine: e}
+	if o.DenyPrivate || e.Policy.Active() {
+		g := RenderGuard{Engine: e, DenyPrivate: o.DenyPrivate}
 		if pr.typed {
 			g.Typed = pr.b.url
 		}

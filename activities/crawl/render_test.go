@@ -129,7 +129,7 @@ func TestRenderedPageInsideGuard(t *testing.T) {
 
 	for _, guard := range []bool{true, false} {
 		e, p := renderEngine(t)
-		e.private = func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }
+		e.Policy.private = func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }
 		opts := Options{Follow: true, MaxDepth: 2, IgnoreRobots: true, DenyPrivate: guard, RenderOptions: RenderOptions{Render: RenderAlways}}
 		page := e.Fetch(context.Background(), roles.Request{URL: srv.URL + "/js/reach.html?to=" + other.Listener.Addr().String()}, Auth{}, 1, opts)
 		if page.Error != "" || len(page.Links) != 1 {

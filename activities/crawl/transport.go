@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/andybalholm/brotli"
@@ -24,17 +23,16 @@ import (
 // is 10 MiB); a larger one fails the request.
 const MaxResponseHeaderBytes = 1 << 20
 
-// newTransport returns a transport of the Engine. With private set, it is
-// guarded: it refuses to connect to an address private reports (checked
-// in the dialer's Control, on the address actually dialled after
+// newTransport returns a transport of the Engine. With check set, it is
+// guarded: it refuses to connect to an address check refuses (checked in
+// the dialler's Control, on the address actually dialled after
 // resolution, so that neither a redirect nor a DNS answer that changes
-// between a check and the connection can get round it), and uses no
-// proxy. proxy, if not nil, is the proxy of every request (else the
-// environment's).
-func newTransport(private func(netip.Addr) bool, proxy *url.URL) *http.Transport {
+// between a check and the connection can get round it). proxy, if not
+// nil, is the proxy of every request, and the only address dialled (so
+// the one checked); else proxyFunc chooses (nil: none).
+func newTransport(check func(netip.Addr) error, proxy *url.URL) *http.Transport {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           1024,
 		MaxIdleConnsPerHost:    64,
@@ -46,22 +44,25 @@ func newTransport(private func(netip.Addr) bool, proxy *url.URL) *http.Transport
 	if proxy != nil {
 		t.Proxy = http.ProxyURL(proxy)
 	}
-	if private != nil {
-		t.Proxy = nil
-		d.Control = func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return &privateAddrError{addr: address}
+	if check != nil {
+		if proxy != nil {
+			inner, name := check, proxyName(proxy)
+			check = func(a netip.Addr) error {
+				err := inner(a)
+				if pe, ok := err.(*privateAddrError); ok {
+					pe.proxy = name
+				}
+				return err
 			}
-			if a := ap.Addr().Unmap(); private(a) {
-				return &privateAddrError{addr: a.String()}
-			}
-			return nil
 		}
+		d.Control = control(check)
 	}
 	t.DialContext = d.DialContext
 	return t
 }
+
+// proxyName is a proxy's URL without its credentials, for an error.
+func proxyName(u *url.URL) string { return u.Scheme + "://" + u.Host }
 
 // firstHop sends the first request of a fetch (the URL the user typed,
 // which may be private) through first, and every later one (its
@@ -144,39 +145,29 @@ var (
 	}
 )
 
-type privateAddrError struct{ addr string }
+// privateAddrError refuses an address under a Policy (and a job's own
+// --deny-private).
+type privateAddrError struct {
+	addr  string
+	rule  string // "" is deny_private
+	proxy string // the proxy whose address it is, if any
+}
 
 func (e *privateAddrError) Error() string {
-	return fmt.Sprintf("refused private address %s (deny_private)", e.addr)
+	what := "private address " + e.addr
+	if e.proxy != "" {
+		what = "proxy " + e.proxy + ": private address " + e.addr
+	}
+	if e.rule != "" {
+		return fmt.Sprintf("refused %s: %s", strings.TrimPrefix(what, "private "), e.rule)
+	}
+	return fmt.Sprintf("refused %s (deny_private)", what)
 }
 
 // checkPrivateHost resolves host and refuses it when any of its addresses
-// is private. The guarded transport checks again on dialling; this check
-// only makes the usual case fail before robots.txt is fetched (and is all
-// there is through a proxy, which dials for us).
+// is private.
 func checkPrivateHost(ctx context.Context, hostname string) error {
-	return checkHost(ctx, hostname, isPrivate)
-}
-
-// checkHost is checkPrivateHost judging addresses with private.
-func checkHost(ctx context.Context, hostname string, private func(netip.Addr) bool) error {
-	hostname = strings.Trim(hostname, "[]")
-	if a, err := netip.ParseAddr(hostname); err == nil {
-		if a = a.Unmap(); private(a) {
-			return &privateAddrError{addr: a.String()}
-		}
-		return nil
-	}
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hostname)
-	if err != nil {
-		return nil // the fetch reports the resolution error
-	}
-	for _, a := range addrs {
-		if a = a.Unmap(); private(a) {
-			return &privateAddrError{addr: fmt.Sprintf("%s (%s)", a, hostname)}
-		}
-	}
-	return nil
+	return Policy{DenyPrivate: true}.checkHost(ctx, hostname, true)
 }
 
 // AcceptEncoding is the Accept-Encoding of a fetch (unless its request

@@ -35,7 +35,7 @@ func TestIsPrivate(t *testing.T) {
 // embedding loopback is refused before any packet is sent.
 func TestGuardedTransportRefusesEmbeddedPrivate(t *testing.T) {
 	t.Parallel()
-	tr := newTransport(isPrivate, nil)
+	tr := newTransport(Policy{DenyPrivate: true}.CheckAddr, nil)
 	defer tr.CloseIdleConnections()
 	for _, u := range []string{"http://[64:ff9b::7f00:1]:9/", "http://[2002:7f00:1::1]:9/", "http://198.18.0.1:9/", "http://240.0.0.1:9/"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

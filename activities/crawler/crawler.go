@@ -55,6 +55,7 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -91,8 +92,11 @@ type Crawler struct {
 	// Budget bounds a handler's time on one page (DefaultBudget if 0).
 	Budget time.Duration
 	// BeforeRequest, when set, may adjust each outgoing request of a job
-	// of this crawler (headers, request signing). It runs for every
-	// attempt, robots.txt excluded; an error fails the page.
+	// of this crawler (headers, request signing). It runs once per attempt,
+	// before the first hop, robots.txt excluded; an error fails the page.
+	// The headers it sets are treated as credentials: sent again on a
+	// redirect within the request's host, dropped once the redirect chain
+	// leaves it (it does not run again on a redirect).
 	BeforeRequest func(*http.Request) error
 	// Start, when set, runs once per job on each worker before its first
 	// page (a log-in): the cookies it returns are the job's session
@@ -184,6 +188,20 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
+// abandoned counts the handlers of this process abandoned past their
+// budget and still running; abandonedTotal all those ever abandoned.
+var abandoned, abandonedTotal atomic.Int64
+
+// Abandoned is how many handlers of this process ran past their budget
+// (or their page's cancellation) and are still running: Go cannot stop a
+// goroutine, so a handler that ignores its context keeps its CPU and
+// memory until it returns. A worker caps them (--max-abandoned-handlers).
+func Abandoned() int64 { return abandoned.Load() }
+
+// AbandonedTotal is how many handlers of this process were ever
+// abandoned.
+func AbandonedTotal() int64 { return abandonedTotal.Load() }
+
 // ErrBudget is the error of a handler that ran past its crawler's Budget.
 var ErrBudget = errors.New("handler ran past its time budget")
 
@@ -205,7 +223,14 @@ func (c *Crawler) Run(ctx context.Context, p *Page, log *slog.Logger) (Outcome, 
 		h = c.middleware[i](h)
 	}
 	done := make(chan error, 1)
+	// state: 0 running, 1 returned, 2 abandoned (past its budget).
+	var state atomic.Int32
 	go func() {
+		defer func() {
+			if !state.CompareAndSwap(0, 1) {
+				abandoned.Add(-1) // an abandoned handler returns at last
+			}
+		}()
 		defer func() {
 			if v := recover(); v != nil {
 				pe := &PanicError{Value: v, Stack: debug.Stack()}
@@ -222,14 +247,24 @@ func (c *Crawler) Run(ctx context.Context, p *Page, log *slog.Logger) (Outcome, 
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		// The handler goroutine is abandoned (it ends when it returns);
-		// the page is closed so that nothing it does later counts.
-		err = ErrBudget
-		if ctx.Err() != context.DeadlineExceeded {
-			err = ctx.Err()
+		if state.CompareAndSwap(0, 2) {
+			// The handler goroutine is abandoned (it ends when it
+			// returns, counted meanwhile: Abandoned); the page is closed
+			// so that nothing it does later counts.
+			abandoned.Add(1)
+			abandonedTotal.Add(1)
+			err = ErrBudget
+			if ctx.Err() != context.DeadlineExceeded {
+				err = ctx.Err()
+			}
+		} else {
+			err = <-done // it returned meanwhile
 		}
 	}
 	out := p.close()
+	if err == nil {
+		err = p.failed() // a cap or budget the page ran past, its handler notwithstanding
+	}
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -25,6 +26,10 @@ const (
 	MaxItemBytes    = 1 << 20
 	MaxDataBytes    = 16 << 10 // user data of one request
 	MaxLabelBytes   = 128
+	// DefaultMaxPageItemBytes bounds the encoded items of one page in
+	// total unless the worker sets its own cap (WithMaxItemBytes): past
+	// it, Push fails and so does the page.
+	DefaultMaxPageItemBytes = 8 << 20
 )
 
 // Request is the request a page answers: its URL, label, depth (0 for a
@@ -91,10 +96,15 @@ type Page struct {
 		err  error
 	}
 
-	mu      sync.Mutex
-	closed  bool
-	out     Outcome
-	refused int
+	budget selectorBudget // of Find and XPath
+
+	mu           sync.Mutex
+	closed       bool
+	out          Outcome
+	refused      int
+	itemBytes    int64 // encoded items pushed
+	maxItemBytes int64 // 0: DefaultMaxPageItemBytes
+	failure      error // fails the page whatever its handler returns
 }
 
 // NewPage returns a Page for req and resp; filter (nil: every http(s) URL
@@ -111,6 +121,27 @@ func NewPage(ctx context.Context, req Request, resp Response, filter LinkFilter)
 		p.base = &url.URL{}
 	}
 	return p
+}
+
+// WithMaxItemBytes sets the cap on the page's encoded items in total (the
+// worker's --max-page-item-bytes); 0 is DefaultMaxPageItemBytes.
+func (p *Page) WithMaxItemBytes(n int64) *Page { p.maxItemBytes = n; return p }
+
+// fail marks the page failed with err (the first failure is kept).
+func (p *Page) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failure == nil {
+		p.failure = err
+	}
+}
+
+// failed is the failure that fails the page whatever its handler
+// returned (a cap or a budget it ran past), or nil.
+func (p *Page) failed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failure
 }
 
 // WithOptions sets the job's decoded options (Crawler.DecodeOptions) that
@@ -149,11 +180,19 @@ func (p *Page) Doc() (*goquery.Document, error) {
 // Find returns the elements matching a CSS selector (empty if the page
 // does not parse as HTML).
 func (p *Page) Find(css string) *goquery.Selection {
+	empty := (&goquery.Document{Selection: &goquery.Selection{}}).Selection
 	doc, err := p.Doc()
 	if err != nil {
-		return (&goquery.Document{Selection: &goquery.Selection{}}).Selection
+		return empty
 	}
-	return doc.Find(css)
+	sel, err := p.budget.find(doc, css)
+	if err != nil {
+		if errors.Is(err, ErrSelectorBudget) {
+			p.fail(err)
+		}
+		return empty // an invalid selector selects nothing, as goquery's Find
+	}
+	return sel
 }
 
 // Text is the trimmed text of the first element matching css, or "".
@@ -175,7 +214,11 @@ func (p *Page) XPath(expr string) ([]*html.Node, error) {
 	if len(doc.Nodes) == 0 {
 		return nil, nil
 	}
-	return htmlquery.QueryAll(doc.Nodes[0], expr)
+	ns, err := p.budget.xpath(doc.Nodes[0], expr)
+	if errors.Is(err, ErrSelectorBudget) {
+		p.fail(err)
+	}
+	return ns, err
 }
 
 // XPathText is the trimmed text of the first node an XPath expression
@@ -294,10 +337,13 @@ func (p *Page) EnqueueLinks(css, label string, data any) (int, error) {
 func (p *Page) Push(item any) error {
 	p.mu.Lock()
 	idx := len(p.out.Items) + p.out.Dropped
-	closed := p.closed
+	closed, failure := p.closed, p.failure
 	p.mu.Unlock()
 	if closed {
 		return ErrPageClosed
+	}
+	if failure != nil {
+		return failure
 	}
 	it := &Item{Label: p.Request.Label, Index: idx, Value: item}
 	for _, pl := range p.pipelines {
@@ -325,9 +371,26 @@ func (p *Page) Push(item any) error {
 	if len(p.out.Items) >= MaxItemsPerPage {
 		return fmt.Errorf("item %d of %s: at most %d items per page", idx, p.Request.URL, MaxItemsPerPage)
 	}
+	limit := p.maxItemBytes
+	if limit <= 0 {
+		limit = DefaultMaxPageItemBytes
+	}
+	if p.itemBytes+int64(len(b)) > limit {
+		if p.failure == nil {
+			p.failure = fmt.Errorf("%w: item %d of %s would bring the page's items to %d bytes, above the cap of %d (--max-page-item-bytes)",
+				ErrItemBytes, idx, p.Request.URL, p.itemBytes+int64(len(b)), limit)
+		}
+		return p.failure
+	}
+	p.itemBytes += int64(len(b))
 	p.out.Items = append(p.out.Items, Pushed{Label: it.Label, Index: len(p.out.Items), Value: b})
 	return nil
 }
+
+// ErrItemBytes is the error of a page whose items in total ran past the
+// worker's cap (--max-page-item-bytes): the page fails, nothing of it is
+// recorded but the error.
+var ErrItemBytes = errors.New("page items too large")
 
 // Skip records the page without items or links, with reason (e.g. "out
 // of stock", "not a product page"); the handler then returns nil.

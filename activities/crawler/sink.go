@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,11 +75,13 @@ const SignatureHeader = "X-Baton-Signature-256"
 
 // Webhook is a sink that POSTs each batch as a JSON array to url, signed
 // with secret (SignatureHeader); an answer other than 2xx is a failed
-// delivery. client nil means a client with a 30 s timeout.
+// delivery, and so is a redirect (never followed: the body and its
+// signature go to url only). client nil means the worker's client
+// (Client: under the operator's rules, no proxy from the environment)
+// with a 30 s timeout; a client of your own goes round those rules. An
+// error names the webhook's scheme and host, never its path or query
+// (which may hold a token).
 func Webhook(name, url string, secret []byte, client *http.Client) Sink {
-	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
-	}
 	return Sink{Name: name, Deliver: func(ctx context.Context, job string, items []StoredItem) error {
 		body, err := json.Marshal(items)
 		if err != nil {
@@ -85,21 +89,37 @@ func Webhook(name, url string, secret []byte, client *http.Client) Sink {
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
-			return err
+			return fmt.Errorf("webhook %s: invalid URL", name)
 		}
+		where := req.URL.Scheme + "://" + req.URL.Host
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Baton-Job", job)
 		mac := hmac.New(sha256.New, secret)
 		mac.Write(body)
 		req.Header.Set(SignatureHeader, "sha256="+hex.EncodeToString(mac.Sum(nil)))
-		resp, err := client.Do(req)
+		c := client
+		if c == nil {
+			c = Client(ctx)
+			if c.Timeout == 0 {
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				req = req.WithContext(ctx)
+			}
+		}
+		noRedirect := *c
+		noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := noRedirect.Do(req)
 		if err != nil {
-			return fmt.Errorf("webhook %s: %w", name, err)
+			var ue *neturl.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // its text holds the whole URL
+			}
+			return fmt.Errorf("webhook %s: POST %s: %v", name, where, err)
 		}
 		defer resp.Body.Close()
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("webhook %s: HTTP %d", name, resp.StatusCode)
+			return fmt.Errorf("webhook %s: POST %s: HTTP %d", name, where, resp.StatusCode)
 		}
 		return nil
 	}}

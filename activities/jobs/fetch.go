@@ -39,6 +39,9 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		page = r.Pages.FetchSitemap(ctx, req, auth, opts)
 	case custom:
 		page, h = r.fetchHandled(ctx, in, jr, auth, e, opts)
+		if h.stop != nil {
+			return Record{}, h.stop
+		}
 	default:
 		opts.Label = e.Label // picks the label's fields (Options.LabelSelectors)
 		page = r.Pages.Fetch(ctx, req, auth, e.Depth, opts)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/crawl"
@@ -30,6 +31,10 @@ type jobRun struct {
 	// bodiesRoot is the operator's bodies root (its symbolic links
 	// resolved) when the job keeps its bodies in a directory under one.
 	bodiesRoot string
+	// client is the client crawler code gets for the job (crawler.Client
+	// in the context of its Start hook and handlers): under the worker's
+	// rules and the job's --deny-private.
+	client *http.Client
 }
 
 // startTimeout bounds a crawler's Start hook.
@@ -41,7 +46,7 @@ func (jr *jobRun) start(ctx context.Context, log *slog.Logger) error {
 	if jr.crawler == nil || jr.crawler.Start == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(crawler.WithClient(ctx, jr.client), startTimeout)
 	defer cancel()
 	cookies, err := jr.crawler.Start(ctx, crawler.JobInfo{ID: jr.spec.ID, Seeds: jr.spec.Seeds, Options: jr.options})
 	if err != nil {
@@ -75,6 +80,16 @@ func (jr *jobRun) auth() crawl.Auth {
 	return a
 }
 
+// crawlerClient is the client crawler code gets for a job: the fetcher's
+// (crawl.Engine.Client, under the worker's rules), else one under the
+// job's --deny-private alone.
+func (r *BatchRunner) crawlerClient(denyPrivate bool) *http.Client {
+	if c, ok := r.Pages.(interface{ Client(bool) *http.Client }); ok {
+		return c.Client(denyPrivate)
+	}
+	return crawl.Policy{DenyPrivate: denyPrivate}.Client(crawl.CrawlerClientTimeout)
+}
+
 // crawlerFor returns the user crawler a job names, at the job's version,
 // and its decoded options; nil for the built-in crawler.
 func (r *BatchRunner) crawlerFor(s Spec) (*crawler.Crawler, any, error) {
@@ -103,6 +118,9 @@ type handled struct {
 	items   []crawler.Pushed
 	skipped string
 	err     error
+	// stop stops the batch, the page unfetched (a worker past its cap of
+	// abandoned handlers).
+	stop error
 }
 
 // fetchHandled fetches a page of a user crawler's job and runs the
@@ -124,6 +142,11 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		}
 		return n, CheckURLLength(n)
 	}
+	if n, limit := crawler.Abandoned(), r.Limits.abandonedCap(); n >= limit {
+		r.Metrics.HandlersRunningAbandoned(n)
+		return crawl.Page{}, handled{stop: fmt.Errorf("%d handlers of user crawlers ran past their budget and still run on this worker (cap %d, --max-abandoned-handlers): it takes no more pages of user crawlers until some return", n, limit)}
+	}
+	ctx = crawler.WithClient(ctx, jr.client)
 	for attempt := 0; ; attempt++ {
 		page := r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
 		if page.Error != "" || ctx.Err() != nil {
@@ -131,12 +154,16 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		}
 		p := crawler.NewPage(ctx, crawler.Request{URL: e.URL, Label: e.Label, Depth: e.Depth, Data: e.Data},
 			crawler.Response{StatusCode: page.StatusCode, Header: page.Header, Body: page.Body, FinalURL: page.FinalURL}, filter).
-			WithOptions(jr.options)
+			WithOptions(jr.options).WithMaxItemBytes(r.Limits.MaxPageItemBytes)
 		log := in.Log
 		if log == nil {
 			log = slog.Default()
 		}
 		out, err := jr.crawler.Run(ctx, p, log)
+		if errors.Is(err, crawler.ErrBudget) {
+			r.Metrics.HandlerAbandoned(jr.crawler.Name())
+		}
+		r.Metrics.HandlersRunningAbandoned(crawler.Abandoned())
 		if err != nil && crawler.IsRetry(err) && attempt < opts.Retries && ctx.Err() == nil {
 			if wait, ok := opts.RetryWait(ctx, attempt+1); ok {
 				t := time.NewTimer(wait)

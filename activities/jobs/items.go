@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/crawler"
@@ -60,4 +61,25 @@ type ItemStore interface {
 	FailSink(ctx context.Context, job, sink, holder, reason string) error
 	// Sinks returns the states of a job's sinks, by name.
 	Sinks(ctx context.Context, job string) ([]SinkState, error)
+}
+
+// DefaultMaxCommitBytes bounds the items and bodies one group commit
+// writes unless the worker sets its own cap (Limits.MaxCommitBytes).
+const DefaultMaxCommitBytes = 64 << 20
+
+// commitSplit returns the longest prefix of pending whose items and
+// stored bodies stay within limit bytes (at least one record: a page is
+// never split), and the records left for the next commit.
+func commitSplit(pending []Record, limit int64) (group, rest []Record) {
+	var n int64
+	for i, rec := range pending {
+		n += int64(len(rec.Body))
+		for _, it := range rec.Items {
+			n += int64(len(it.Value))
+		}
+		if n > limit && i > 0 {
+			return pending[:i], slices.Clone(pending[i:])
+		}
+	}
+	return pending, nil
 }

@@ -56,7 +56,7 @@ func (r *BatchRunner) run(ctx context.Context, s Spec, stored <-chan struct{}, w
 	// The job's robots.txt files are kept in the store: a host's is
 	// fetched once for the job, whichever Runners crawl it.
 	s.Options.Robots = jobRobots{store: r.Store, job: s.ID, stored: stored, warm: warm}
-	jr := &jobRun{spec: s, bodiesRoot: bodiesRoot}
+	jr := &jobRun{spec: s, bodiesRoot: bodiesRoot, client: r.crawlerClient(s.Options.DenyPrivate)}
 	if jr.crawler, jr.options, err = r.crawlerFor(s); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,40 @@ type Limits struct {
 	// is resolved under it. "": anywhere (a relative path is then the
 	// worker's working directory's).
 	BodiesRoot string `json:"bodies_root,omitempty"`
+	// MaxPageItemBytes caps the encoded items of one page of a user
+	// crawler in total (0: crawler.DefaultMaxPageItemBytes): a page past
+	// it fails with the reason.
+	MaxPageItemBytes int64 `json:"max_page_item_bytes,omitempty"`
+	// MaxAbandonedHandlers caps the user crawler handlers that ran past
+	// their budget and still run in the worker (crawler.Abandoned; 0:
+	// DefaultMaxAbandonedHandlers): at the cap the Runner takes no more
+	// pages of user crawlers, its batch failing with the reason, until
+	// some return.
+	MaxAbandonedHandlers int `json:"max_abandoned_handlers,omitempty"`
+	// MaxCommitBytes caps the items and stored bodies of one group commit
+	// (0: DefaultMaxCommitBytes): a group past it is committed in several
+	// transactions, a page never split.
+	MaxCommitBytes int64 `json:"max_commit_bytes,omitempty"`
+}
+
+// commitBytes is the cap in force on one commit's items and bodies.
+func (l Limits) commitBytes() int64 {
+	if l.MaxCommitBytes > 0 {
+		return l.MaxCommitBytes
+	}
+	return DefaultMaxCommitBytes
+}
+
+// DefaultMaxAbandonedHandlers is the cap on abandoned handlers of a
+// worker that sets none.
+const DefaultMaxAbandonedHandlers = 16
+
+// abandonedCap is the cap in force on abandoned handlers.
+func (l Limits) abandonedCap() int64 {
+	if l.MaxAbandonedHandlers > 0 {
+		return int64(l.MaxAbandonedHandlers)
+	}
+	return DefaultMaxAbandonedHandlers
 }
 
 // IsZero reports whether l sets no limit.
@@ -53,6 +87,15 @@ func (l Limits) String() string {
 	}
 	if l.BodiesRoot != "" {
 		out = append(out, "bodies-root="+l.BodiesRoot)
+	}
+	if l.MaxPageItemBytes > 0 {
+		out = append(out, "max-page-item-bytes="+strconv.FormatInt(l.MaxPageItemBytes, 10))
+	}
+	if l.MaxAbandonedHandlers > 0 {
+		out = append(out, "max-abandoned-handlers="+strconv.Itoa(l.MaxAbandonedHandlers))
+	}
+	if l.MaxCommitBytes > 0 {
+		out = append(out, "max-commit-bytes="+strconv.FormatInt(l.MaxCommitBytes, 10))
 	}
 	if len(out) == 0 {
 		return "none"

@@ -414,8 +414,8 @@ func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo [
 			lingerC = time.After(commitLinger - time.Since(pendingSince))
 		}
 		if !stopping && recording < maxCommits && len(pending) > 0 && !hold {
-			group := pending
-			pending = nil
+			group, rest := commitSplit(pending, r.Limits.commitBytes())
+			pending = rest
 			recording++
 			committing += len(group)
 			// Slots that nothing queued will fill take the group's own new

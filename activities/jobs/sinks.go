@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -41,6 +42,10 @@ type Deliverer struct {
 	Backoff, MaxBackoff time.Duration
 	Log                 *slog.Logger
 	Metrics             *telemetry.Metrics
+	// Client is the client sinks get (crawler.Client): the worker's,
+	// dialling under the operator's rules (crawl.Engine.Client); nil
+	// leaves crawler.Client's default.
+	Client *http.Client
 
 	mu    sync.Mutex
 	specs map[string]Spec      // job → spec (immutable)
@@ -175,6 +180,9 @@ func (d *Deliverer) deliver(ctx context.Context, log *slog.Logger, job string, s
 			out[i] = it.StoredItem
 		}
 		dctx, cancel := context.WithTimeout(ctx, lease/2)
+		if d.Client != nil {
+			dctx = crawler.WithClient(dctx, d.Client)
+		}
 		err = deliverSafely(dctx, s, job, out)
 		cancel()
 		if err != nil {

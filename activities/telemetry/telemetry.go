@@ -70,19 +70,23 @@ const LabelJob = "crawl_job"
 // Metrics is the set of Baton's collectors. The zero value is not usable:
 // use New, or a nil *Metrics for none.
 type Metrics struct {
-	pages     *prometheus.CounterVec
-	handler   *prometheus.CounterVec
-	items     *prometheus.CounterVec
-	sinks     *prometheus.CounterVec
-	bytes     *prometheus.CounterVec
-	fetch     *prometheus.HistogramVec
-	retries   *prometheus.CounterVec
-	robots    *prometheus.CounterVec
-	queued    *prometheus.GaugeVec
-	failovers *prometheus.CounterVec
-	detection prometheus.Histogram
-	peerAge   *prometheus.GaugeVec
-	inFlight  prometheus.Gauge
+	pages   *prometheus.CounterVec
+	handler *prometheus.CounterVec
+	items   *prometheus.CounterVec
+	// abandoned counts handlers abandoned past their budget;
+	// abandonedNow is how many still run.
+	abandoned    *prometheus.CounterVec
+	abandonedNow prometheus.Gauge
+	sinks        *prometheus.CounterVec
+	bytes        *prometheus.CounterVec
+	fetch        *prometheus.HistogramVec
+	retries      *prometheus.CounterVec
+	robots       *prometheus.CounterVec
+	queued       *prometheus.GaugeVec
+	failovers    *prometheus.CounterVec
+	detection    prometheus.Histogram
+	peerAge      *prometheus.GaugeVec
+	inFlight     prometheus.Gauge
 
 	grace time.Duration
 	now   func() time.Time
@@ -165,7 +169,15 @@ func NewWith(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}
 	// The job-labelled vectors are collected through jobCollector, which
 	// drops the series of idle jobs first.
-	for _, c := range []prometheus.Collector{m.handler, m.items, m.sinks, jobCollector{m}, m.failovers, m.detection, m.peerAge, m.inFlight} {
+	m.abandoned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baton_handlers_abandoned_total",
+		Help: "User crawler handlers abandoned past their time budget (their goroutines run on until they return), by crawler.",
+	}, []string{"crawler"})
+	m.abandonedNow = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "baton_handlers_abandoned",
+		Help: "User crawler handlers past their time budget still running in this worker, as its last page of a user crawler saw them (at --max-abandoned-handlers its Runner takes no pages of user crawlers).",
+	})
+	for _, c := range []prometheus.Collector{m.handler, m.items, m.sinks, jobCollector{m}, m.failovers, m.detection, m.peerAge, m.inFlight, m.abandoned, m.abandonedNow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -327,6 +339,24 @@ func (m *Metrics) HandlerError(crawler string) {
 		return
 	}
 	m.handler.WithLabelValues(crawler).Inc()
+}
+
+// HandlerAbandoned records a handler of crawler abandoned past its
+// budget.
+func (m *Metrics) HandlerAbandoned(crawler string) {
+	if m == nil {
+		return
+	}
+	m.abandoned.WithLabelValues(crawler).Inc()
+}
+
+// HandlersRunningAbandoned records how many abandoned handlers still run
+// in this worker.
+func (m *Metrics) HandlersRunningAbandoned(n int64) {
+	if m == nil {
+		return
+	}
+	m.abandonedNow.Set(float64(n))
 }
 
 // Items records n items of a page of crawler.

@@ -8,6 +8,7 @@
 #   compose  deployments/compose/secrets/ (docker-compose.yml's `secrets:`):
 #              zk-auth      ZooKeeper digest credentials baton:<random>
 #              secrets-key  the group's key for crawl jobs' secrets (32 bytes, hex)
+#              store-password  the job store's PostgreSQL password (baton-db's)
 #            The directory is 0700 (other users of the host cannot read the
 #            files); the files are 0644 because Compose bind-mounts them as
 #            they are and the containers' users (10001) must read them.
@@ -59,6 +60,7 @@ compose() {
   make_dir "${dir}"
   put "${dir}/zk-auth" 644 "baton:$(random_hex 24)"
   put "${dir}/secrets-key" 644 "$(random_hex 32)"
+  put "${dir}/store-password" 644 "$(random_hex 24)"
 }
 
 k8s() {

@@ -44,7 +44,6 @@ import (
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/failover"
 	"github.com/batoncrawl/baton/activities/jobs"
-	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/activities/scale"
 	"github.com/batoncrawl/baton/roles"
@@ -198,36 +197,16 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	defer stopPprof()
 	dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
-	zc, err := cfg.ZooKeeper(log)
+	store, err := dialMetadata(dctx, cfg, log)
 	if err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	store, err := metadata.DialZooKeeper(dctx, zc)
-	if err != nil {
-		return cfg.ZK.Unreachable(err, cfg.ConnectTimeout)
+		return err
 	}
 	defer store.Close()
-	if err := store.CheckRoot(dctx, cfg.ZK.Root); err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	if zc.Auth == "" {
-		log.Warn("zookeeper without authentication: any client of the ensemble may read and change the group's znodes, "+
-			"plain Tasks included; give digest credentials with --zk-auth-file (BATON_ZK_AUTH_FILE)", "root", cfg.ZK.Root)
-	}
-	topts, err := cfg.TemporalOptions(log.With("component", "temporal"), metrics.Temporal)
+	tc, err := dialTemporal(dctx, cfg, log, metrics)
 	if err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	tc, err := client.DialContext(dctx, topts)
-	if err != nil {
-		return cfg.Temporal.Unreachable(err, cfg.ConnectTimeout)
+		return err
 	}
 	defer tc.Close()
-	if err := EnsureSearchAttributes(dctx, tc, cfg.Temporal.Namespace); err != nil {
-		log.Warn("could not register Baton's search attributes; register them with `temporal operator search-attribute create`", "err", err)
-	}
-
-	m := cfg.Member()
 	// The crawlers this binary carries, for the job assignment and the CLI
 	// (a job's batches go only to Runners that carry its crawler).
 	if err := metadata.NewCluster(store, cfg.ZK.Root, cfg.Group).SetCrawlers(dctx, cfg.Name, advertised(crawlers)); err != nil {
@@ -236,46 +215,14 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	if len(crawlers) > 0 {
 		log.Info("crawlers", "carried", advertised(crawlers).List)
 	}
-	pw, err := cfg.StoreSecurity.Password()
+	js, err := openJobStore(dctx, cfg, log, store)
 	if err != nil {
 		return err
-	}
-	js, err := sqlstore.Open(dctx, cfg.StoreConfig(pw))
-	if errors.Is(err, context.DeadlineExceeded) {
-		return exitcode.With(exitcode.Unavailable, fmt.Errorf("job store: did not answer within %v (%w); "+
-			"check --store (BATON_STORE) and that the database is reachable from this machine", cfg.ConnectTimeout, err))
-	}
-	if err != nil {
-		return fmt.Errorf("job store: %w", err)
 	}
 	defer js.Close()
-	// The group's crawl data must be in one store: the first worker
-	// records it, the others check it.
-	if err := jobs.BindGroup(dctx, store, cfg.ZK.Root, cfg.Group, js.Identity()); err != nil {
-		return err
-	}
-	log.Info("job store", "store", js.Identity().String())
-	sealer, created, err := jobs.EnsureSecretsKey(cfg.SecretsKeyPath())
+	sealer, limits, err := groupKeys(dctx, cfg, log, store)
 	if err != nil {
-		return exitcode.With(exitcode.Usage, fmt.Errorf("--secrets-key-file: %w", err))
-	}
-	if err := jobs.BindSecretsKey(dctx, store, cfg.ZK.Root, cfg.Group, sealer.KeyID()); err != nil {
-		// Not fatal: a worker with another key still crawls every job
-		// without secrets; one with secrets fails here, saying why.
-		log.Error("this worker cannot open the secrets of the group's jobs", "err", err)
-	}
-	limits, err := cfg.Limits()
-	if err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	if err := publishLimits(dctx, log, store, cfg, limits); err != nil {
 		return err
-	}
-	if created {
-		log.Warn("made a new secrets key for crawl jobs' secrets: give every worker and CLI of the group this file (--secrets-key-file)",
-			"file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
-	} else {
-		log.Info("secrets key", "file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
 	}
 	engine := crawl.NewEngine()
 	engine.DenyPrivate = cfg.DenyPrivate
@@ -288,7 +235,6 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		Crawlers: crawlers, Limits: limits}
 	deps := &cluster.Deps{Store: store, Root: cfg.ZK.Root, Batches: batches,
 		Log: log, Metrics: metrics.Baton}
-	acts := activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer)
 	// Items of this worker's crawlers go to their sinks beside the crawl.
 	sinkCtx, stopSinks := context.WithCancel(ctx)
 	defer stopSinks()
@@ -299,18 +245,25 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			break
 		}
 	}
-	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton,
-		Local: jobs.Local{Group: cfg.Group, Name: cfg.Name, Runner: batches}}
+	ws := &workerSet{}
+	defer ws.stop()
+	acts := append(activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer),
+		&jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton,
+			Local: jobs.Local{Group: cfg.Group, Name: cfg.Name, Runner: batches}})
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
-	var workers []worker.Worker
-	stopWorkers := func() {
-		for _, w := range workers {
-			w.Stop()
-		}
-		workers = nil
+	if err := ws.start(tc, log, leaving, acts, queue, workflows.JobQueue(cfg.Group)); err != nil {
+		return err
 	}
-	defer func() { stopWorkers() }()
-	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
+	return runLifecycle(ctx, cfg, log, tc, queue, func() { leave(log, cfg, store, cfg.Member(), leaving, closer, ws.stop) })
+}
+
+// workerSet is the worker's Temporal workers, one per task queue.
+type workerSet struct{ workers []worker.Worker }
+
+// start starts a Temporal worker on each queue with every workflow and
+// the activities acts.
+func (ws *workerSet) start(tc client.Client, log *slog.Logger, leaving *atomic.Bool, acts []any, queues ...string) error {
+	for _, q := range queues {
 		// A restarted instance gets its workflow tasks back quickly: after a
 		// crash, the sticky queue of the dead process is given up after 2 s.
 		opts := worker.Options{WorkerStopTimeout: 3 * time.Second, StickyScheduleToStartTimeout: 2 * time.Second,
@@ -323,13 +276,27 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		for _, a := range acts {
 			w.RegisterActivity(a)
 		}
-		w.RegisterActivity(jobActs)
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker on %s: %w", q, err)
 		}
-		workers = append(workers, w)
+		ws.workers = append(ws.workers, w)
 	}
+	return nil
+}
 
+// stop stops the workers started (once).
+func (ws *workerSet) stop() {
+	for _, w := range ws.workers {
+		w.Stop()
+	}
+	ws.workers = nil
+}
+
+// runLifecycle starts or resumes the instance's Lifecycle workflow on
+// queue and waits for it; on SIGTERM (ctx done) it leaves the group. A
+// Lifecycle closed by a peer that declared the instance dead is started
+// again.
+func runLifecycle(ctx context.Context, cfg Config, log *slog.Logger, tc client.Client, queue string, leaveGroup func()) error {
 	for {
 		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID:                                       workflows.LifecycleID(cfg.Group, cfg.Name),
@@ -340,7 +307,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 				workflows.AttrCluster.ValueSet(cfg.Group), workflows.AttrCrawler.ValueSet(cfg.Name),
 				workflows.AttrRole.ValueSet("lifecycle")),
 			Memo: workflows.InstanceMemo(cfg.Group, cfg.Name, "lifecycle"),
-		}, workflows.Lifecycle, workflows.LifecycleInput{Member: m})
+		}, workflows.Lifecycle, workflows.LifecycleInput{Member: cfg.Member()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -353,7 +320,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		go func() { errc <- run.Get(ctx, nil) }()
 		select {
 		case <-ctx.Done():
-			leave(log, cfg, store, m, leaving, closer, stopWorkers)
+			leaveGroup()
 			return nil
 		case err := <-errc:
 			if temporal.IsTerminatedError(err) && ctx.Err() == nil {
@@ -368,29 +335,6 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			return nil
 		}
 	}
-}
-
-// publishLimits writes the worker's operator limits as its group's (the
-// znode the CLI checks a job against before submitting it). A worker
-// started with other limits than the group's warns, naming both, and
-// writes its own: each Runner enforces its own limits whatever the znode
-// says, a difference corrupts nothing, and an operator changing the
-// limits restarts the workers one by one (refusing, as a store of another
-// group is refused, would stop the first restarted one).
-func publishLimits(ctx context.Context, log *slog.Logger, store metadata.Store, cfg Config, l jobs.Limits) error {
-	prev, differ, err := jobs.PublishLimits(ctx, store, cfg.ZK.Root, cfg.Group, cfg.Name, l)
-	if err != nil {
-		return err
-	}
-	if differ {
-		log.Warn("this worker's operator limits differ from the group's: writing its own (the last worker started wins; "+
-			"each Runner refuses jobs above its own, the CLI checks the group's); give every worker the same limits",
-			"group_limits", prev.Limits.String(), "written_by", prev.Worker, "worker_limits", l.String(),
-			"znode", jobs.LimitsPath(cfg.ZK.Root, cfg.Group))
-		return nil
-	}
-	log.Info("operator limits", "limits", l.String(), "max_result_detail", cfg.MaxResultDetail)
-	return nil
 }
 
 // activitySet returns the activities of every capability over deps, as

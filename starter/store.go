@@ -176,6 +176,11 @@ func notFound(js jobs.ReaderStore, job string, err error) error {
 }
 
 func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
+	return append(append([]*cobra.Command{jobsCmd(g, tf), statusCmd(g, tf)}, controlCmds(g, tf)...), resultsCmd(g, tf))
+}
+
+// jobsCmd lists the group's jobs.
+func jobsCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	var listOut *output
 	var listQuiet bool
 	list := &cobra.Command{
@@ -236,6 +241,11 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	}
 	listOut = addOutputFlag(list)
 	list.Flags().BoolVarP(&listQuiet, "quiet", "q", false, "print only the job IDs, one a line")
+	return list
+}
+
+// statusCmd shows a job's progress.
+func statusCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	var statusOut *output
 	status := &cobra.Command{
 		Use:   "status JOB",
@@ -271,6 +281,11 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 		},
 	}
 	statusOut = addOutputFlag(status)
+	return status
+}
+
+// resultsCmd exports a job's results, items, bodies or stats.
+func resultsCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	var format, output, bodiesOut string
 	var stats, csvRaw, items, follow bool
 	results := &cobra.Command{
@@ -355,7 +370,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	results.Flags().BoolVar(&items, "items", false, "export the items a user crawler pushed instead of the pages: one row per item with its stable ID, page URL, label and index (CSV/Parquet: a column per key of the items, typed in Parquet)")
 	results.Flags().BoolVar(&follow, "follow", false, "with --items: stream the items as they are recorded (JSON lines) until the job ends or Ctrl-C")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
-	return append(append([]*cobra.Command{list, status}, controlCmds(g, tf)...), results)
+	return results
 }
 
 // jobStats is a job's stats as `baton results --stats --format json`

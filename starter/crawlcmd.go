@@ -94,7 +94,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 // addJobFlags: the job's ID, its crawler and the deprecated timer profile.
 func (cf *crawlFlags) addJobFlags(f *pflag.FlagSet) {
 	f.StringVar(&cf.id, "id", "", "job ID (default: generated)")
-	f.StringVar(&cf.crawlerName, "crawler", "", "the crawler that runs the job's pages: a user crawler a worker binary of the group carries (NAME or NAME@VERSION; see `baton cluster`), default the built-in one")
+	f.StringVar(&cf.crawlerName, "crawler", "", "the crawler that runs the job's pages: a user crawler a worker binary of the group carries (NAME or NAME@VERSION; baton cluster lists them), default the built-in one")
 	f.StringArrayVar(&cf.sets, "set", nil, "an option of the user crawler, key=value (repeatable; checked against the options the workers advertise)")
 	f.StringVar(&cf.profile, "timers", "default", "timer profile (default or fast)")
 	_ = f.MarkDeprecated("timers", "the job uses the group's timer profile, as its workers are configured")

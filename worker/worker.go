@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -54,23 +56,68 @@ import (
 // (the flags of baton-worker) with the given crawlers besides the built-in
 // one, until it stops (SIGTERM, Ctrl-C), and returns its exit code: the
 // body of a worker binary's main is os.Exit(worker.Main(crawlers...)).
+// It calls itself by the binary's name (in --help, --version and its
+// errors) and lists the crawlers it carries in --help and --version.
 func Main(crawlers ...*crawler.Crawler) int {
-	return Execute(os.Args[1:], os.Stdout, os.Stderr, crawlers...)
+	return Program{Name: filepath.Base(os.Args[0]), Crawlers: crawlers}.Execute(os.Args[1:], os.Stdout, os.Stderr)
 }
 
-// Execute is Main with its arguments and outputs given.
+// Execute is Main with its arguments and outputs given, named
+// baton-worker.
 func Execute(args []string, stdout, stderr io.Writer, crawlers ...*crawler.Crawler) int {
+	return Program{Crawlers: crawlers}.Execute(args, stdout, stderr)
+}
+
+// Program is a worker binary: its name and the crawlers it carries
+// besides the built-in one.
+type Program struct {
+	// Name is what it calls itself in --help, --version and its errors;
+	// "" means baton-worker.
+	Name     string
+	Crawlers []*crawler.Crawler
+}
+
+// Execute runs the worker with args (Main).
+func (p Program) Execute(args []string, stdout, stderr io.Writer) int {
+	name := p.Name
+	if name == "" || name == "." || name == string(filepath.Separator) {
+		name = "baton-worker"
+	}
 	cfg := DefaultConfig()
+	cmd := p.command(name, &cfg)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	if err == nil {
+		return exitcode.OK
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	code := exitcode.Of(err)
+	if code == exitcode.Failure && strings.Contains(err.Error(), "unknown command") {
+		code = exitcode.Usage // cobra.NoArgs: a stray argument
+	}
+	if code == exitcode.Usage {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+	}
+	return code
+}
+
+// command is the worker's command, named name, configured into cfg.
+func (p Program) command(name string, cfg *Config) *cobra.Command {
+	carried := carriedList(p.Crawlers)
 	cmd := &cobra.Command{
-		Use:     "baton-worker",
+		Use:     name,
 		Short:   "Run one Baton crawler instance (a Runner or a Backup Runner)",
 		Version: version.String(),
-		Long: `baton-worker runs one crawler instance of a Baton cluster.
+		Long: name + ` runs one crawler instance of a Baton cluster.
 
 It registers the instance in ZooKeeper, takes part in the election, and runs
 its role (Runner, Primary or Secondary Backup Runner) as durable Temporal
 workflows on its own task queue. Restarted with the same --name it resumes;
 declared dead meanwhile, it rejoins as a backup.
+
+Crawlers it carries: ` + carried + `.
 
 Every flag can also be set with an environment variable, shown with it.
 
@@ -85,8 +132,8 @@ line: ZooKeeper digest credentials user:password from --zk-auth-file or
 $BATON_ZK_AUTH, a Temporal API key from --temporal-api-key-file or
 $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 --temporal-tls-key-file.`,
-		Example: `  baton-worker --name sc-crawler_1 --runner 2 --backup 1
-  BATON_NAME=sc-crawler_2 BATON_TIMERS=fast baton-worker`,
+		Example: `  ` + name + ` --name sc-crawler_1 --runner 2 --backup 1
+  BATON_NAME=sc-crawler_2 BATON_TIMERS=fast ` + name,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -100,36 +147,67 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 			if err := cfg.Validate(); err != nil {
 				return exitcode.With(exitcode.Usage, fmt.Errorf("invalid configuration: %w", err))
 			}
-			carried, err := checkCrawlers(crawlers)
+			crawlers, err := checkCrawlers(p.Crawlers)
 			if err != nil {
 				return exitcode.With(exitcode.Usage, err)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return run(ctx, cfg, carried)
+			return run(ctx, *cfg, crawlers)
 		},
 	}
-	cmd.SetVersionTemplate("baton-worker {{.Version}}\n")
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
+	cmd.SetVersionTemplate(name + " {{.Version}}\ncrawlers: " + carried + "\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.With(exitcode.Usage, err) })
 	cfg.AddFlags(cmd.Flags())
 	flagenv.Document(cmd.Flags(), "BATON")
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	if err == nil {
-		return exitcode.OK
-	}
-	fmt.Fprintf(stderr, "baton-worker: %v\n", err)
-	code := exitcode.Of(err)
-	if code == exitcode.Failure && strings.Contains(err.Error(), "unknown command") {
-		code = exitcode.Usage // cobra.NoArgs: a stray argument
-	}
-	if code == exitcode.Usage {
-		fmt.Fprintln(stderr, "Run 'baton-worker --help' for usage.")
-	}
-	return code
+	return cmd
 }
+
+// carriedList names the crawlers a binary carries with their versions,
+// the built-in one first: "builtin v1.2.0, shop 1.0".
+func carriedList(list []*crawler.Crawler) string {
+	names := []string{roles.BuiltinCrawler + " " + builtinVersion()}
+	for _, c := range list {
+		if c == nil {
+			continue
+		}
+		n := c.Name()
+		if v := c.Version(); v != "" {
+			n += " " + v
+		}
+		names = append(names, n)
+	}
+	return strings.Join(names, ", ")
+}
+
+// builtinVersion is the version of the built-in crawler: the version of
+// the Baton module the binary is built with (its -X version when set;
+// the module's version in a worker binary of your own, whose main module
+// is yours; "(devel)" for a build in Baton's repository).
+func builtinVersion() string {
+	if version.Version != "" {
+		return version.Version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	if info.Main.Path == batonModule && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == batonModule {
+			if d.Replace != nil && d.Replace.Version != "" {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "(devel)"
+}
+
+// batonModule is the path of Baton's module.
+const batonModule = "github.com/batoncrawl/baton"
 
 func newLogger(cfg Config) *slog.Logger {
 	var lvl slog.Level
@@ -164,7 +242,7 @@ func checkCrawlers(list []*crawler.Crawler) (map[string]*crawler.Crawler, error)
 // advertised is what the worker writes in its Crawlers znode: the built-in
 // crawler (its version is the binary's) and the registered ones, by name.
 func advertised(crawlers map[string]*crawler.Crawler) roles.Crawlers {
-	cr := roles.Crawlers{List: []roles.CrawlerInfo{{Name: roles.BuiltinCrawler, Version: version.String()}}}
+	cr := roles.Crawlers{List: []roles.CrawlerInfo{{Name: roles.BuiltinCrawler, Version: builtinVersion()}}}
 	names := make([]string, 0, len(crawlers))
 	for n := range crawlers {
 		names = append(names, n)

@@ -132,7 +132,9 @@ func (cf *crawlFlags) addRequestFlags(f *pflag.FlagSet) {
 	f.StringVar(&cf.proxy, "proxy", "", "proxy of every request of this job: http://, https:// or socks5://host:port, its user:password in $BATON_PROXY_CREDENTIALS (default: $HTTP_PROXY/$HTTPS_PROXY)")
 	f.BoolVar(&cf.denyPrivate, "deny-private", false, "refuse private, loopback and link-local addresses for every request of the job but the seed and sitemap URLs typed (their redirects, sitemap entries, robots.txt and links included)")
 	f.DurationVar(&cf.timeout, "timeout", cf.def.Timeout, "time limit of one request")
+	f.Int64Var(&cf.maxBody, "max-body-bytes", cf.def.MaxBodyBytes, "largest body read, in bytes")
 	f.Int64Var(&cf.maxBody, "max-body", cf.def.MaxBodyBytes, "largest body read, in bytes")
+	_ = f.MarkDeprecated("max-body", "use --max-body-bytes")
 	f.StringArrayVar(&cf.cookies, "cookie", nil, "cookie name=value sent with every request (repeatable)")
 	f.StringArrayVar(&cf.authz, "authorization", nil, "authorization: Bearer=TOKEN, Basic=B64 or Header=value (repeatable)")
 }

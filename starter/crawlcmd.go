@@ -110,7 +110,7 @@ func (cf *crawlFlags) addScopeFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&cf.sitemaps, "sitemap", nil, "crawl the pages a sitemap or sitemap index lists (URL, repeatable); 'robots' reads the Sitemap: lines of the seeds' robots.txt")
 	f.BoolVar(&cf.follow, "follow", false, "follow links within the allowed domains")
 	f.IntVar(&cf.depth, "depth", 2, "with --follow: link depth limit (seeds are depth 0); with --crawler: none unless given")
-	f.IntVar(&cf.maxPages, "max-pages", 1000, "most pages in the job (0: no limit)")
+	f.IntVar(&cf.maxPages, "max-pages", 1000, "most pages in the job (0: no limit); with --crawler: none unless given. A job that reaches it says so in --wait, status and its stats")
 	f.StringArrayVar(&cf.domains, "allow-domain", nil, "domain links may stay within (repeatable; default: the seeds' hosts)")
 	f.BoolVar(&cf.keepTracking, "keep-tracking-params", false, "keep tracking parameters (utm_*, fbclid, gclid, ...) in seeds and links; by default they are removed")
 	f.IntVar(&cf.batch, "batch-size", 0, "most URLs in one batch, a Runner's lease on the job (it starts small and grows as the Runner pulls work; then the job hands out the next); 0: a lease lasts while the frontier has work")
@@ -265,8 +265,13 @@ func (cf *crawlFlags) crawler(cmd *cobra.Command, g *globals, lf linkFlags) (ver
 		return "", nil, err
 	}
 	cf.crawlerName, _, _ = strings.Cut(cf.crawlerName, "@")
+	// A user crawler's handlers choose their links: no depth limit and no
+	// page cap unless asked.
 	if !cmd.Flags().Changed("depth") {
-		cf.depth = 0 // a user crawler's handlers choose their links: no depth limit unless asked
+		cf.depth = 0
+	}
+	if !cmd.Flags().Changed("max-pages") {
+		cf.maxPages = 0
 	}
 	return version, sets, nil
 }

@@ -166,6 +166,18 @@ func queryProgress(ctx context.Context, c client.Client, wid string) (workflows.
 	return p, v.Get(&p)
 }
 
+// maxPagesNote says that a job reached its --max-pages cap ("" when it
+// did not): its pages are not all the site has.
+func maxPagesNote(p workflows.JobProgress) string {
+	if !p.MaxPagesReached {
+		return ""
+	}
+	if p.State == workflows.JobCompleted {
+		return fmt.Sprintf("; stopped at --max-pages %d", p.MaxPages)
+	}
+	return fmt.Sprintf("; --max-pages %d reached: no more URLs taken", p.MaxPages)
+}
+
 // printSummary writes a finished job's outcome.
 func printSummary(w io.Writer, p workflows.JobProgress) {
 	d := p.FinishedAt.Sub(p.StartedAt)
@@ -173,8 +185,8 @@ func printSummary(w io.Writer, p workflows.JobProgress) {
 	if d > 0 {
 		rate = float64(p.Stats.Recorded) / d.Seconds()
 	}
-	fmt.Fprintf(w, "job %s %s: %d pages (%d failed), %d batches, %d re-queued, in %v (%.1f pages/s)\n",
-		p.ID, p.State, p.Stats.Recorded, p.Stats.Failed, p.Batches, p.Requeued, d.Round(time.Millisecond), rate)
+	fmt.Fprintf(w, "job %s %s: %d pages (%d failed%s), %d batches, %d re-queued, in %v (%.1f pages/s)\n",
+		p.ID, p.State, p.Stats.Recorded, p.Stats.Failed, maxPagesNote(p), p.Batches, p.Requeued, d.Round(time.Millisecond), rate)
 	if p.FailedBatches > 0 {
 		fmt.Fprintf(w, "%d batches failed; the last because: %s\n", p.FailedBatches, p.LastError)
 	}

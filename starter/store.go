@@ -444,7 +444,7 @@ func printProgress(w io.Writer, p workflows.JobProgress) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "JOB\t%s\n", p.ID)
 	fmt.Fprintf(tw, "STATE\t%s\n", p.State)
-	fmt.Fprintf(tw, "PAGES\t%d recorded, %d failed, %d queued, %d seen\n", p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, p.Stats.Seen)
+	fmt.Fprintf(tw, "PAGES\t%d recorded, %d failed, %d queued, %d seen%s\n", p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, p.Stats.Seen, maxPagesNote(p))
 	if p.Stats.Items > 0 {
 		fmt.Fprintf(tw, "ITEMS\t%d recorded\n", p.Stats.Items)
 	}
@@ -576,6 +576,9 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 		return p, err
 	}
 	p.Stats = st
+	if spec, err := js.Spec(ctx, job); err == nil {
+		p.MaxPages, p.MaxPagesReached = spec.MaxPages, jobs.MaxPagesReached(spec, st)
+	}
 	if p.State == "" {
 		p.State = "unknown"
 	}

@@ -96,7 +96,17 @@ type Reopen struct {
 // JobProgress is what the progress query and the result return.
 type JobProgress struct {
 	ID string `json:"id"`
+	// MaxPages is the job's cap on pages (--max-pages; 0: none), and
+	// MaxPagesReached says whether the job took as many URLs as it allows:
+	// links beyond it were not crawled.
+	MaxPages        int  `json:"max_pages,omitempty"`
+	MaxPagesReached bool `json:"max_pages_reached,omitempty"`
 	JobState
+}
+
+// NewJobProgress is the progress of the job of spec in state st.
+func NewJobProgress(spec jobs.Spec, st JobState) JobProgress {
+	return JobProgress{ID: spec.ID, MaxPages: spec.MaxPages, MaxPagesReached: jobs.MaxPagesReached(spec, st.Stats), JobState: st}
 }
 
 // CrawlJob runs one crawl over the cluster: it splits the frontier into

@@ -45,7 +45,7 @@ func newJobFlow(ctx workflow.Context, in JobInput, v1 bool) (*jobFlow, error) {
 	return f, nil
 }
 
-func (f *jobFlow) progress() JobProgress { return JobProgress{ID: f.spec.ID, JobState: f.st} }
+func (f *jobFlow) progress() JobProgress { return NewJobProgress(f.spec, f.st) }
 
 // memo writes the job's counters into its memo.
 func (f *jobFlow) memo(ctx workflow.Context) {

@@ -259,19 +259,11 @@ func (a *Activities) runTask(ctx context.Context, in cluster.RunTaskInput) (clus
 	if t.Job != nil {
 		return a.runBatch(ctx, m, owner, t, write, res, start)
 	}
-	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
-		t = t.Clone()
-		t.RunningStatus = roles.TaskProcessing
-		if t.NextIndex < len(t.RunningContent) {
-			t.InProgressingID = strconv.Itoa(t.RunningContent[t.NextIndex].TaskID)
-		}
-		if t, err = write(t); err != nil {
-			return res, err
-		}
+	if t, err = markProcessing(t, m.Name, write); err != nil {
+		return res, err
 	}
 	res.Epoch = t.Epoch
-	defer a.Deps.Metrics.TaskStarted()()
-	defer keepAlive(ctx, m.Timers.UpdateTime)()
+	defer a.started(ctx, m)()
 	log := a.Deps.Logger(ctx)
 	log.Info("running task", "from", t.NextIndex, "requests", len(t.RunningContent))
 	// Two stages: request i+1 is fetched while the result of request i is
@@ -336,4 +328,29 @@ func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// markProcessing writes the Task as processing, held by self, unless it
+// says so already (a plain Task also names the request in progress).
+func markProcessing(t roles.Task, self string, write func(roles.Task) (roles.Task, error)) (roles.Task, error) {
+	if t.RunningStatus == roles.TaskProcessing && t.Holder == self {
+		return t, nil
+	}
+	t = t.Clone()
+	t.RunningStatus = roles.TaskProcessing
+	if t.Job == nil && t.NextIndex < len(t.RunningContent) {
+		t.InProgressingID = strconv.Itoa(t.RunningContent[t.NextIndex].TaskID)
+	}
+	return write(t)
+}
+
+// started counts a Task as started and keeps its activity alive until the
+// function it returns is called.
+func (a *Activities) started(ctx context.Context, m cluster.Member) func() {
+	done := a.Deps.Metrics.TaskStarted()
+	stop := keepAlive(ctx, m.Timers.UpdateTime)
+	return func() {
+		stop()
+		done()
+	}
 }

@@ -210,6 +210,21 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 	if err := observe(time.Now()); err != nil {
 		return last, err
 	}
+	// recheck looks at the Runners again, unless Temporal is away: without
+	// it no heartbeat is written (they are Temporal activities), so a
+	// Runner's stale heartbeat says nothing until the workers serve again.
+	recheck := func(now time.Time) (checked bool, err error) {
+		if tw.holding(now) {
+			watch.since = time.Time{}
+			return false, nil
+		}
+		if err := observe(now); err != nil {
+			_ = v.pb.Exit()
+			fmt.Fprintln(v.bar)
+			return true, err
+		}
+		return true, nil
+	}
 	for {
 		select {
 		case err := <-done:
@@ -252,28 +267,16 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 				v.show(a.p, a.at)
 			}
 		case now := <-check.C:
-			if tw.holding(now) {
-				// Without Temporal no heartbeat is written (they are
-				// Temporal activities): a Runner's stale heartbeat says
-				// nothing until the workers serve again.
-				watch.since = time.Time{}
-				continue
-			}
-			if err := observe(now); err != nil {
-				_ = v.pb.Exit()
-				fmt.Fprintln(v.bar)
+			checked, err := recheck(now)
+			if err != nil {
 				return last, err
 			}
-			fo.group(watch.state)
+			if checked {
+				fo.group(watch.state)
+			}
 		case now := <-giveUpC:
 			giveUp, giveUpC, armed = nil, nil, time.Time{}
-			if tw.holding(now) {
-				watch.since = time.Time{}
-				continue
-			}
-			if err := observe(now); err != nil {
-				_ = v.pb.Exit()
-				fmt.Fprintln(v.bar)
+			if _, err := recheck(now); err != nil {
 				return last, err
 			}
 		case <-ctx.Done():

@@ -112,19 +112,14 @@ func (s *storeFlags) openWith(ctx context.Context, g *globals, existing bool) (*
 }
 
 func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identity) error {
-	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
-	if exitcode.Of(err) == exitcode.Usage {
-		return err // a bad --zk-hosts or credentials
+	p, data, dialErr, err := g.groupStoreZnode(ctx)
+	if exitcode.Of(dialErr) == exitcode.Usage {
+		return dialErr // a bad --zk-hosts or credentials
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "note: ZooKeeper did not answer (%v): not checking that %s is group %s's store\n", err, id, g.group)
+	if dialErr != nil {
+		fmt.Fprintf(os.Stderr, "note: ZooKeeper did not answer (%v): not checking that %s is group %s's store\n", dialErr, id, g.group)
 		return nil
 	}
-	defer closeZK()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	p := jobs.StorePath(g.zk.Root, g.group)
-	data, _, err := c.Store.Get(ctx, p)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return nil // the group has not formed with a store yet
 	}
@@ -145,15 +140,10 @@ func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identit
 // workers recorded it in ZooKeeper (jobs.StorePath), for the error of a
 // store not found: "" when ZooKeeper does not answer quickly or has none.
 func (s *storeFlags) groupStoreHint(ctx context.Context, g *globals) string {
-	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
-	if err != nil {
+	p, data, dialErr, err := g.groupStoreZnode(ctx)
+	if dialErr != nil {
 		return ""
 	}
-	defer closeZK()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	p := jobs.StorePath(g.zk.Root, g.group)
-	data, _, err := c.Store.Get(ctx, p)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return fmt.Sprintf("; group %s has no store recorded in ZooKeeper (%s): has a worker of the group started?", g.group, p)
 	}
@@ -584,4 +574,20 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 	}
 	fmt.Fprintf(os.Stderr, "note: %v; counters from %s\n", temporalErr, js.Identity())
 	return p, nil
+}
+
+// groupStoreZnode reads the group's store znode (jobs.StorePath) within a
+// few seconds: dialErr when ZooKeeper does not answer, err when the read
+// fails (metadata.ErrNotFound: the group has none recorded).
+func (g *globals) groupStoreZnode(ctx context.Context) (p string, data []byte, dialErr, err error) {
+	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
+	if err != nil {
+		return "", nil, err, nil
+	}
+	defer closeZK()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	p = jobs.StorePath(g.zk.Root, g.group)
+	data, _, err = c.Store.Get(ctx, p)
+	return p, data, nil, err
 }

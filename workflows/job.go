@@ -41,10 +41,10 @@ func JobQueue(group string) string { return fmt.Sprintf("baton.%s.jobs", group) 
 // it). A job's workflow tasks run on any worker of the group, and its first
 // step runs inside one (a local activity: JobAssign, which lingers up to a
 // quarter of a second for the first batches): when that worker dies
-// mid-task, Temporal gives the task to another worker after this timeout,
-// where its default of 10 s stalled the job (and the re-queue of the dead
-// Runner's batch) for 10 s. Local activities longer than this are kept
-// alive by the SDK, which completes the task with a heartbeat first.
+// mid-task, Temporal gives the task to another worker after this timeout
+// (Temporal's default, 10 s, would stall the job and the re-queue of the
+// dead Runner's batch as long). Local activities longer than this are
+// kept alive by the SDK, which completes the task with a heartbeat first.
 const JobTaskTimeout = 2 * time.Second
 
 // JobWorkflowID is the readable workflow ID of a crawl job.

@@ -115,6 +115,9 @@ type awaitLook struct {
 }
 
 // look reads the group's state and every batch in flight, with watches.
+// A batch's end is decided here alone, from its row in the job store
+// (FinishBatch, FailBatch, Requeue): the Task znode its Runner writes when
+// it ends only wakes the look.
 func (w *awaitWatch) look(ctx context.Context, inflight []BatchRef) (*awaitLook, roles.GroupState, error) {
 	l := &awaitLook{tasks: map[string]roles.Task{}, versions: map[string]int32{}}
 	gd, _, gch, err := w.a.Meta.GetW(ctx, w.c.GroupPath())

@@ -23,14 +23,15 @@ const DefaultControlPoll = 200 * time.Millisecond
 // maxCommits is how many group commits of one batch may be under way at
 // once. One: the pages that finish while it runs go into the next, so the
 // groups are larger and the transactions fewer (two side by side cost
-// PostgreSQL a sixth more CPU, BenchmarkPostgresCrawl, for no throughput).
+// PostgreSQL more CPU for no throughput: BenchmarkPostgresCrawl,
+// docs/benchmarks.md).
 const maxCommits = 1
 
 // DefaultCommitLinger is how long a group commit of a batch that has a
 // round of URLs queued of its own, or whose frontier has plenty, waits for
 // commitGroup(conc) pages after the first of them (BatchRunner.crawl):
 // fewer, larger transactions at the same pages/s (BenchmarkPostgresCrawl,
-// README: PostgreSQL against bare Colly).
+// docs/benchmarks.md).
 const DefaultCommitLinger = 40 * time.Millisecond
 
 // commitGroup is the group a commit lingers for: a round of the batch's
@@ -40,9 +41,9 @@ func commitGroup(conc int) int { return max(2, conc, min(2*conc, minCommitGroup)
 const minCommitGroup = 16
 
 // minPull is the fewest URLs a Runner asks the frontier for at a time:
-// three rounds of 8 slots. With 3 Runners × 8 on a cross-linked site
-// (BenchmarkPostgresCrawl, 3 runs each) the first 500 pages took 603–607 ms
-// with 24, 617–641 ms with 16, 621–634 ms with one round (8).
+// three rounds of 8 slots, which starts a cluster of few slots per Runner
+// fastest on a cross-linked site (BenchmarkPostgresCrawl,
+// docs/benchmarks.md).
 const minPull = 24
 
 // A start batch (handed out empty to an idle Runner at a job's start,

@@ -140,9 +140,8 @@ func (a *Activities) waitTask(ctx context.Context, m cluster.Member, until time.
 // after one RunTask waits for the next as WaitTask does (up to lingerFor)
 // and runs it in the same activity: a new job's first batch starts
 // without the Temporal round trips of a WaitTask's end and a RunTask's
-// start (BenchmarkPostgresCrawl, 3 Runners × 8: the batch began 10–35 ms
-// after its Task's write when the Runner had gone back to WaitTask, 1–2
-// ms when RunTask lingered). What WaitTask would return instead (the
+// start (BenchmarkPostgresCrawl, docs/benchmarks.md: the time from a
+// Task's write to its batch's start). What WaitTask would return instead (the
 // Runner marked dead, or stepped down as the group's surplus) ends the
 // RunTask, and the WaitTask after finds it.
 func (a *Activities) RunTask(ctx context.Context, in cluster.RunTaskInput) (cluster.RunTaskResult, error) {

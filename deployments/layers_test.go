@@ -351,7 +351,7 @@ func cycles(pkgs map[string]*pkgInfo) [][]string {
 				visit(m)
 			case open:
 				i := slices.Index(stack, m)
-				found = append(found, append(slices.Clone(stack[i:]), m))
+				found = append(found, canonicalCycle(stack[i:]))
 			}
 		}
 		stack = stack[:len(stack)-1]
@@ -363,6 +363,15 @@ func cycles(pkgs map[string]*pkgInfo) [][]string {
 		}
 	}
 	return found
+}
+
+// canonicalCycle is the cycle through the packages of ring as the path
+// that closes it, starting at its first package by name: the same cycle
+// reads the same whatever package the search entered it by.
+func canonicalCycle(ring []string) []string {
+	i := slices.Index(ring, slices.Min(ring))
+	c := append(slices.Clone(ring[i:]), ring[:i]...)
+	return append(c, c[0])
 }
 
 func checkFileSizes(pkgs map[string]*pkgInfo, limit int) []string {

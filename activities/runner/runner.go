@@ -223,34 +223,7 @@ func (a *Activities) runTask(ctx context.Context, in cluster.RunTaskInput) (clus
 		return res, cluster.Fenced("task of %s is held by %s (epoch %d), not %s", owner, t.Holder, t.Epoch, m.Name)
 	}
 	res.Job = t.Job != nil
-	session := a.Deps.Store.Session()
-	write := func(next roles.Task) (roles.Task, error) {
-		next, op := c.FenceTask(owner, tv, next, m.Name, next.Epoch)
-		if s := a.Deps.Store.Session(); s != session {
-			// The session was lost: make sure we still hold the Task before
-			// writing anything (the compare-and-set below checks it too).
-			cur, _, err := c.GetTask(ctx, owner)
-			if err != nil {
-				return next, err
-			}
-			if cur.Holder != m.Name || cur.Epoch != next.Epoch {
-				return next, cluster.Fenced("after a session loss, task of %s is held by %s at epoch %d", owner, cur.Holder, cur.Epoch)
-			}
-			session = s
-		}
-		err := a.Deps.Store.Multi(ctx, metadata.CheckOp(c.NodePath(m.Name), nv), op)
-		if errors.Is(err, metadata.ErrBadVersion) {
-			cur, _, _ := c.GetTask(ctx, owner)
-			n2, _, _ := c.GetNode(ctx, m.Name)
-			return next, cluster.Fenced("write refused for task of %s at epoch %d: runner %s is now %s, task holder %s epoch %d",
-				owner, next.Epoch, m.Name, n2.Role, cur.Holder, cur.Epoch)
-		}
-		if err != nil {
-			return next, err
-		}
-		tv++
-		return next, nil
-	}
+	write := a.taskWriter(ctx, c, m.Name, owner, nv, tv)
 	if !t.Pending() {
 		res.Epoch, res.Status, res.Result = t.Epoch, t.RunningStatus, t.RunningResult
 		return res, nil
@@ -258,6 +231,13 @@ func (a *Activities) runTask(ctx context.Context, in cluster.RunTaskInput) (clus
 	if t.Job != nil {
 		return a.runBatch(ctx, m, owner, t, write, res, start)
 	}
+	return a.runPlain(ctx, m, owner, t, write, res, start)
+}
+
+// runPlain runs a plain Task's requests from next_index, each result
+// recorded in the write that advances next_index.
+func (a *Activities) runPlain(ctx context.Context, m cluster.Member, owner string, t roles.Task, write func(roles.Task) (roles.Task, error), res cluster.RunTaskResult, start time.Time) (cluster.RunTaskResult, error) {
+	var err error
 	if t, err = markProcessing(t, m.Name, write); err != nil {
 		return res, err
 	}
@@ -306,6 +286,41 @@ func (a *Activities) runTask(ctx context.Context, in cluster.RunTaskInput) (clus
 	res.Duration = a.Deps.Now().Sub(start)
 	log.Info("task finished", "status", t.RunningStatus, "success", t.RunningResult.SuccessCount, "fail", t.RunningResult.FailCount)
 	return res, nil
+}
+
+// taskWriter returns the write of owner's Task by runner self: fenced by
+// the Task's epoch and version (tv, raised by each write) and self's
+// NodeState version nv, and, after a ZooKeeper session loss, by a fresh
+// read of the Task's holder.
+func (a *Activities) taskWriter(ctx context.Context, c *metadata.Cluster, self, owner string, nv, tv int32) func(roles.Task) (roles.Task, error) {
+	session := a.Deps.Store.Session()
+	return func(next roles.Task) (roles.Task, error) {
+		next, op := c.FenceTask(owner, tv, next, self, next.Epoch)
+		if s := a.Deps.Store.Session(); s != session {
+			// The session was lost: make sure we still hold the Task before
+			// writing anything (the compare-and-set below checks it too).
+			cur, _, err := c.GetTask(ctx, owner)
+			if err != nil {
+				return next, err
+			}
+			if cur.Holder != self || cur.Epoch != next.Epoch {
+				return next, cluster.Fenced("after a session loss, task of %s is held by %s at epoch %d", owner, cur.Holder, cur.Epoch)
+			}
+			session = s
+		}
+		err := a.Deps.Store.Multi(ctx, metadata.CheckOp(c.NodePath(self), nv), op)
+		if errors.Is(err, metadata.ErrBadVersion) {
+			cur, _, _ := c.GetTask(ctx, owner)
+			n2, _, _ := c.GetNode(ctx, self)
+			return next, cluster.Fenced("write refused for task of %s at epoch %d: runner %s is now %s, task holder %s epoch %d",
+				owner, next.Epoch, self, n2.Role, cur.Holder, cur.Epoch)
+		}
+		if err != nil {
+			return next, err
+		}
+		tv++
+		return next, nil
+	}
 }
 
 // keepAlive records an activity heartbeat every interval until the returned

@@ -254,6 +254,12 @@ type pkgInfo struct {
 	files map[string]int
 	// vars are its package-level variables.
 	vars []string
+	// funcs are the line counts of its non-test functions and methods, by
+	// "file: Recv.Name", for a product package; nil otherwise.
+	funcs map[string]int
+	// methods are the method counts of its types, for a product package;
+	// nil otherwise.
+	methods map[string]int
 }
 
 func checkLayers(pkgs map[string]*pkgInfo, layers []layer, allowed []allowedImport) []string {
@@ -350,7 +356,7 @@ func cycles(pkgs map[string]*pkgInfo) [][]string {
 				visit(m)
 			case open:
 				i := slices.Index(stack, m)
-				found = append(found, append(slices.Clone(stack[i:]), m))
+				found = append(found, canonicalCycle(stack[i:]))
 			}
 		}
 		stack = stack[:len(stack)-1]
@@ -362,6 +368,15 @@ func cycles(pkgs map[string]*pkgInfo) [][]string {
 		}
 	}
 	return found
+}
+
+// canonicalCycle is the cycle through the packages of ring as the path
+// that closes it, starting at its first package by name: the same cycle
+// reads the same whatever package the search entered it by.
+func canonicalCycle(ring []string) []string {
+	i := slices.Index(ring, slices.Min(ring))
+	c := append(slices.Clone(ring[i:]), ring[:i]...)
+	return append(c, c[0])
 }
 
 func checkFileSizes(pkgs map[string]*pkgInfo, limit int) []string {
@@ -423,7 +438,7 @@ func loadModule(t *testing.T) (string, map[string]*pkgInfo) {
 		info := &pkgInfo{}
 		product := !slices.Contains(strings.Split(rel, "/"), "testdata") && !strings.HasPrefix(rel, "worker/examples/")
 		if product {
-			info.files = map[string]int{}
+			info.files, info.funcs, info.methods = map[string]int{}, map[string]int{}, map[string]int{}
 		}
 		for _, f := range slices.Concat(l.GoFiles, l.CgoFiles, l.IgnoredGoFiles) {
 			if strings.HasSuffix(f, "_test.go") {
@@ -448,6 +463,7 @@ func loadModule(t *testing.T) (string, map[string]*pkgInfo) {
 			info.vars = append(info.vars, packageVars(file)...)
 			if product {
 				info.files[rel+"/"+f] = lines(src)
+				measureFuncs(fset, file, rel+"/"+f, info)
 			}
 		}
 		pkgs[rel] = info
@@ -511,9 +527,10 @@ func lines(src []byte) int {
 func cloneGraph(g map[string]*pkgInfo) map[string]*pkgInfo {
 	out := make(map[string]*pkgInfo, len(g))
 	for k, v := range g {
-		out[k] = &pkgInfo{imports: slices.Clone(v.imports), files: maps.Clone(v.files), vars: v.vars}
+		out[k] = &pkgInfo{imports: slices.Clone(v.imports), files: maps.Clone(v.files), vars: v.vars,
+			funcs: maps.Clone(v.funcs), methods: maps.Clone(v.methods)}
 		if out[k].files == nil {
-			out[k].files = map[string]int{}
+			out[k].files, out[k].funcs, out[k].methods = map[string]int{}, map[string]int{}, map[string]int{}
 		}
 	}
 	return out

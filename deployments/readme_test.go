@@ -23,10 +23,6 @@ func docPages(t *testing.T) []string {
 	return append([]string{"../README.md"}, pages...)
 }
 
-// pendingPages are pages the README links to that are written on other
-// branches; until they are merged a link to one is logged, not failed.
-var pendingPages = []string{"docs/security.md", "docs/rendering.md"}
-
 // block is a fenced code block of a Markdown page.
 type block struct {
 	lang, text string
@@ -114,10 +110,6 @@ func TestDocLinksResolve(t *testing.T) {
 				}
 				rel, _ := filepath.Rel("..", path)
 				if _, err := os.Stat(path); err != nil {
-					if slices.Contains(pendingPages, filepath.ToSlash(rel)) {
-						t.Logf("%s: %s is written on another branch", where, rel)
-						continue
-					}
 					t.Errorf("%s: no such file %s", where, rel)
 					continue
 				}

@@ -150,7 +150,9 @@ type taskView struct {
 	Failed    int    `json:"failed"`
 	Holder    string `json:"holder,omitempty"`
 	Epoch     int64  `json:"epoch"`
-	Job       string `json:"job,omitempty"`
+	// Job is the crawl job whose batch the Task runs now (only while it
+	// is processing: an ended Task keeps the ID of its last batch's job).
+	Job string `json:"job,omitempty"`
 }
 
 // readCluster reads GroupState and every instance's node, heartbeat and
@@ -193,7 +195,7 @@ func readCluster(ctx context.Context, c *metadata.Cluster, now time.Time) (clust
 		if t, _, err := c.GetTask(ctx, n); err == nil {
 			in.Task = &taskView{Status: string(t.RunningStatus), Requests: len(t.RunningContent), NextIndex: t.NextIndex,
 				OK: t.RunningResult.SuccessCount, Failed: t.RunningResult.FailCount, Holder: t.Holder, Epoch: t.Epoch}
-			if t.Job != nil {
+			if t.Job != nil && t.RunningStatus == roles.TaskProcessing {
 				in.Task.Job = t.Job.ID
 			}
 		} else {
@@ -242,6 +244,9 @@ func printCluster(ctx context.Context, w io.Writer, c *metadata.Cluster, now tim
 		}
 		if t := in.Task; t != nil {
 			task = t.Status
+			if t.Job != "" {
+				task += " (job " + t.Job + ")"
+			}
 			if t.Requests > 0 {
 				progress = fmt.Sprintf("%d/%d (ok %d, failed %d)", t.NextIndex, t.Requests, t.OK, t.Failed)
 			}

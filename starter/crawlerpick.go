@@ -78,7 +78,7 @@ func pickCrawler(ctx context.Context, g *globals, name string, sets map[string]s
 	}
 	versions := byName[name]
 	if len(versions) == 0 || (want != "" && len(versions[want]) == 0) {
-		return "", usage("--crawler %s: no worker of group %s carries it; the group has: %s", strings.TrimSuffix(name+"@"+want, "@"), g.group, describeCrawlers(byName))
+		return "", unknownCrawler(name, want, g.group, byName)
 	}
 	version = want
 	if version == "" {
@@ -97,4 +97,58 @@ func pickCrawler(ctx context.Context, g *globals, name string, sets map[string]s
 		return "", usage("--set: %v", err)
 	}
 	return version, nil
+}
+
+// unknownCrawler is the usage error of a --crawler no worker of the group
+// carries: it names the crawlers the group has and, for a name the group
+// does not know, the nearest one.
+func unknownCrawler(name, want, group string, byName map[string]map[string][]string) error {
+	hint := ""
+	if len(byName[name]) == 0 {
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if near := nearestName(name, names); near != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", near)
+		}
+	}
+	return usage("--crawler %s: no worker of group %s carries it%s; the group has: %s",
+		strings.TrimSuffix(name+"@"+want, "@"), group, hint, describeCrawlers(byName))
+}
+
+// nearestName returns the name of names nearest to name by edit distance,
+// if it is near enough to be a typo of it (at most a third of its
+// letters, and at least two, apart); "" when none is.
+func nearestName(name string, names []string) string {
+	best, bestD := "", max(2, len(name)/3)+1
+	for _, n := range names {
+		if d := editDistance(name, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -159,34 +158,7 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 // delays the Runner check: --wait-for-runners is kept to about a tenth of
 // a second.
 func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, live *runnerCheck, bar, errw io.Writer) (workflows.JobProgress, error) {
-	// A bar redrawn in place is for a terminal; to a log or a pipe, a
-	// plain line when the progress changed, every few seconds at most.
-	lines := progressLines{w: bar, every: progressLineEvery}
-	if f, ok := bar.(*os.File); !ok || isTerminal(f) {
-		lines.w = nil
-	} else {
-		bar = io.Discard
-	}
-	model := &progressModel{growing: co.growing, maxPages: co.maxPages}
-	// Its own count and rate are in the description (the library's rate
-	// is the rate between two redraws, which swings with group commits).
-	pb := progressbar.NewOptions(-1, progressbar.OptionSetWriter(bar), progressbar.OptionSetDescription("crawling"),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
-		// No spinner goroutine: the library's reads its state unlocked (a
-		// data race under -race); the bar is redrawn at every poll anyway.
-		progressbar.OptionSetSpinnerChangeInterval(0))
-	sized := false
-	show := func(p workflows.JobProgress, now time.Time) {
-		model.observe(now, p)
-		if model.total > 0 && !sized {
-			sized = true
-			pb.ChangeMax(model.total)
-		}
-		_ = pb.Set(model.done)
-		desc := model.describe(p)
-		pb.Describe(desc)
-		lines.show(now, desc)
-	}
+	v := co.newProgressView(bar)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -238,6 +210,21 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 	if err := observe(time.Now()); err != nil {
 		return last, err
 	}
+	// recheck looks at the Runners again, unless Temporal is away: without
+	// it no heartbeat is written (they are Temporal activities), so a
+	// Runner's stale heartbeat says nothing until the workers serve again.
+	recheck := func(now time.Time) (checked bool, err error) {
+		if tw.holding(now) {
+			watch.since = time.Time{}
+			return false, nil
+		}
+		if err := observe(now); err != nil {
+			_ = v.pb.Exit()
+			fmt.Fprintln(v.bar)
+			return true, err
+		}
+		return true, nil
+	}
 	for {
 		select {
 		case err := <-done:
@@ -249,10 +236,10 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 				continue
 			}
 			if err == nil {
-				show(final, time.Now())
+				v.show(final, time.Now())
 			}
-			_ = pb.Finish()
-			fmt.Fprintln(bar)
+			_ = v.pb.Finish()
+			fmt.Fprintln(v.bar)
 			if err != nil {
 				return last, fmt.Errorf("job workflow failed: %w", err)
 			}
@@ -277,31 +264,19 @@ func (co *crawlOutput) wait(ctx context.Context, c client.Client, wid string, li
 			if a.err == nil {
 				fo.progress(last, a.p)
 				last = a.p
-				show(a.p, a.at)
+				v.show(a.p, a.at)
 			}
 		case now := <-check.C:
-			if tw.holding(now) {
-				// Without Temporal no heartbeat is written (they are
-				// Temporal activities): a Runner's stale heartbeat says
-				// nothing until the workers serve again.
-				watch.since = time.Time{}
-				continue
-			}
-			if err := observe(now); err != nil {
-				_ = pb.Exit()
-				fmt.Fprintln(bar)
+			checked, err := recheck(now)
+			if err != nil {
 				return last, err
 			}
-			fo.group(watch.state)
+			if checked {
+				fo.group(watch.state)
+			}
 		case now := <-giveUpC:
 			giveUp, giveUpC, armed = nil, nil, time.Time{}
-			if tw.holding(now) {
-				watch.since = time.Time{}
-				continue
-			}
-			if err := observe(now); err != nil {
-				_ = pb.Exit()
-				fmt.Fprintln(bar)
+			if _, err := recheck(now); err != nil {
 				return last, err
 			}
 		case <-ctx.Done():

@@ -22,7 +22,7 @@ var specFlags = map[string]string{
 	"options.delay":           "--delay",
 	"options.parallelism":     "--parallelism",
 	"options.retries":         "--retries",
-	"options.max_body_bytes":  "--max-body",
+	"options.max_body_bytes":  "--max-body-bytes",
 	"options.timeout":         "--timeout",
 	"options.user_agent":      "--user-agent",
 	"options.follow_allow":    "--follow-allow",

@@ -28,7 +28,7 @@ func TestSpecErrorsNameTheFlag(t *testing.T) {
 		{func(s *jobs.Spec) { s.BatchSize = -1 }, "--batch-size: -1 is negative"},
 		{func(s *jobs.Spec) { s.Options.Retries = 101 }, "--retries: is 101, must be <= 100"},
 		{func(s *jobs.Spec) { s.Options.Parallelism = -1 }, "--parallelism: "},
-		{func(s *jobs.Spec) { s.Options.MaxBodyBytes = -1 }, "--max-body: "},
+		{func(s *jobs.Spec) { s.Options.MaxBodyBytes = -1 }, "--max-body-bytes: "},
 		{func(s *jobs.Spec) { s.Options.Timeout = -1 }, "--timeout: "},
 		{func(s *jobs.Spec) { s.Options.Delay = -1 }, "--delay: "},
 		{func(s *jobs.Spec) { s.Options.Selectors = map[string]string{"p": "a["} }, "--select p: invalid CSS selector"},

@@ -37,11 +37,11 @@ func groupLimits(ctx context.Context, g *globals) (l jobs.Limits, ok bool, note 
 
 // checkGroupLimits refuses a job above the group's limits before it is
 // submitted (exit 2, naming the flag, its value and the cap). The
-// built-in defaults of --max-body and --timeout, when not given, are
+// built-in defaults of --max-body-bytes and --timeout, when not given, are
 // lowered to caps below them.
 func checkGroupLimits(cmd *cobra.Command, l jobs.Limits, spec *jobs.Spec) error {
 	o := &spec.Options
-	if !cmd.Flags().Changed("max-body") && l.MaxBodyBytes > 0 && o.MaxBodyBytes > l.MaxBodyBytes {
+	if !cmd.Flags().Changed("max-body-bytes") && !cmd.Flags().Changed("max-body") && l.MaxBodyBytes > 0 && o.MaxBodyBytes > l.MaxBodyBytes {
 		o.MaxBodyBytes = l.MaxBodyBytes
 	}
 	if !cmd.Flags().Changed("timeout") && l.MaxTimeout > 0 && o.Timeout > l.MaxTimeout {

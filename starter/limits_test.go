@@ -14,7 +14,7 @@ import (
 
 // The CLI refuses a job above the group's limits with exit code 2, naming
 // its own flag, the value, the cap and the workers' flag; the defaults of
-// --max-body and --timeout not given are lowered to the caps.
+// --max-body-bytes and --timeout not given are lowered to the caps.
 func TestCheckGroupLimits(t *testing.T) {
 	l := jobs.Limits{MaxBodyBytes: 1 << 20, MaxTimeout: 5 * time.Second, MaxDelay: time.Second, BodiesRoot: "/srv/bodies"}
 	check := func(args []string, mod func(*jobs.Spec)) (jobs.Spec, error) {
@@ -37,8 +37,11 @@ func TestCheckGroupLimits(t *testing.T) {
 		mod  func(*jobs.Spec)
 		msg  string
 	}{
+		{[]string{"--max-body-bytes", "5000000"}, func(s *jobs.Spec) { s.Options.MaxBodyBytes = 5000000 },
+			"invalid crawl: --max-body-bytes: 5000000 is above this group's cap of 1048576 (the workers' --max-job-body-bytes)"},
+		// --max-body, the deprecated name of --max-body-bytes, counts as given.
 		{[]string{"--max-body", "5000000"}, func(s *jobs.Spec) { s.Options.MaxBodyBytes = 5000000 },
-			"invalid crawl: --max-body: 5000000 is above this group's cap of 1048576 (the workers' --max-job-body-bytes)"},
+			"invalid crawl: --max-body-bytes: 5000000 is above this group's cap of 1048576 (the workers' --max-job-body-bytes)"},
 		{[]string{"--timeout", "1m"}, func(s *jobs.Spec) { s.Options.Timeout = time.Minute },
 			"invalid crawl: --timeout: 1m0s is above this group's cap of 5s (the workers' --max-job-timeout)"},
 		{nil, func(s *jobs.Spec) { s.Options.Delay = time.Minute },

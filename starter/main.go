@@ -47,6 +47,25 @@ func main() {
 // execute runs the CLI with args, writing to stdout and stderr, and returns
 // the exit code.
 func execute(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitcode.OK
+	}
+	fmt.Fprintf(stderr, "baton: %v\n", err)
+	code := exitcode.Of(err)
+	if code == exitcode.Failure && isArgsError(err) {
+		code = exitcode.Usage
+	}
+	if code == exitcode.Usage {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return code
+}
+
+// newRootCmd is the baton command with all its subcommands.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{zk: connect.DefaultZooKeeper(), group: roles.DefaultGroup, connectTimeout: defaultConnectTimeout}
 	root := &cobra.Command{
 		Use:     "baton",
@@ -98,20 +117,7 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 	flagenv.Document(root.PersistentFlags(), "BATON")
 	root.AddCommand(clusterCmd(g), taskCmd(g), crawlCmd(g, tf), demoSiteCmd(), storeCmd(g, tf), codecServerCmd(tf), scheduleCmd(g, tf))
 	root.AddCommand(jobCmds(g, tf)...)
-	root.SetArgs(args)
-	cmd, err := root.ExecuteC()
-	if err == nil {
-		return exitcode.OK
-	}
-	fmt.Fprintf(stderr, "baton: %v\n", err)
-	code := exitcode.Of(err)
-	if code == exitcode.Failure && isArgsError(err) {
-		code = exitcode.Usage
-	}
-	if code == exitcode.Usage {
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	}
-	return code
+	return root
 }
 
 // isArgsError reports whether err is cobra's complaint about the

@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/batoncrawl/baton/workflows"
 )
@@ -111,4 +115,45 @@ func (m *progressModel) describe(p workflows.JobProgress) string {
 		s += fmt.Sprintf(", %.1f pages/s", r)
 	}
 	return s
+}
+
+// progressView is the --wait progress: a bar redrawn in place on a
+// terminal; to a log or a pipe, a plain line when the progress changed,
+// every few seconds at most.
+type progressView struct {
+	pb    *progressbar.ProgressBar
+	bar   io.Writer // where the bar is drawn (io.Discard when lines are written)
+	lines progressLines
+	model *progressModel
+	sized bool
+}
+
+func (co *crawlOutput) newProgressView(bar io.Writer) *progressView {
+	lines := progressLines{w: bar, every: progressLineEvery}
+	if f, ok := bar.(*os.File); !ok || isTerminal(f) {
+		lines.w = nil
+	} else {
+		bar = io.Discard
+	}
+	// Its own count and rate are in the description (the library's rate
+	// is the rate between two redraws, which swings with group commits).
+	pb := progressbar.NewOptions(-1, progressbar.OptionSetWriter(bar), progressbar.OptionSetDescription("crawling"),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
+		// No spinner goroutine: the library's reads its state unlocked (a
+		// data race under -race); the bar is redrawn at every poll anyway.
+		progressbar.OptionSetSpinnerChangeInterval(0))
+	return &progressView{pb: pb, bar: bar, lines: lines, model: &progressModel{growing: co.growing, maxPages: co.maxPages}}
+}
+
+// show draws the job's progress p as read at now.
+func (v *progressView) show(p workflows.JobProgress, now time.Time) {
+	v.model.observe(now, p)
+	if v.model.total > 0 && !v.sized {
+		v.sized = true
+		v.pb.ChangeMax(v.model.total)
+	}
+	_ = v.pb.Set(v.model.done)
+	desc := v.model.describe(p)
+	v.pb.Describe(desc)
+	v.lines.show(now, desc)
 }

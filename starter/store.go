@@ -112,19 +112,14 @@ func (s *storeFlags) openWith(ctx context.Context, g *globals, existing bool) (*
 }
 
 func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identity) error {
-	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
-	if exitcode.Of(err) == exitcode.Usage {
-		return err // a bad --zk-hosts or credentials
+	p, data, dialErr, err := g.groupStoreZnode(ctx)
+	if exitcode.Of(dialErr) == exitcode.Usage {
+		return dialErr // a bad --zk-hosts or credentials
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "note: ZooKeeper did not answer (%v): not checking that %s is group %s's store\n", err, id, g.group)
+	if dialErr != nil {
+		fmt.Fprintf(os.Stderr, "note: ZooKeeper did not answer (%v): not checking that %s is group %s's store\n", dialErr, id, g.group)
 		return nil
 	}
-	defer closeZK()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	p := jobs.StorePath(g.zk.Root, g.group)
-	data, _, err := c.Store.Get(ctx, p)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return nil // the group has not formed with a store yet
 	}
@@ -145,15 +140,10 @@ func (s *storeFlags) checkGroup(ctx context.Context, g *globals, id jobs.Identit
 // workers recorded it in ZooKeeper (jobs.StorePath), for the error of a
 // store not found: "" when ZooKeeper does not answer quickly or has none.
 func (s *storeFlags) groupStoreHint(ctx context.Context, g *globals) string {
-	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
-	if err != nil {
+	p, data, dialErr, err := g.groupStoreZnode(ctx)
+	if dialErr != nil {
 		return ""
 	}
-	defer closeZK()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	p := jobs.StorePath(g.zk.Root, g.group)
-	data, _, err := c.Store.Get(ctx, p)
 	if errors.Is(err, metadata.ErrNotFound) {
 		return fmt.Sprintf("; group %s has no store recorded in ZooKeeper (%s): has a worker of the group started?", g.group, p)
 	}
@@ -176,111 +166,11 @@ func notFound(js jobs.ReaderStore, job string, err error) error {
 }
 
 func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
-	var listOut *output
-	var listQuiet bool
-	var listSchedule string
-	list := &cobra.Command{
-		Use:   "jobs",
-		Short: "List the group's crawl jobs (from the job store; their workflow status when Temporal answers)",
-		Example: `  baton jobs
-  baton jobs -q                                   # only the IDs, one a line
-  baton jobs --output json | jq -r '.[] | select(.status == "running") | .id'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listQuiet && listOut.JSON() {
-				return usage("-q/--quiet and --output json exclude each other: -q prints only the job IDs")
-			}
-			js, err := tf.st.openReader(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			defer js.Close()
-			all, err := js.Jobs(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if all, err = scheduleJobsOnly(cmd, g, tf, listSchedule, all); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if listQuiet {
-				for _, j := range all {
-					if j.Group == g.group {
-						fmt.Fprintln(out, j.ID)
-					}
-				}
-				return nil
-			}
-			status, err := workflowStatuses(cmd.Context(), tf, g.group)
-			if err != nil {
-				return err
-			}
-			rows := []jobRow{}
-			for _, j := range all {
-				if j.Group != g.group {
-					continue
-				}
-				st, ok := status[j.ID]
-				if !ok {
-					st = "-"
-				}
-				rows = append(rows, jobRow{JobInfo: j, Status: st})
-			}
-			if listOut.JSON() {
-				return writeJSON(out, rows)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tSTATUS\tCREATED\tRECORDED\tFAILED\tQUEUED\tSEEN")
-			for _, j := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", j.ID, j.Status, j.Created.Format(time.RFC3339),
-					j.Stats.Recorded, j.Stats.Failed, j.Stats.Queued, j.Stats.Seen)
-			}
-			return tw.Flush()
-		},
-	}
-	listOut = addOutputFlag(list)
-	list.Flags().BoolVarP(&listQuiet, "quiet", "q", false, "print only the job IDs, one a line")
-	list.Flags().StringVar(&listSchedule, "schedule", "", "list only the runs of this schedule (baton schedule list)")
-	var statusOut *output
-	status := &cobra.Command{
-		Use:   "status JOB",
-		Short: "Show a job's progress; a finished job answers without any worker running",
-		Example: `  baton status JOB
-  baton status JOB --output json | jq .stats.recorded`,
-		Args: oneArg("JOB", "the ID of the job (baton jobs lists them)"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := jobs.ValidID(args[0]); err != nil {
-				return usage("%v", err)
-			}
-			p, err := jobStatus(cmd.Context(), g, tf, args[0])
-			if err != nil {
-				return err
-			}
-			sinks := jobSinks(cmd.Context(), g, tf, args[0])
-			baseline := jobBaseline(cmd.Context(), g, tf, args[0])
-			if statusOut.JSON() {
-				err = writeJSON(cmd.OutOrStdout(), struct {
-					workflows.JobProgress
-					Baseline string           `json:"baseline,omitempty"`
-					Sinks    []jobs.SinkState `json:"sinks,omitempty"`
-				}{p, baseline, sinks})
-			} else {
-				err = printProgress(cmd.OutOrStdout(), p)
-				if err == nil && baseline != "" {
-					_, err = fmt.Fprintf(cmd.OutOrStdout(), "BASELINE  %s\n", baseline)
-				}
-				if err == nil {
-					err = printSinks(cmd.OutOrStdout(), sinks)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "Web UI: %s\n", tf.link(workflows.JobWorkflowID(g.group, args[0])))
-			return nil
-		},
-	}
-	statusOut = addOutputFlag(status)
+	return append(append([]*cobra.Command{jobsCmd(g, tf), statusCmd(g, tf)}, controlCmds(g, tf)...), resultsCmd(g, tf))
+}
+
+// resultsCmd exports a job's results, items, bodies or stats.
+func resultsCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	var format, output, bodiesOut string
 	var stats, csvRaw, items, follow bool
 	results := &cobra.Command{
@@ -365,7 +255,7 @@ func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
 	results.Flags().BoolVar(&items, "items", false, "export the items a user crawler pushed instead of the pages: one row per item with its stable ID, page URL, label and index (CSV/Parquet: a column per key of the items, typed in Parquet)")
 	results.Flags().BoolVar(&follow, "follow", false, "with --items: stream the items as they are recorded (JSON lines) until the job ends or Ctrl-C")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
-	return append(append([]*cobra.Command{list, status}, controlCmds(g, tf)...), results)
+	return results
 }
 
 // jobStats is a job's stats as `baton results --stats --format json`
@@ -439,7 +329,7 @@ func printProgress(w io.Writer, p workflows.JobProgress) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "JOB\t%s\n", p.ID)
 	fmt.Fprintf(tw, "STATE\t%s\n", p.State)
-	fmt.Fprintf(tw, "PAGES\t%d recorded, %d failed, %d queued, %d seen\n", p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, p.Stats.Seen)
+	fmt.Fprintf(tw, "PAGES\t%d recorded, %d failed, %d queued, %d seen%s\n", p.Stats.Recorded, p.Stats.Failed, p.Stats.Queued, p.Stats.Seen, maxPagesNote(p))
 	if p.Stats.Items > 0 {
 		fmt.Fprintf(tw, "ITEMS\t%d recorded\n", p.Stats.Items)
 	}
@@ -571,9 +461,28 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 		return p, err
 	}
 	p.Stats = st
+	if spec, err := js.Spec(ctx, job); err == nil {
+		p.MaxPages, p.MaxPagesReached = spec.MaxPages, jobs.MaxPagesReached(spec, st)
+	}
 	if p.State == "" {
 		p.State = "unknown"
 	}
 	fmt.Fprintf(os.Stderr, "note: %v; counters from %s\n", temporalErr, js.Identity())
 	return p, nil
+}
+
+// groupStoreZnode reads the group's store znode (jobs.StorePath) within a
+// few seconds: dialErr when ZooKeeper does not answer, err when the read
+// fails (metadata.ErrNotFound: the group has none recorded).
+func (g *globals) groupStoreZnode(ctx context.Context) (p string, data []byte, dialErr, err error) {
+	c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
+	if err != nil {
+		return "", nil, err, nil
+	}
+	defer closeZK()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	p = jobs.StorePath(g.zk.Root, g.group)
+	data, _, err = c.Store.Get(ctx, p)
+	return p, data, nil, err
 }

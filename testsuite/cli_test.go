@@ -69,7 +69,7 @@ func TestCLIScriptingContract(t *testing.T) {
 	for _, bin := range []string{c.Starter, c.Worker} {
 		r := runCLI(t, bin, nil, "--version")
 		assert.Equal(t, 0, r.code, r.stderr)
-		assert.Regexp(t, `^baton(-worker)? \S+ \(.*go1\.\d+.*\)\n$`, r.stdout)
+		assert.Regexp(t, `^baton(-worker)? \S+ \(.*go1\.\d+.*\)\n(crawlers: builtin \S+\n)?$`, r.stdout)
 		r = runCLI(t, bin, nil, "--no-such-flag")
 		assert.Equal(t, exitcode.Usage, r.code, "%s: a bad flag is exit code 2 for both binaries", bin)
 		assert.Contains(t, r.stderr, "unknown flag: --no-such-flag")

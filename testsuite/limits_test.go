@@ -39,9 +39,9 @@ func TestOperatorLimits(t *testing.T) {
 	assert.Equal(t, jobs.Limits{MaxBodyBytes: 1 << 20, BodiesRoot: root}, gl.Limits)
 	js := c.OpenStore()
 
-	out, code := baton(c, "crawl", "--id", "too-big", "--max-body", "5000000", srv.URL+"/")
+	out, code := baton(c, "crawl", "--id", "too-big", "--max-body-bytes", "5000000", srv.URL+"/")
 	assert.Equal(t, 2, code, out)
-	assert.Contains(t, out, "--max-body: 5000000 is above this group's cap of 1048576 (the workers' --max-job-body-bytes)")
+	assert.Contains(t, out, "--max-body-bytes: 5000000 is above this group's cap of 1048576 (the workers' --max-job-body-bytes)")
 	out, code = baton(c, "crawl", "--id", "etc", "--bodies-dir", "/etc/x", srv.URL+"/")
 	assert.Equal(t, 2, code, out)
 	assert.Contains(t, out, `--bodies-dir: "/etc/x" is not under this group's bodies root `+root+" (the workers' --bodies-root)")
@@ -65,7 +65,7 @@ func TestOperatorLimits(t *testing.T) {
 
 	// The Runner's own check: without the znode the CLI submits as given.
 	require.NoError(t, c.Meta.Store.Delete(ctx, jobs.LimitsPath(c.Root, c.Group), metadata.AnyVersion))
-	out, code = baton(c, "crawl", "--id", "unchecked", "--max-body", "5000000", srv.URL+"/", "--wait")
+	out, code = baton(c, "crawl", "--id", "unchecked", "--max-body-bytes", "5000000", srv.URL+"/", "--wait")
 	assert.Contains(t, out, "batches failed; the last because: job unchecked: refused by the operator limits of sc-crawler_1: "+
 		"options.max_body_bytes: 5000000 is above this group's cap of 1048576 (--max-job-body-bytes)", "exit %d", code)
 	assert.Empty(t, readResults(t, js, "unchecked"), "nothing fetched")

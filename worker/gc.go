@@ -10,11 +10,10 @@ import (
 //
 // A worker's live heap is small (tens of MiB) and it allocates fast (every
 // page is read, parsed and recorded), so at Go's default of 100 it collects
-// many times a second: in a CPU profile of a 3 Runners × 8 crawl on
-// PostgreSQL the collector took about 12% of the workers' CPU, on a
-// machine that the workers, the store and the site share. At 400 it
-// collects a quarter as often; the price is memory: the workers' peak RSS
-// in BenchmarkCrawlCluster went from about 57 to about 92 MiB.
+// many times a second, a visible share of the workers' CPU in a profile
+// of a crawl on PostgreSQL. At 400 it collects a quarter as often; the
+// price is memory: a higher peak RSS (BenchmarkCrawlCluster,
+// docs/benchmarks.md).
 const DefaultGCPercent = 400
 
 // defaultGCPercent is DefaultGCPercent, or 0 (the runtime's) when the

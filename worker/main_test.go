@@ -23,7 +23,7 @@ func runWorker(t *testing.T, args ...string) (string, string, int) {
 func TestWorkerVersion(t *testing.T) {
 	out, _, code := runWorker(t, "--version")
 	assert.Equal(t, exitcode.OK, code)
-	assert.Regexp(t, `^baton-worker \S+ \(.*go1\.[0-9]+.*\)\n$`, out)
+	assert.Regexp(t, `^baton-worker \S+ \(.*go1\.[0-9]+.*\)\ncrawlers: builtin \S+\n$`, out)
 }
 
 // The worker's bad flags and configurations are exit code 2, as baton's,

@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -44,7 +46,6 @@ import (
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/failover"
 	"github.com/batoncrawl/baton/activities/jobs"
-	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/activities/render"
 	"github.com/batoncrawl/baton/activities/scale"
@@ -56,23 +57,68 @@ import (
 // (the flags of baton-worker) with the given crawlers besides the built-in
 // one, until it stops (SIGTERM, Ctrl-C), and returns its exit code: the
 // body of a worker binary's main is os.Exit(worker.Main(crawlers...)).
+// It calls itself by the binary's name (in --help, --version and its
+// errors) and lists the crawlers it carries in --help and --version.
 func Main(crawlers ...*crawler.Crawler) int {
-	return Execute(os.Args[1:], os.Stdout, os.Stderr, crawlers...)
+	return Program{Name: filepath.Base(os.Args[0]), Crawlers: crawlers}.Execute(os.Args[1:], os.Stdout, os.Stderr)
 }
 
-// Execute is Main with its arguments and outputs given.
+// Execute is Main with its arguments and outputs given, named
+// baton-worker.
 func Execute(args []string, stdout, stderr io.Writer, crawlers ...*crawler.Crawler) int {
+	return Program{Crawlers: crawlers}.Execute(args, stdout, stderr)
+}
+
+// Program is a worker binary: its name and the crawlers it carries
+// besides the built-in one.
+type Program struct {
+	// Name is what it calls itself in --help, --version and its errors;
+	// "" means baton-worker.
+	Name     string
+	Crawlers []*crawler.Crawler
+}
+
+// Execute runs the worker with args (Main).
+func (p Program) Execute(args []string, stdout, stderr io.Writer) int {
+	name := p.Name
+	if name == "" || name == "." || name == string(filepath.Separator) {
+		name = "baton-worker"
+	}
 	cfg := DefaultConfig()
+	cmd := p.command(name, &cfg)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	if err == nil {
+		return exitcode.OK
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	code := exitcode.Of(err)
+	if code == exitcode.Failure && strings.Contains(err.Error(), "unknown command") {
+		code = exitcode.Usage // cobra.NoArgs: a stray argument
+	}
+	if code == exitcode.Usage {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+	}
+	return code
+}
+
+// command is the worker's command, named name, configured into cfg.
+func (p Program) command(name string, cfg *Config) *cobra.Command {
+	carried := carriedList(p.Crawlers)
 	cmd := &cobra.Command{
-		Use:     "baton-worker",
+		Use:     name,
 		Short:   "Run one Baton crawler instance (a Runner or a Backup Runner)",
 		Version: version.String(),
-		Long: `baton-worker runs one crawler instance of a Baton cluster.
+		Long: name + ` runs one crawler instance of a Baton cluster.
 
 It registers the instance in ZooKeeper, takes part in the election, and runs
 its role (Runner, Primary or Secondary Backup Runner) as durable Temporal
 workflows on its own task queue. Restarted with the same --name it resumes;
 declared dead meanwhile, it rejoins as a backup.
+
+Crawlers it carries: ` + carried + `.
 
 Every flag can also be set with an environment variable, shown with it.
 
@@ -87,8 +133,8 @@ line: ZooKeeper digest credentials user:password from --zk-auth-file or
 $BATON_ZK_AUTH, a Temporal API key from --temporal-api-key-file or
 $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 --temporal-tls-key-file.`,
-		Example: `  baton-worker --name sc-crawler_1 --runner 2 --backup 1
-  BATON_NAME=sc-crawler_2 BATON_TIMERS=fast baton-worker`,
+		Example: `  ` + name + ` --name sc-crawler_1 --runner 2 --backup 1
+  BATON_NAME=sc-crawler_2 BATON_TIMERS=fast ` + name,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -102,36 +148,67 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 			if err := cfg.Validate(); err != nil {
 				return exitcode.With(exitcode.Usage, fmt.Errorf("invalid configuration: %w", err))
 			}
-			carried, err := checkCrawlers(crawlers)
+			crawlers, err := checkCrawlers(p.Crawlers)
 			if err != nil {
 				return exitcode.With(exitcode.Usage, err)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			return run(ctx, cfg, carried)
+			return run(ctx, *cfg, crawlers)
 		},
 	}
-	cmd.SetVersionTemplate("baton-worker {{.Version}}\n")
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
+	cmd.SetVersionTemplate(name + " {{.Version}}\ncrawlers: " + carried + "\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.With(exitcode.Usage, err) })
 	cfg.AddFlags(cmd.Flags())
 	flagenv.Document(cmd.Flags(), "BATON")
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	if err == nil {
-		return exitcode.OK
-	}
-	fmt.Fprintf(stderr, "baton-worker: %v\n", err)
-	code := exitcode.Of(err)
-	if code == exitcode.Failure && strings.Contains(err.Error(), "unknown command") {
-		code = exitcode.Usage // cobra.NoArgs: a stray argument
-	}
-	if code == exitcode.Usage {
-		fmt.Fprintln(stderr, "Run 'baton-worker --help' for usage.")
-	}
-	return code
+	return cmd
 }
+
+// carriedList names the crawlers a binary carries with their versions,
+// the built-in one first: "builtin v1.2.0, shop 1.0".
+func carriedList(list []*crawler.Crawler) string {
+	names := []string{roles.BuiltinCrawler + " " + builtinVersion()}
+	for _, c := range list {
+		if c == nil {
+			continue
+		}
+		n := c.Name()
+		if v := c.Version(); v != "" {
+			n += " " + v
+		}
+		names = append(names, n)
+	}
+	return strings.Join(names, ", ")
+}
+
+// builtinVersion is the version of the built-in crawler: the version of
+// the Baton module the binary is built with (its -X version when set;
+// the module's version in a worker binary of your own, whose main module
+// is yours; "(devel)" for a build in Baton's repository).
+func builtinVersion() string {
+	if version.Version != "" {
+		return version.Version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	if info.Main.Path == batonModule && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == batonModule {
+			if d.Replace != nil && d.Replace.Version != "" {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "(devel)"
+}
+
+// batonModule is the path of Baton's module.
+const batonModule = "github.com/batoncrawl/baton"
 
 func newLogger(cfg Config) *slog.Logger {
 	var lvl slog.Level
@@ -166,7 +243,7 @@ func checkCrawlers(list []*crawler.Crawler) (map[string]*crawler.Crawler, error)
 // advertised is what the worker writes in its Crawlers znode: the built-in
 // crawler (its version is the binary's) and the registered ones, by name.
 func advertised(crawlers map[string]*crawler.Crawler) roles.Crawlers {
-	cr := roles.Crawlers{List: []roles.CrawlerInfo{{Name: roles.BuiltinCrawler, Version: version.String()}}}
+	cr := roles.Crawlers{List: []roles.CrawlerInfo{{Name: roles.BuiltinCrawler, Version: builtinVersion()}}}
 	names := make([]string, 0, len(crawlers))
 	for n := range crawlers {
 		names = append(names, n)
@@ -199,36 +276,16 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	defer stopPprof()
 	dctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
-	zc, err := cfg.ZooKeeper(log)
+	store, err := dialMetadata(dctx, cfg, log)
 	if err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	store, err := metadata.DialZooKeeper(dctx, zc)
-	if err != nil {
-		return cfg.ZK.Unreachable(err, cfg.ConnectTimeout)
+		return err
 	}
 	defer store.Close()
-	if err := store.CheckRoot(dctx, cfg.ZK.Root); err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	if zc.Auth == "" {
-		log.Warn("zookeeper without authentication: any client of the ensemble may read and change the group's znodes, "+
-			"plain Tasks included; give digest credentials with --zk-auth-file (BATON_ZK_AUTH_FILE)", "root", cfg.ZK.Root)
-	}
-	topts, err := cfg.TemporalOptions(log.With("component", "temporal"), metrics.Temporal)
+	tc, err := dialTemporal(dctx, cfg, log, metrics)
 	if err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	tc, err := client.DialContext(dctx, topts)
-	if err != nil {
-		return cfg.Temporal.Unreachable(err, cfg.ConnectTimeout)
+		return err
 	}
 	defer tc.Close()
-	if err := EnsureSearchAttributes(dctx, tc, cfg.Temporal.Namespace); err != nil {
-		log.Warn("could not register Baton's search attributes; register them with `temporal operator search-attribute create`", "err", err)
-	}
-
-	m := cfg.Member()
 	// The crawlers this binary carries, for the job assignment and the CLI
 	// (a job's batches go only to Runners that carry its crawler).
 	if err := metadata.NewCluster(store, cfg.ZK.Root, cfg.Group).SetCrawlers(dctx, cfg.Name, advertised(crawlers)); err != nil {
@@ -237,46 +294,14 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	if len(crawlers) > 0 {
 		log.Info("crawlers", "carried", advertised(crawlers).List)
 	}
-	pw, err := cfg.StoreSecurity.Password()
+	js, err := openJobStore(dctx, cfg, log, store)
 	if err != nil {
 		return err
-	}
-	js, err := sqlstore.Open(dctx, cfg.StoreConfig(pw))
-	if errors.Is(err, context.DeadlineExceeded) {
-		return exitcode.With(exitcode.Unavailable, fmt.Errorf("job store: did not answer within %v (%w); "+
-			"check --store (BATON_STORE) and that the database is reachable from this machine", cfg.ConnectTimeout, err))
-	}
-	if err != nil {
-		return fmt.Errorf("job store: %w", err)
 	}
 	defer js.Close()
-	// The group's crawl data must be in one store: the first worker
-	// records it, the others check it.
-	if err := jobs.BindGroup(dctx, store, cfg.ZK.Root, cfg.Group, js.Identity()); err != nil {
-		return err
-	}
-	log.Info("job store", "store", js.Identity().String())
-	sealer, created, err := jobs.EnsureSecretsKey(cfg.SecretsKeyPath())
+	sealer, limits, err := groupKeys(dctx, cfg, log, store)
 	if err != nil {
-		return exitcode.With(exitcode.Usage, fmt.Errorf("--secrets-key-file: %w", err))
-	}
-	if err := jobs.BindSecretsKey(dctx, store, cfg.ZK.Root, cfg.Group, sealer.KeyID()); err != nil {
-		// Not fatal: a worker with another key still crawls every job
-		// without secrets; one with secrets fails here, saying why.
-		log.Error("this worker cannot open the secrets of the group's jobs", "err", err)
-	}
-	limits, err := cfg.Limits()
-	if err != nil {
-		return exitcode.With(exitcode.Usage, err)
-	}
-	if err := publishLimits(dctx, log, store, cfg, limits); err != nil {
 		return err
-	}
-	if created {
-		log.Warn("made a new secrets key for crawl jobs' secrets: give every worker and CLI of the group this file (--secrets-key-file)",
-			"file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
-	} else {
-		log.Info("secrets key", "file", cfg.SecretsKeyPath(), "key_id", sealer.KeyID())
 	}
 	engine := crawl.NewEngine()
 	defer engine.CloseRenderer() // the browsers of rendered pages, process groups and all
@@ -295,7 +320,6 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		Crawlers: crawlers, Limits: limits}
 	deps := &cluster.Deps{Store: store, Root: cfg.ZK.Root, Batches: batches,
 		Log: log, Metrics: metrics.Baton}
-	acts := activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer)
 	// Items of this worker's crawlers go to their sinks beside the crawl.
 	sinkCtx, stopSinks := context.WithCancel(ctx)
 	defer stopSinks()
@@ -306,18 +330,26 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			break
 		}
 	}
-	jobActs := &jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton,
-		Local: jobs.Local{Group: cfg.Group, Name: cfg.Name, Runner: batches}}
+	ws := &workerSet{}
+	defer ws.stop()
+	acts := append(activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer),
+		&jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton,
+			Local: jobs.Local{Group: cfg.Group, Name: cfg.Name, Runner: batches}},
+		&jobs.ScheduleActivities{Temporal: tc})
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
-	var workers []worker.Worker
-	stopWorkers := func() {
-		for _, w := range workers {
-			w.Stop()
-		}
-		workers = nil
+	if err := ws.start(tc, log, leaving, acts, queue, workflows.JobQueue(cfg.Group)); err != nil {
+		return err
 	}
-	defer func() { stopWorkers() }()
-	for _, q := range []string{queue, workflows.JobQueue(cfg.Group)} {
+	return runLifecycle(ctx, cfg, log, tc, queue, func() { leave(log, cfg, store, cfg.Member(), leaving, closer, ws.stop) })
+}
+
+// workerSet is the worker's Temporal workers, one per task queue.
+type workerSet struct{ workers []worker.Worker }
+
+// start starts a Temporal worker on each queue with every workflow and
+// the activities acts.
+func (ws *workerSet) start(tc client.Client, log *slog.Logger, leaving *atomic.Bool, acts []any, queues ...string) error {
+	for _, q := range queues {
 		// A restarted instance gets its workflow tasks back quickly: after a
 		// crash, the sticky queue of the dead process is given up after 2 s.
 		opts := worker.Options{WorkerStopTimeout: 3 * time.Second, StickyScheduleToStartTimeout: 2 * time.Second,
@@ -330,14 +362,27 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		for _, a := range acts {
 			w.RegisterActivity(a)
 		}
-		w.RegisterActivity(jobActs)
-		w.RegisterActivity(&jobs.ScheduleActivities{Temporal: tc})
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker on %s: %w", q, err)
 		}
-		workers = append(workers, w)
+		ws.workers = append(ws.workers, w)
 	}
+	return nil
+}
 
+// stop stops the workers started (once).
+func (ws *workerSet) stop() {
+	for _, w := range ws.workers {
+		w.Stop()
+	}
+	ws.workers = nil
+}
+
+// runLifecycle starts or resumes the instance's Lifecycle workflow on
+// queue and waits for it; on SIGTERM (ctx done) it leaves the group. A
+// Lifecycle closed by a peer that declared the instance dead is started
+// again.
+func runLifecycle(ctx context.Context, cfg Config, log *slog.Logger, tc client.Client, queue string, leaveGroup func()) error {
 	for {
 		run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID:                                       workflows.LifecycleID(cfg.Group, cfg.Name),
@@ -348,7 +393,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 				workflows.AttrCluster.ValueSet(cfg.Group), workflows.AttrCrawler.ValueSet(cfg.Name),
 				workflows.AttrRole.ValueSet("lifecycle")),
 			Memo: workflows.InstanceMemo(cfg.Group, cfg.Name, "lifecycle"),
-		}, workflows.Lifecycle, workflows.LifecycleInput{Member: m})
+		}, workflows.Lifecycle, workflows.LifecycleInput{Member: cfg.Member()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -361,7 +406,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 		go func() { errc <- run.Get(ctx, nil) }()
 		select {
 		case <-ctx.Done():
-			leave(log, cfg, store, m, leaving, closer, stopWorkers)
+			leaveGroup()
 			return nil
 		case err := <-errc:
 			if temporal.IsTerminatedError(err) && ctx.Err() == nil {
@@ -376,29 +421,6 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			return nil
 		}
 	}
-}
-
-// publishLimits writes the worker's operator limits as its group's (the
-// znode the CLI checks a job against before submitting it). A worker
-// started with other limits than the group's warns, naming both, and
-// writes its own: each Runner enforces its own limits whatever the znode
-// says, a difference corrupts nothing, and an operator changing the
-// limits restarts the workers one by one (refusing, as a store of another
-// group is refused, would stop the first restarted one).
-func publishLimits(ctx context.Context, log *slog.Logger, store metadata.Store, cfg Config, l jobs.Limits) error {
-	prev, differ, err := jobs.PublishLimits(ctx, store, cfg.ZK.Root, cfg.Group, cfg.Name, l)
-	if err != nil {
-		return err
-	}
-	if differ {
-		log.Warn("this worker's operator limits differ from the group's: writing its own (the last worker started wins; "+
-			"each Runner refuses jobs above its own, the CLI checks the group's); give every worker the same limits",
-			"group_limits", prev.Limits.String(), "written_by", prev.Worker, "worker_limits", l.String(),
-			"znode", jobs.LimitsPath(cfg.ZK.Root, cfg.Group))
-		return nil
-	}
-	log.Info("operator limits", "limits", l.String(), "max_result_detail", cfg.MaxResultDetail)
-	return nil
 }
 
 // activitySet returns the activities of every capability over deps, as

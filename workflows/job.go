@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -43,10 +41,10 @@ func JobQueue(group string) string { return fmt.Sprintf("baton.%s.jobs", group) 
 // it). A job's workflow tasks run on any worker of the group, and its first
 // step runs inside one (a local activity: JobAssign, which lingers up to a
 // quarter of a second for the first batches): when that worker dies
-// mid-task, Temporal gives the task to another worker after this timeout,
-// where its default of 10 s stalled the job (and the re-queue of the dead
-// Runner's batch) for 10 s. Local activities longer than this are kept
-// alive by the SDK, which completes the task with a heartbeat first.
+// mid-task, Temporal gives the task to another worker after this timeout
+// (Temporal's default, 10 s, would stall the job and the re-queue of the
+// dead Runner's batch as long). Local activities longer than this are
+// kept alive by the SDK, which completes the task with a heartbeat first.
 const JobTaskTimeout = 2 * time.Second
 
 // JobWorkflowID is the readable workflow ID of a crawl job.
@@ -98,7 +96,17 @@ type Reopen struct {
 // JobProgress is what the progress query and the result return.
 type JobProgress struct {
 	ID string `json:"id"`
+	// MaxPages is the job's cap on pages (--max-pages; 0: none), and
+	// MaxPagesReached says whether the job took as many URLs as it allows:
+	// links beyond it were not crawled.
+	MaxPages        int  `json:"max_pages,omitempty"`
+	MaxPagesReached bool `json:"max_pages_reached,omitempty"`
 	JobState
+}
+
+// NewJobProgress is the progress of the job of spec in state st.
+func NewJobProgress(spec jobs.Spec, st JobState) JobProgress {
+	return JobProgress{ID: spec.ID, MaxPages: spec.MaxPages, MaxPagesReached: jobs.MaxPagesReached(spec, st.Stats), JobState: st}
 }
 
 // CrawlJob runs one crawl over the cluster: it splits the frontier into
@@ -126,220 +134,153 @@ func CrawlJob(ctx workflow.Context, in JobInput) (JobProgress, error) {
 	if workflow.GetVersion(ctx, controlVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return crawlJobV1(ctx, in)
 	}
-	spec, st := in.Spec, in.State
-	m := cluster.Member{Group: spec.Group, Timers: spec.Timers}
-	sctx := withShort(ctx, m)
-	lctx := withJobWait(ctx, spec)
-	progress := func() JobProgress { return JobProgress{ID: spec.ID, JobState: st} }
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (JobProgress, error) { return progress(), nil }); err != nil {
-		return progress(), err
+	f, err := newJobFlow(ctx, in, false)
+	if err != nil {
+		return f.progress(), err
 	}
-	memo := func(ctx workflow.Context) {
-		if err := workflow.UpsertMemo(ctx, JobProgressMemo(st)); err != nil {
-			workflow.GetLogger(ctx).Warn("could not update the job's memo", "error", err)
-		}
-	}
-	pause := workflow.GetSignalChannel(ctx, SignalPause)
-	resume := workflow.GetSignalChannel(ctx, SignalResume)
-	cancelSig := workflow.GetSignalChannel(ctx, SignalCancel)
-	// drain reads the signals received; a change of state is written to
-	// the memo at once (the store's control state follows in the loop).
-	drain := func() {
-		was := st.State
-		for pause.ReceiveAsync(nil) {
-			if st.State == JobRunning {
-				st.State = JobPaused
-			}
-		}
-		for resume.ReceiveAsync(nil) {
-			if st.State == JobPaused {
-				st.State = JobRunning
-			}
-		}
-		for cancelSig.ReceiveAsync(nil) {
-			st.State = JobCanceling
-		}
-		if ctx.Err() != nil {
-			st.State = JobCanceling // Temporal's cancellation
-		}
-		if st.State != was {
-			memo(ctx)
-		}
-	}
-	// setControl writes the control state for the job's Runners, unless
-	// the store has it already; never interrupted by a cancellation.
-	setControl := func(state string) error {
-		if st.Control == state || st.Control == "" && state == jobs.ControlRunning && in.Reopen == nil {
-			return nil
-		}
-		dctx, _ := workflow.NewDisconnectedContext(sctx)
-		if err := workflow.ExecuteActivity(dctx, ja.JobControl, spec.ID, state).Get(dctx, nil); err != nil {
-			return err
-		}
-		st.Control = state
-		return nil
-	}
-	applyAwait := func(aw jobs.AwaitResult) {
-		st.Stats = aw.Stats
-		st.InFlight = removeBatches(st.InFlight, append(append(aw.Done, aw.Requeued...), aw.Failed...))
-		st.Batches += len(aw.Done)
-		st.Requeued += len(aw.Requeued)
-		if len(aw.Failed) > 0 {
-			st.FailedBatches += len(aw.Failed)
-			st.LastError = aw.Error
-		}
-	}
-	// canceled ends the job: its Runners are told, its batches in flight
-	// end (they give back what they did not fetch), and it returns a
-	// canceled error, so that Temporal shows it Canceled. The context is
-	// disconnected: Temporal's cancellation does not cut the drain short.
-	canceled := func() (JobProgress, error) {
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		st.State = JobCanceling
-		memo(dctx)
-		if err := setControl(jobs.ControlCancelled); err != nil {
-			return progress(), err
-		}
-		wctx := withJobWait(dctx, spec)
-		for len(st.InFlight) > 0 {
-			var aw jobs.AwaitResult
-			if err := workflow.ExecuteActivity(wctx, ja.JobDrain, spec, st.InFlight).Get(dctx, &aw); err != nil {
-				return progress(), err
-			}
-			applyAwait(aw)
-		}
-		st.State, st.FinishedAt = JobCanceled, workflow.Now(dctx)
-		memo(dctx)
-		return progress(), temporal.NewCanceledError(progress())
-	}
-	finish := func(state string) (JobProgress, error) {
-		st.State, st.FinishedAt = state, workflow.Now(ctx)
-		memo(ctx)
-		return progress(), nil
-	}
-	start := false // the first JobAssign stores the job (one activity less before the first page)
-	switch {
-	case in.Reopen != nil:
-		// A new run of a job that ended: its control state back to
-		// running (and its failed URLs queued again), before any batch.
-		st.State, st.StartedAt, st.FinishedAt, st.Control = JobRunning, workflow.Now(ctx), time.Time{}, ""
-		st.Reruns++
-		memo(ctx)
-		var rr jobs.ReopenResult
-		dctx, _ := workflow.NewDisconnectedContext(sctx)
-		if err := workflow.ExecuteActivity(dctx, ja.JobReopen, jobs.ReopenInput{Spec: spec, Failed: in.Reopen.Failed}).Get(dctx, &rr); err != nil {
-			return progress(), err
-		}
-		st.Started, st.Stats, st.Control = true, rr.Stats, jobs.ControlRunning
-	case !st.Started:
-		st.State, st.StartedAt, st.Control = JobRunning, workflow.Now(ctx), jobs.ControlRunning
-		st.Started, start = true, true
+	start, err := f.begin()
+	if err != nil {
+		return f.progress(), err
 	}
 	for loops := 0; ; loops++ {
-		drain()
-		if st.State == JobCanceling {
-			return canceled()
+		f.readSignals()
+		if f.st.State == JobCanceling {
+			return f.canceled()
 		}
 		want := jobs.ControlRunning
-		if st.State == JobPaused {
+		if f.st.State == JobPaused {
 			want = jobs.ControlPaused
 		}
-		if err := setControl(want); err != nil {
-			return progress(), err
+		if err := f.setControl(want); err != nil {
+			return f.progress(), err
 		}
-		if st.State == JobRunning {
-			var ar jobs.AssignResult
-			in := jobs.AssignInput{Spec: spec, InFlight: st.InFlight, Seq: st.Seq, Start: start}
-			// Not cut short by a cancellation: the batches it hands out
-			// must be known, to wait for them.
-			dctx, _ := workflow.NewDisconnectedContext(sctx)
-			var f workflow.Future
-			if start && workflow.GetVersion(ctx, localStartVersion, workflow.DefaultVersion, 1) == 1 {
-				// The job's first step runs in the worker that started
-				// the workflow, at once: no round trip to the server
-				// before the job is stored and robots.txt asked.
-				f = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, localStartOptions(m)), ja.JobAssign, in)
-			} else {
-				f = workflow.ExecuteActivity(dctx, ja.JobAssign, in)
-			}
-			if err := f.Get(dctx, &ar); err != nil {
-				return progress(), err
+		if f.st.State == JobRunning {
+			if err := f.assign(start); err != nil {
+				return f.progress(), err
 			}
 			start = false
-			st.InFlight = append(st.InFlight, ar.Assigned...)
-			st.Seq += len(ar.Assigned)
-			st.Stats = ar.Stats
-			st.InFlight = removeBatches(st.InFlight, ar.Done)
-			st.Batches += len(ar.Done)
-			if len(st.InFlight) == 0 && st.Stats.Queued == 0 {
-				if drain(); st.State == JobRunning {
-					return finish(JobCompleted)
+			if f.nothingLeft() {
+				if f.readSignals(); f.st.State == JobRunning {
+					return f.finish(JobCompleted)
 				}
 				continue
 			}
 		}
-		if st.State == JobPaused && len(st.InFlight) == 0 {
-			// Nothing to wait for but a signal or the cancellation.
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(resume, func(workflow.ReceiveChannel, bool) {})
-			sel.AddReceive(cancelSig, func(workflow.ReceiveChannel, bool) {})
-			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-			sel.Select(ctx)
+		if f.st.State == JobPaused && len(f.st.InFlight) == 0 {
+			f.waitForSignal() // nothing to wait for but a signal or the cancellation
 			continue
 		}
 		// Wait for batches (for an idle Runner too, while running), or for
-		// a signal or the cancellation (which ends the wait: its future
-		// resolves canceled).
-		actx, stop := workflow.WithCancel(lctx)
-		wait := ja.JobAwait
-		if st.State != JobRunning {
-			wait = ja.JobDrain
+		// a signal or the cancellation.
+		wait, wake := ja.JobAwait, f.pause
+		if f.st.State != JobRunning {
+			wait, wake = ja.JobDrain, f.resume
 		}
-		var aw jobs.AwaitResult
-		var awErr error
-		awaited := false
-		sel := workflow.NewSelector(ctx)
-		fut := workflow.ExecuteActivity(actx, wait, spec, st.InFlight)
-		sel.AddFuture(fut, func(f workflow.Future) {
-			awErr, awaited = f.Get(ctx, &aw), true
-		})
-		// A signal wakes the wait; drain() consumes it on the next loop.
-		if st.State == JobRunning {
-			sel.AddReceive(pause, func(workflow.ReceiveChannel, bool) {})
-		} else {
-			sel.AddReceive(resume, func(workflow.ReceiveChannel, bool) {})
+		aw, ok, err := f.awaitBatches(wait, wake)
+		if err != nil {
+			return f.progress(), err
 		}
-		sel.AddReceive(cancelSig, func(workflow.ReceiveChannel, bool) {})
-		sel.Select(ctx)
-		if !awaited {
-			stop()
-			if awErr = fut.Get(ctx, &aw); awErr == nil {
-				awaited = true
-			}
-		}
-		var ce *temporal.CanceledError
-		if awErr != nil && !errors.As(awErr, &ce) {
-			return progress(), awErr
-		}
-		if awaited && awErr == nil {
-			applyAwait(aw)
-			if len(st.InFlight) == 0 && st.Stats.Queued == 0 && st.State == JobRunning {
-				if drain(); st.State == JobRunning {
+		if ok {
+			f.applyAwait(aw)
+			if f.nothingLeft() && f.st.State == JobRunning {
+				if f.readSignals(); f.st.State == JobRunning {
 					// Nothing in flight and nothing queued: nothing can add
 					// URLs any more, so no JobAssign round before completing.
-					return finish(JobCompleted)
+					return f.finish(JobCompleted)
 				}
 			}
 		}
-		if loops >= jobLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			if drain(); st.State == JobCanceling {
-				return canceled()
+		if f.runsTooLong(loops) {
+			if f.readSignals(); f.st.State == JobCanceling {
+				return f.canceled()
 			}
-			st.Runs++
-			memo(ctx) // the next run starts with this memo
-			return progress(), workflow.NewContinueAsNewError(ctx, CrawlJob, JobInput{Spec: spec, State: st})
+			return f.continueAsNew()
 		}
 	}
+}
+
+// begin starts the job's run: a new run of a job that ended has its
+// control state set back to running (and its failed URLs queued again)
+// before any batch; a new job is stored by its first JobAssign (start:
+// one activity less before the first page).
+func (f *jobFlow) begin() (start bool, err error) {
+	switch {
+	case f.reopen != nil:
+		f.st.State, f.st.StartedAt, f.st.FinishedAt, f.st.Control = JobRunning, workflow.Now(f.ctx), time.Time{}, ""
+		f.st.Reruns++
+		f.memo(f.ctx)
+		var rr jobs.ReopenResult
+		dctx, _ := workflow.NewDisconnectedContext(f.sctx)
+		if err := workflow.ExecuteActivity(dctx, ja.JobReopen, jobs.ReopenInput{Spec: f.spec, Failed: f.reopen.Failed}).Get(dctx, &rr); err != nil {
+			return false, err
+		}
+		f.st.Started, f.st.Stats, f.st.Control = true, rr.Stats, jobs.ControlRunning
+	case !f.st.Started:
+		f.st.State, f.st.StartedAt, f.st.Control = JobRunning, workflow.Now(f.ctx), jobs.ControlRunning
+		f.st.Started, start = true, true
+	}
+	return start, nil
+}
+
+// setControl writes the control state for the job's Runners, unless the
+// store has it already; never interrupted by a cancellation.
+func (f *jobFlow) setControl(state string) error {
+	if f.st.Control == state || f.st.Control == "" && state == jobs.ControlRunning && f.reopen == nil {
+		return nil
+	}
+	dctx, _ := workflow.NewDisconnectedContext(f.sctx)
+	if err := workflow.ExecuteActivity(dctx, ja.JobControl, f.spec.ID, state).Get(dctx, nil); err != nil {
+		return err
+	}
+	f.st.Control = state
+	return nil
+}
+
+// assign hands out batches to idle Runners (JobAssign). It is not cut
+// short by a cancellation: the batches it hands out must be known, to
+// wait for them.
+func (f *jobFlow) assign(start bool) error {
+	var ar jobs.AssignResult
+	in := jobs.AssignInput{Spec: f.spec, InFlight: f.st.InFlight, Seq: f.st.Seq, Start: start}
+	dctx, _ := workflow.NewDisconnectedContext(f.sctx)
+	var fut workflow.Future
+	if start && workflow.GetVersion(f.ctx, localStartVersion, workflow.DefaultVersion, 1) == 1 {
+		// The job's first step runs in the worker that started the
+		// workflow, at once: no round trip to the server before the job
+		// is stored and robots.txt asked.
+		fut = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, localStartOptions(f.m)), ja.JobAssign, in)
+	} else {
+		fut = workflow.ExecuteActivity(dctx, ja.JobAssign, in)
+	}
+	if err := fut.Get(dctx, &ar); err != nil {
+		return err
+	}
+	f.applyAssign(ar)
+	return nil
+}
+
+// canceled ends the job: its Runners are told, its batches in flight end
+// (they give back what they did not fetch), and it returns a canceled
+// error, so that Temporal shows it Canceled. The context is disconnected:
+// Temporal's cancellation does not cut the drain short.
+func (f *jobFlow) canceled() (JobProgress, error) {
+	dctx, _ := workflow.NewDisconnectedContext(f.ctx)
+	f.st.State = JobCanceling
+	f.memo(dctx)
+	if err := f.setControl(jobs.ControlCancelled); err != nil {
+		return f.progress(), err
+	}
+	wctx := withJobWait(dctx, f.spec)
+	for len(f.st.InFlight) > 0 {
+		var aw jobs.AwaitResult
+		if err := workflow.ExecuteActivity(wctx, ja.JobDrain, f.spec, f.st.InFlight).Get(dctx, &aw); err != nil {
+			return f.progress(), err
+		}
+		f.applyAwait(aw)
+	}
+	f.st.State, f.st.FinishedAt = JobCanceled, workflow.Now(dctx)
+	f.memo(dctx)
+	return f.progress(), temporal.NewCanceledError(f.progress())
 }
 
 // withJobWait returns ctx with the options of JobAwait and JobDrain.
@@ -368,134 +309,63 @@ const ControlVersionAttr = controlVersion + "-1"
 // for the runs started before it (their histories replay on it): pause
 // and cancel only stop handing out batches, a cancelled job completes.
 func crawlJobV1(ctx workflow.Context, in JobInput) (JobProgress, error) {
-	spec, st := in.Spec, in.State
-	m := cluster.Member{Group: spec.Group, Timers: spec.Timers}
-	sctx := withShort(ctx, m)
-	lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// JobAwait heartbeats at least every 2 × check_crawler_state; when
-		// the worker running it is killed, another takes over after this.
-		StartToCloseTimeout: time.Hour, HeartbeatTimeout: max(3*time.Second, 6*spec.Timers.CheckCrawlerState),
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: 2 * time.Second,
-			NonRetryableErrorTypes: []string{jobs.ErrTypeBadJob}},
-	})
-	progress := func() JobProgress { return JobProgress{ID: spec.ID, JobState: st} }
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (JobProgress, error) { return progress(), nil }); err != nil {
-		return progress(), err
-	}
-	pause := workflow.GetSignalChannel(ctx, SignalPause)
-	resume := workflow.GetSignalChannel(ctx, SignalResume)
-	cancel := workflow.GetSignalChannel(ctx, SignalCancel)
-	drain := func() {
-		for pause.ReceiveAsync(nil) {
-			if st.State == JobRunning {
-				st.State = JobPaused
-			}
-		}
-		for resume.ReceiveAsync(nil) {
-			if st.State == JobPaused {
-				st.State = JobRunning
-			}
-		}
-		for cancel.ReceiveAsync(nil) {
-			st.State = JobCanceling
-		}
-	}
-	finish := func(state string) (JobProgress, error) {
-		st.State, st.FinishedAt = state, workflow.Now(ctx)
-		upsertProgressMemo(ctx, st)
-		return progress(), nil
+	f, err := newJobFlow(ctx, in, true)
+	if err != nil {
+		return f.progress(), err
 	}
 	start := false // the first JobAssign stores the job (one activity less before the first page)
-	if !st.Started {
-		st.State, st.StartedAt = JobRunning, workflow.Now(ctx)
+	if !f.st.Started {
+		f.st.State, f.st.StartedAt = JobRunning, workflow.Now(ctx)
 		if workflow.GetVersion(ctx, pickupVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			if err := workflow.ExecuteActivity(sctx, ja.JobStart, spec).Get(ctx, &st.Stats); err != nil {
-				return progress(), err
+			if err := workflow.ExecuteActivity(f.sctx, ja.JobStart, f.spec).Get(ctx, &f.st.Stats); err != nil {
+				return f.progress(), err
 			}
 		} else {
 			start = true
 		}
-		st.Started = true
+		f.st.Started = true
 	}
 	for loops := 0; ; loops++ {
-		drain()
-		if st.State == JobRunning {
+		f.readSignals()
+		if f.st.State == JobRunning {
 			var ar jobs.AssignResult
-			in := jobs.AssignInput{Spec: spec, InFlight: st.InFlight, Seq: st.Seq, Start: start}
-			if err := workflow.ExecuteActivity(sctx, ja.JobAssign, in).Get(ctx, &ar); err != nil {
-				return progress(), err
+			in := jobs.AssignInput{Spec: f.spec, InFlight: f.st.InFlight, Seq: f.st.Seq, Start: start}
+			if err := workflow.ExecuteActivity(f.sctx, ja.JobAssign, in).Get(ctx, &ar); err != nil {
+				return f.progress(), err
 			}
 			start = false
-			st.InFlight = append(st.InFlight, ar.Assigned...)
-			st.Seq += len(ar.Assigned)
-			st.Stats = ar.Stats
-			st.InFlight = removeBatches(st.InFlight, ar.Done)
-			st.Batches += len(ar.Done)
+			f.applyAssign(ar)
 		}
-		if len(st.InFlight) == 0 {
+		if len(f.st.InFlight) == 0 {
 			switch {
-			case st.State == JobCanceling:
-				return finish(JobCanceled)
-			case st.State == JobRunning && st.Stats.Queued == 0:
-				return finish(JobCompleted)
+			case f.st.State == JobCanceling:
+				return f.finish(JobCanceled)
+			case f.st.State == JobRunning && f.st.Stats.Queued == 0:
+				return f.finish(JobCompleted)
 			}
 		}
-		if st.State == JobPaused && len(st.InFlight) == 0 {
-			// Nothing to wait for but a signal.
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(resume, func(workflow.ReceiveChannel, bool) {})
-			sel.AddReceive(cancel, func(workflow.ReceiveChannel, bool) {})
-			sel.Select(ctx)
+		if f.st.State == JobPaused && len(f.st.InFlight) == 0 {
+			f.waitForSignal() // nothing to wait for but a signal
 			continue
 		}
-		// Wait for batches, or for a signal.
-		actx, stop := workflow.WithCancel(lctx)
-		var aw jobs.AwaitResult
-		var awErr error
-		awaited := false
-		sel := workflow.NewSelector(ctx)
-		fut := workflow.ExecuteActivity(actx, ja.JobAwait, spec, st.InFlight)
-		sel.AddFuture(fut, func(f workflow.Future) {
-			awErr, awaited = f.Get(ctx, &aw), true
-		})
-		// A signal wakes the wait; drain() consumes it on the next loop.
-		sel.AddReceive(pause, func(workflow.ReceiveChannel, bool) {})
-		sel.AddReceive(cancel, func(workflow.ReceiveChannel, bool) {})
-		sel.Select(ctx)
-		if !awaited {
-			stop()
-			if awErr = fut.Get(ctx, &aw); awErr == nil {
-				awaited = true
-			}
+		aw, ok, err := f.awaitBatches(ja.JobAwait, f.pause) // or for a signal
+		if err != nil {
+			return f.progress(), err
 		}
-		var ce *temporal.CanceledError
-		if awErr != nil && !errors.As(awErr, &ce) {
-			return progress(), awErr
-		}
-		if awaited && awErr == nil {
-			st.Stats = aw.Stats
-			st.InFlight = removeBatches(st.InFlight, append(append(aw.Done, aw.Requeued...), aw.Failed...))
-			st.Batches += len(aw.Done)
-			st.Requeued += len(aw.Requeued)
-			if len(aw.Failed) > 0 {
-				st.FailedBatches += len(aw.Failed)
-				st.LastError = aw.Error
-			}
-			if len(st.InFlight) == 0 && st.Stats.Queued == 0 && st.State == JobRunning &&
+		if ok {
+			f.applyAwait(aw)
+			if f.nothingLeft() && f.st.State == JobRunning &&
 				workflow.GetVersion(ctx, pickupVersion, workflow.DefaultVersion, 1) == 1 {
-				drain()
-				if st.State == JobRunning {
+				if f.readSignals(); f.st.State == JobRunning {
 					// Nothing in flight and nothing queued: nothing can add
 					// URLs any more, so no JobAssign round before completing.
-					return finish(JobCompleted)
+					return f.finish(JobCompleted)
 				}
 			}
 		}
-		if loops >= jobLoopsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			drain()
-			st.Runs++
-			upsertProgressMemo(ctx, st) // the next run starts with this memo
-			return progress(), workflow.NewContinueAsNewError(ctx, CrawlJob, JobInput{Spec: spec, State: st})
+		if f.runsTooLong(loops) {
+			f.readSignals()
+			return f.continueAsNew()
 		}
 	}
 }

@@ -141,7 +141,7 @@ func (t *Temporal) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&t.Namespace, "temporal-namespace", t.Namespace, "Temporal namespace")
 	t.Security.AddFlags(fs)
 	fs.StringVar(&t.PayloadKeyFile, "payload-key-file", t.PayloadKeyFile,
-		"encrypt every Temporal payload (inputs, results, failures) with the AES-256 key in this file (64 hex digits, mode 0600); every worker and CLI of the group needs it, and the Web UI needs `baton codec-server`")
+		"encrypt every Temporal payload (inputs, results, failures) with the AES-256 key in this file (64 hex digits, mode 0600); every worker and CLI of the group needs it, and the Web UI needs the codec server of baton codec-server")
 }
 
 // PayloadCodec returns the codec of --payload-key-file.

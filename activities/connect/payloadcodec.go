@@ -1,10 +1,8 @@
 package connect
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -16,6 +14,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/batoncrawl/baton/activities/connect/security"
 )
 
 // Metadata of an encrypted payload.
@@ -43,19 +43,11 @@ var _ converter.PayloadCodec = (*PayloadCodec)(nil)
 // NewPayloadCodec returns a codec for a 32-byte key; its ID (recorded in
 // each payload) is the first 8 bytes of the key's SHA-256, in hex.
 func NewPayloadCodec(key []byte) (*PayloadCodec, error) {
-	if len(key) != 32 {
-		return nil, fmt.Errorf("%w: %d bytes, want 32", ErrPayloadKey, len(key))
-	}
-	block, err := aes.NewCipher(key)
+	aead, id, err := security.AES256GCM(key, "", 8)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrPayloadKey, err)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(key)
-	return &PayloadCodec{aead: aead, keyID: hex.EncodeToString(sum[:8])}, nil
+	return &PayloadCodec{aead: aead, keyID: id}, nil
 }
 
 // KeyID names the codec's key (not secret).

@@ -52,16 +52,64 @@ type attemptResult struct {
 // may not redirect out of the allowed domains; checkRedirect, when set,
 // checks every redirect's request; a redirect that leaves the request's
 // host drops the headers that may hold credentials (hostHeaders).
-func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.RoundTripper, checkRedirect func(*http.Request) error, followed, wantLinks, sitemap bool, release func()) (r attemptResult) {
-	r.retryAfter = -1
-	actx, cancel := context.WithTimeout(ctx, o.Timeout)
+func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.RoundTripper, checkRedirect func(*http.Request) error, followed, wantLinks, sitemap bool, release func()) attemptResult {
+	a := &attemptRun{e: e, ctx: ctx, b: b, o: o, followed: followed, wantLinks: wantLinks, sitemap: sitemap, release: release,
+		r: attemptResult{retryAfter: -1}, sels: o.compiled.selectorsFor(o.Label), rules: &o.compiled.rules}
+	a.jsonLinks = wantLinks && !sitemap && len(a.rules.linksJSON) > 0
+	var cancel context.CancelFunc
+	a.actx, cancel = context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	sels := o.compiled.selectorsFor(o.Label)
-	rules := &o.compiled.rules
-	jsonLinks := wantLinks && !sitemap && len(rules.linksJSON) > 0
-	var rawLinks []string
+	c := a.collector(base, checkRedirect)
+	c.OnResponseHeaders(func(resp *colly.Response) {
+		a.r.status = resp.StatusCode
+		a.r.contentType = resp.Headers.Get("Content-Type")
+		a.r.finalURL = resp.Request.URL.String()
+	})
+	c.OnResponse(a.onResponse)
+	c.OnError(func(_ *colly.Response, err error) {
+		// Colly reports an HTML parse error (e.g. nesting deeper than
+		// x/net/html's 512 levels) only here: Request returns nil.
+		if a.gotBody && a.parseErr == nil {
+			a.parseErr = err
+		}
+	})
+	a.onHTML(c)
+	var body io.Reader
+	if b.body != nil {
+		body = bytes.NewReader(b.body)
+	}
+	err := c.Request(b.method, b.url.String(), body, nil, b.header.Clone())
+	if !a.gotBody {
+		a.r.bytes = a.read
+	}
+	return a.result(err)
+}
 
-	var read int64
+// attemptRun is one attempt (Engine.attempt): what it was asked and what
+// its collector's callbacks saw.
+type attemptRun struct {
+	e                            *Engine
+	ctx, actx                    context.Context // the fetch's, and the attempt's (o.Timeout)
+	b                            *built
+	o                            Options
+	followed, wantLinks, sitemap bool
+	jsonLinks                    bool   // links from JSON responses (o's LinksJSON)
+	release                      func() // frees the domain's slot once the body is read
+	sels                         map[string]Selector
+	rules                        *rules
+
+	r                attemptResult
+	rawLinks         []string
+	read             int64 // bytes read, for a body that never completed
+	gotBody          bool
+	parseErr, selErr error
+	titled, rooted   bool
+}
+
+// collector is the attempt's Colly collector, over base with the
+// attempt's body bound, request hook and redirect rules.
+func (a *attemptRun) collector(base http.RoundTripper, checkRedirect func(*http.Request) error) *colly.Collector {
+	o := a.o
 	c := colly.NewCollector()
 	// Set everything Colly's COLLY_* environment variables could change.
 	c.UserAgent = o.UserAgent
@@ -78,14 +126,14 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 	c.DetectCharset = false
 	c.CheckHead = false
 	c.TraceHTTP = false
-	c.Context = actx
-	var rt http.RoundTripper = &boundedTransport{base: base, max: o.MaxBodyBytes, read: &read}
+	c.Context = a.actx
+	var rt http.RoundTripper = &boundedTransport{base: base, max: o.MaxBodyBytes, read: &a.read}
 	if o.RequestHook != nil {
 		rt = &hookTransport{base: rt, hook: o.RequestHook}
 	}
 	c.WithTransport(rt)
 	c.SetRequestTimeout(0) // actx bounds the attempt, body included
-	drop := hostHeaders(b.header)
+	drop := hostHeaders(a.b.header)
 	c.SetRedirectHandler(func(req *http.Request, via []*http.Request) error {
 		if o.MaxRedirects < 0 {
 			return http.ErrUseLastResponse
@@ -93,7 +141,7 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		if len(via) > o.MaxRedirects {
 			return &redirectError{max: o.MaxRedirects, last: req.URL.String()}
 		}
-		if followed && !domainAllowed(req.URL.Scheme, req.URL.Host, o.AllowedDomains) {
+		if a.followed && !domainAllowed(req.URL.Scheme, req.URL.Host, o.AllowedDomains) {
 			return &offDomainRedirectError{to: req.URL.String()}
 		}
 		if checkRedirect != nil {
@@ -108,149 +156,147 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		}
 		return nil
 	})
+	return c
+}
 
-	c.OnResponseHeaders(func(resp *colly.Response) {
-		r.status = resp.StatusCode
-		r.contentType = resp.Headers.Get("Content-Type")
-		r.finalURL = resp.Request.URL.String()
-	})
-	gotBody := false
-	c.OnResponse(func(resp *colly.Response) {
-		release() // the body is read: the domain's slot is free while we parse
-		gotBody = true
-		r.status = resp.StatusCode
-		r.contentType = resp.Headers.Get("Content-Type")
-		r.finalURL = resp.Request.URL.String()
-		r.bytes = int64(len(resp.Body))
-		if ra := resp.Headers.Get("Retry-After"); ra != "" {
-			if d, ok := parseRetryAfter(ra, time.Now()); ok {
-				r.retryAfter = d
-			}
+// onResponse takes the response's body: its hash, what the attempt keeps
+// of it, and, by its type, its sitemap entries, its conversion to UTF-8
+// for the HTML callbacks, or its JSON fields and links.
+func (a *attemptRun) onResponse(resp *colly.Response) {
+	r, o := &a.r, a.o
+	a.release() // the body is read: the domain's slot is free while we parse
+	a.gotBody = true
+	r.status = resp.StatusCode
+	r.contentType = resp.Headers.Get("Content-Type")
+	r.finalURL = resp.Request.URL.String()
+	r.bytes = int64(len(resp.Body))
+	if ra := resp.Headers.Get("Retry-After"); ra != "" {
+		if d, ok := parseRetryAfter(ra, time.Now()); ok {
+			r.retryAfter = d
 		}
-		sum := sha256.Sum256(resp.Body)
-		r.hash = hex.EncodeToString(sum[:])
-		if o.KeepBody {
-			r.body = resp.Body
-			r.header = resp.Headers.Clone()
+	}
+	sum := sha256.Sum256(resp.Body)
+	r.hash = hex.EncodeToString(sum[:])
+	if o.KeepBody {
+		r.body = resp.Body
+		r.header = resp.Headers.Clone()
+	}
+	if len(a.sels) > 0 {
+		r.fields = make(map[string][]string, len(a.sels))
+		for name := range a.sels {
+			r.fields[name] = []string{}
 		}
-		if len(sels) > 0 {
-			r.fields = make(map[string][]string, len(sels))
-			for name := range sels {
-				r.fields[name] = []string{}
-			}
+	}
+	ct := resp.Headers.Get("Content-Type")
+	switch {
+	case a.sitemap:
+		r.links, r.sitemaps, r.sitemapErr = parseSitemap(resp.Body, resp.Request.URL, o.MaxBodyBytes)
+	case isHTML(ct) || ct == "" && isHTML(http.DetectContentType(resp.Body)):
+		// Colly parses the body after this callback: it reads the
+		// converted one.
+		resp.Body, r.charset = toUTF8(resp.Body, ct)
+	case isJSON(ct) && (len(a.sels) > 0 || a.jsonLinks), (hasJSONSelector(a.sels) || a.jsonLinks) && gjson.ValidBytes(resp.Body):
+		// A JSON type, or a body that is JSON served under another type
+		// (text/plain, octet-stream) when a json: field or a JSON link
+		// path asks.
+		if len(a.sels) > 0 {
+			r.fields = extractJSON(resp.Body, a.sels)
 		}
-		ct := resp.Headers.Get("Content-Type")
-		switch {
-		case sitemap:
-			r.links, r.sitemaps, r.sitemapErr = parseSitemap(resp.Body, resp.Request.URL, o.MaxBodyBytes)
-		case isHTML(ct) || ct == "" && isHTML(http.DetectContentType(resp.Body)):
-			// Colly parses the body after this callback: it reads the
-			// converted one.
-			resp.Body, r.charset = toUTF8(resp.Body, ct)
-		case isJSON(ct) && (len(sels) > 0 || jsonLinks), (hasJSONSelector(sels) || jsonLinks) && gjson.ValidBytes(resp.Body):
-			// A JSON type, or a body that is JSON served under another
-			// type (text/plain, octet-stream) when a json: field or a
-			// JSON link path asks.
-			if len(sels) > 0 {
-				r.fields = extractJSON(resp.Body, sels)
-			}
-			if jsonLinks && gjson.ValidBytes(resp.Body) {
-				rawLinks = jsonLinksOf(resp.Body, rules.linksJSON, resp.Request.URL, 4*MaxLinksPerPage)
-			}
+		if a.jsonLinks && gjson.ValidBytes(resp.Body) {
+			a.rawLinks = jsonLinksOf(resp.Body, a.rules.linksJSON, resp.Request.URL, 4*MaxLinksPerPage)
 		}
-	})
-	var parseErr, selErr error
-	c.OnError(func(_ *colly.Response, err error) {
-		// Colly reports an HTML parse error (e.g. nesting deeper than
-		// x/net/html's 512 levels) only here: Request returns nil.
-		if gotBody && parseErr == nil {
-			parseErr = err
-		}
-	})
-	titled := false
+	}
+}
+
+// onHTML registers what the attempt reads of an HTML page: its title, its
+// fields, canonical URL and JSON-LD, and its links.
+func (a *attemptRun) onHTML(c *colly.Collector) {
 	c.OnHTML("title", func(el *colly.HTMLElement) {
-		if !titled && !sitemap {
-			titled = true
-			r.title = truncateUTF8(strings.TrimSpace(el.Text), MaxTitleBytes)
+		if !a.titled && !a.sitemap {
+			a.titled = true
+			a.r.title = truncateUTF8(strings.TrimSpace(el.Text), MaxTitleBytes)
 		}
 	})
-	rooted := false
 	c.OnHTML("html", func(el *colly.HTMLElement) {
-		if rooted || sitemap || len(el.DOM.Nodes) == 0 {
+		if a.rooted || a.sitemap || len(el.DOM.Nodes) == 0 {
 			return
 		}
-		rooted = true
+		a.rooted = true
 		doc := el.DOM.Nodes[0]
 		base := baseOf(doc, el.Request.URL) // honours <base href>
-		if len(sels) > 0 {
-			r.fields, selErr = extractHTML(doc, sels, base)
+		if len(a.sels) > 0 {
+			a.r.fields, a.selErr = extractHTML(doc, a.sels, base)
 		}
-		r.canonical = canonicalOf(doc, base)
-		r.jsonld = jsonLDOf(doc)
+		a.r.canonical = canonicalOf(doc, base)
+		a.r.jsonld = jsonLDOf(doc)
 	})
-	if wantLinks && !sitemap {
+	if a.wantLinks && !a.sitemap {
 		var links linkResolver
 		c.OnHTML("a[href]", func(el *colly.HTMLElement) {
-			if len(rawLinks) < 4*MaxLinksPerPage {
+			if len(a.rawLinks) < 4*MaxLinksPerPage {
 				if abs := links.resolve(el.Request, el.Attr("href")); abs != "" {
-					rawLinks = append(rawLinks, abs)
+					a.rawLinks = append(a.rawLinks, abs)
 				}
 			}
 		})
 	}
+}
 
-	var body io.Reader
-	if b.body != nil {
-		body = bytes.NewReader(b.body)
-	}
-	err := c.Request(b.method, b.url.String(), body, nil, b.header.Clone())
-	if !gotBody {
-		r.bytes = read
-	}
+// result is the attempt's outcome once its request returned err: the
+// failure and whether it is transient, or the page with its links.
+func (a *attemptRun) result(err error) attemptResult {
+	r, o := &a.r, a.o
 	switch {
 	case err != nil:
-		r.err, r.transient = classify(ctx, actx, o, err)
-		if gotBody { // the failure came after the body: keep what was read
-			return r
+		r.err, r.transient = classify(a.ctx, a.actx, o, err)
+		if a.gotBody { // the failure came after the body: keep what was read
+			return *r
 		}
 		r.title, r.fields, r.canonical, r.jsonld, r.hash, r.body, r.header = "", nil, "", nil, "", nil, nil
-		return r
-	case parseErr != nil:
-		r.err = fmt.Errorf("parse HTML: %v", parseErr)
-		return r
-	case selErr != nil:
-		r.err = selErr // not transient: the next fetch would cost the same
-		return r
+		return *r
+	case a.parseErr != nil:
+		r.err = fmt.Errorf("parse HTML: %v", a.parseErr)
+		return *r
+	case a.selErr != nil:
+		r.err = a.selErr // not transient: the next fetch would cost the same
+		return *r
 	case r.status == http.StatusTooManyRequests || r.status >= 500:
 		r.err, r.transient = statusError(r.status), true
-		return r
+		return *r
 	case r.status >= 400:
 		r.err = statusError(r.status)
-		return r
+		return *r
 	}
-	if sitemap {
-		if r.sitemapErr != nil {
-			r.err = fmt.Errorf("sitemap: %w", r.sitemapErr)
-			return r
-		}
-		// The follow rules apply to the pages listed, not to the
-		// sitemaps (a sitemap is no page of the results).
-		r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams, rules)
-		r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams, nil)
-		if o.DenyPrivate {
-			// Their fetches are guarded (they are not typed URLs); a
-			// private host is dropped here already, so that it is not
-			// queued only to be refused.
-			private := map[string]bool{}
-			r.links = e.dropPrivate(ctx, r.links, private)
-			r.sitemaps = e.dropPrivate(ctx, r.sitemaps, private)
-		}
-		return r
+	if a.sitemap {
+		return a.sitemapResult()
 	}
-	if wantLinks {
-		r.links = filterLinksMax(rawLinks, o.AllowedDomains, MaxLinksPerPage, o.KeepTrackingParams, rules)
+	if a.wantLinks {
+		r.links = filterLinksMax(a.rawLinks, o.AllowedDomains, MaxLinksPerPage, o.KeepTrackingParams, a.rules)
 	}
-	return r
+	return *r
+}
+
+// sitemapResult is a sitemap's outcome: the pages and sitemaps it lists,
+// filtered.
+func (a *attemptRun) sitemapResult() attemptResult {
+	r, o := &a.r, a.o
+	if r.sitemapErr != nil {
+		r.err = fmt.Errorf("sitemap: %w", r.sitemapErr)
+		return *r
+	}
+	// The follow rules apply to the pages listed, not to the sitemaps (a
+	// sitemap is no page of the results).
+	r.links = filterLinksMax(r.links, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams, a.rules)
+	r.sitemaps = filterLinksMax(r.sitemaps, o.AllowedDomains, MaxSitemapURLs, o.KeepTrackingParams, nil)
+	if o.DenyPrivate {
+		// Their fetches are guarded (they are not typed URLs); a private
+		// host is dropped here already, so that it is not queued only to
+		// be refused.
+		private := map[string]bool{}
+		r.links = a.e.dropPrivate(a.ctx, r.links, private)
+		r.sitemaps = a.e.dropPrivate(a.ctx, r.sitemaps, private)
+	}
+	return *r
 }
 
 // hookTransport runs a request hook (Options.RequestHook) once per

@@ -235,7 +235,7 @@ func (c *Crawler) Run(ctx context.Context, p *Page, log *slog.Logger) (Outcome, 
 			if v := recover(); v != nil {
 				pe := &PanicError{Value: v, Stack: debug.Stack()}
 				if log != nil {
-					log.Error("crawler handler panicked", "crawler", c.name, "url", p.Request.URL, "label", p.Request.Label,
+					log.Error("crawler handler panicked", "job_crawler", c.name, "url", p.Request.URL, "label", p.Request.Label,
 						"panic", fmt.Sprint(v), "stack", string(pe.Stack))
 				}
 				done <- pe

@@ -110,3 +110,22 @@ func (v *groupView) roleOf(ctx context.Context, name string) roles.Role {
 	_, states := g.Members()
 	return states[name].Role
 }
+
+// position reads the watcher's node and its membership: its role, and
+// whether it is the standby. gone: its node is missing (Position.Missing);
+// a read that fails is the error to return, marked corrupt when it is.
+func (v *groupView) position(ctx context.Context) (node roles.NodeState, pos cluster.Position, gone bool, err error) {
+	node, err = v.node(ctx)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return node, cluster.Position{Missing: true}, true, nil
+	}
+	if err != nil {
+		return node, pos, false, v.a.Deps.Corrupt(ctx, err)
+	}
+	me, _, err := v.self(ctx)
+	if err != nil {
+		return node, pos, false, v.a.Deps.Corrupt(ctx, err)
+	}
+	pos = cluster.Position{Role: node.Role, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
+	return node, pos, false, nil
+}

@@ -270,22 +270,15 @@ func (a *Activities) WatchRunners(ctx context.Context, in cluster.WatchInput) (c
 	tick := time.NewTicker(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
-		node, err := v.node(ctx)
-		if errors.Is(err, metadata.ErrNotFound) {
-			return cluster.WatchResult{Changed: true, Position: cluster.Position{Missing: true}}, nil
-		}
-		if err != nil {
-			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
+		node, pos, gone, err := v.position(ctx)
+		if gone || err != nil {
+			return cluster.WatchResult{Changed: gone, Position: pos}, err
 		}
 		all, err := v.allRunners(ctx)
 		if err != nil {
 			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
 		}
-		me, _, err := v.self(ctx)
-		if err != nil {
-			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
-		}
-		pos := cluster.Position{Role: node.Role, AllRunner: all, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
+		pos.AllRunner = all
 		acting := false // takes over dead runners itself
 		switch {
 		case node.Role == roles.RoleRunner && in.As != roles.RoleBackup:
@@ -362,18 +355,10 @@ func (a *Activities) WaitStandby(ctx context.Context, m cluster.Member) (cluster
 	v := a.newView(c, m)
 	var seen []string // the membership listing the standby was last checked with
 	for {
-		node, err := v.node(ctx)
-		if errors.Is(err, metadata.ErrNotFound) {
-			return cluster.WatchResult{Changed: true, Position: cluster.Position{Missing: true}}, nil
+		node, pos, gone, err := v.position(ctx)
+		if gone || err != nil {
+			return cluster.WatchResult{Changed: gone, Position: pos}, err
 		}
-		if err != nil {
-			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
-		}
-		me, _, err := v.self(ctx)
-		if err != nil {
-			return cluster.WatchResult{}, a.Deps.Corrupt(ctx, err)
-		}
-		pos := cluster.Position{Role: node.Role, Standby: node.Role == roles.RoleBackup && me.Role == roles.RoleBackup && me.Standby}
 		if node.Role != roles.RoleBackup || pos.Standby {
 			return cluster.WatchResult{Changed: true, Position: pos}, nil
 		}

@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -64,7 +66,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	}
 	pr.Body, pr.Header, pr.Label = nil, nil, e.Label
 	if h.err != nil {
-		pr.Error = "handler: " + h.err.Error()
+		pr.Error = handlerError(h.err)
 	}
 	pr.Items, pr.Skipped = len(h.items), h.skipped
 	if len(page.Body) > 0 && spec.Bodies != "" {
@@ -179,4 +181,14 @@ func writeBodyFileIn(root, dir, rel string, body []byte) error {
 		return fmt.Errorf("write body %s: %w", filepath.Join(dir, rel), werr)
 	}
 	return nil
+}
+
+// handlerError is a handler's error as recorded with its page: prefixed
+// "handler: ", once (a panic says "handler panicked" itself).
+func handlerError(err error) string {
+	var pe *crawler.PanicError
+	if errors.As(err, &pe) {
+		return pe.Error()
+	}
+	return "handler: " + err.Error()
 }

@@ -60,7 +60,7 @@ func (jr *jobRun) start(ctx context.Context, log *slog.Logger) error {
 			names = append(names, c.Name)
 		}
 	}
-	log.Info("crawler start hook: session cookies kept in memory", "crawler", jr.crawler.Name(), "cookies", names)
+	log.Info("crawler start hook: session cookies kept in memory", "job_crawler", jr.crawler.Name(), "cookies", names)
 	return nil
 }
 

@@ -21,6 +21,10 @@ type Report struct {
 	Refused     int         `json:"refused"`    // pages robots.txt refused (not fetched)
 	Duplicates  int         `json:"duplicates"` // pages whose body an earlier page had
 	Bodies      int         `json:"bodies"`     // pages whose body was stored
+	// MaxPages is the job's cap on pages (0: none); MaxPagesReached says
+	// whether the job took as many URLs as it allows (MaxPagesReached).
+	MaxPages        int  `json:"max_pages,omitempty"`
+	MaxPagesReached bool `json:"max_pages_reached,omitempty"`
 }
 
 // Add counts one record.
@@ -58,6 +62,15 @@ func BuildReport(ctx context.Context, s ReaderStore, job string) (Report, error)
 		return r, err
 	}
 	r.Refused = n
+	spec, err := s.Spec(ctx, job)
+	if err != nil {
+		return r, err
+	}
+	st, err := s.Stats(ctx, job)
+	if err != nil {
+		return r, err
+	}
+	r.MaxPages, r.MaxPagesReached = spec.MaxPages, MaxPagesReached(spec, st)
 	return r, nil
 }
 
@@ -89,5 +102,8 @@ func (r Report) Write(w io.Writer) error {
   sitemaps     %d
   bodies kept  %d
 `, r.Pages, r.Failed, status, r.Bytes, r.Retries, r.Refused, r.Duplicates, r.Sitemaps, r.Bodies)
+	if err == nil && r.MaxPagesReached {
+		_, err = fmt.Fprintf(w, "  max pages    %d reached: links beyond it were not crawled\n", r.MaxPages)
+	}
 	return err
 }

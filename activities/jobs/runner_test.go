@@ -462,7 +462,7 @@ func TestRunBatchIsFencedByAClaimAtAHigherEpoch(t *testing.T) {
 }
 
 func TestRunBatchFencedWhileManyFetchesAreInFlight(t *testing.T) {
-	urls := pageURLs(10)
+	urls := pageURLs(30)
 	e := newBatchEnv(t, 3, urls, nil)
 	e.pages.gate = make(chan struct{})
 	ch := e.runAsync()
@@ -476,9 +476,11 @@ func TestRunBatchFencedWhileManyFetchesAreInFlight(t *testing.T) {
 	assert.Zero(t, out.Ran)
 	assert.Empty(t, e.results(), "every write of the old holder refused")
 	calls, _, _ := e.pages.count()
-	// The Runner fetches ahead of its commits by up to a group and a round
-	// (3 in flight, 6 waiting for a commit): never more once fenced.
-	assert.LessOrEqual(t, calls, 9, "no fetch beyond the slots and the commit queue once fenced")
+	// Until the first commit is refused, the Runner fetches ahead of its
+	// commits by up to a group and a round (9 pages fetched and not
+	// committed) with its 3 slots in flight; it fetches nothing once
+	// fenced, so the batch's other URLs are never fetched.
+	assert.LessOrEqual(t, calls, 12, "no fetch beyond the slots and the commit queue once fenced")
 	assert.Equal(t, jobs.BatchRunning, e.info().State)
 }
 

@@ -1,10 +1,8 @@
 package jobs
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/batoncrawl/baton/activities/connect/security"
 )
 
 // Secrets are the parts of a job that open doors on other sites: its
@@ -151,16 +151,11 @@ func NewSealer(key []byte) (*Sealer, error) {
 	if len(key) != SecretsKeyBytes {
 		return nil, fmt.Errorf("secrets key: %d bytes, want %d", len(key), SecretsKeyBytes)
 	}
-	block, err := aes.NewCipher(key)
+	aead, id, err := security.AES256GCM(key, "baton secrets key id\x00", 6)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("secrets key: %w", err)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(append([]byte("baton secrets key id\x00"), key...))
-	return &Sealer{aead: aead, id: hex.EncodeToString(sum[:6])}, nil
+	return &Sealer{aead: aead, id: id}, nil
 }
 
 // KeyID names the key (a hash of it, not the key): the store keeps it with

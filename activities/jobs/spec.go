@@ -269,6 +269,10 @@ type Stats struct {
 	Items    int `json:"items"`    // items recorded by a user crawler's pages
 }
 
+// MaxPagesReached says whether a job with counters st took as many URLs
+// as its max_pages allows: links beyond it were not crawled.
+func MaxPagesReached(spec Spec, st Stats) bool { return spec.MaxPages > 0 && st.Seen >= spec.MaxPages }
+
 // PageRecord is one page of a job's results.
 type PageRecord struct {
 	crawl.Page

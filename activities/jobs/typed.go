@@ -2,8 +2,7 @@ package jobs
 
 import (
 	"context"
-
-	"github.com/batoncrawl/baton/activities/crawl"
+	"slices"
 )
 
 // TypedURLs returns the URLs of the spec that the user typed, normalised
@@ -15,13 +14,9 @@ import (
 // guarded like links.
 func (s Spec) TypedURLs() []string {
 	out := make([]string, 0, len(s.Seeds)+len(s.Sitemaps))
-	for _, u := range s.Seeds {
+	for _, u := range slices.Concat(s.Seeds, s.Sitemaps) {
+		// The job's own normaliser, as SeedEntries queues them.
 		if n, err := s.Options.NormalizeURL(u); err == nil {
-			out = append(out, n)
-		}
-	}
-	for _, u := range s.Sitemaps {
-		if n, err := crawl.NormalizeURL(u); err == nil {
 			out = append(out, n)
 		}
 	}

@@ -37,3 +37,21 @@ func TestTypedSpecs(t *testing.T) {
 	_, err = jobs.TypedSpecs(st).Spec(ctx, "nope")
 	require.ErrorIs(t, err, jobs.ErrNoJob)
 }
+
+// A job that keeps tracking parameters types its sitemaps with them, as
+// its frontier queues them: the typed URLs are the queued ones.
+func TestTypedURLsAreTheQueuedOnes(t *testing.T) {
+	opts := crawl.DefaultOptions()
+	opts.KeepTrackingParams = true
+	spec := jobs.Spec{ID: "typed", Group: "g", Options: opts,
+		Seeds:    []string{"http://shop.test/?utm_source=x"},
+		Sitemaps: []string{"http://shop.test/sitemap.xml?utm_campaign=feed"}}
+	entries, err := spec.SeedEntries(nil)
+	require.NoError(t, err)
+	var queued []string
+	for _, e := range entries {
+		queued = append(queued, e.URL)
+	}
+	require.Equal(t, queued, spec.TypedURLs())
+	require.Contains(t, spec.TypedURLs(), "http://shop.test/sitemap.xml?utm_campaign=feed")
+}

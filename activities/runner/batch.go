@@ -22,17 +22,12 @@ func (a *Activities) runBatch(ctx context.Context, m cluster.Member, owner strin
 	if a.Deps.Batches == nil {
 		return res, errors.New("run job task: this worker has no job store")
 	}
-	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
-		t = t.Clone()
-		t.RunningStatus = roles.TaskProcessing
-		var err error
-		if t, err = write(t); err != nil {
-			return res, err
-		}
+	t, err := markProcessing(t, m.Name, write)
+	if err != nil {
+		return res, err
 	}
 	res.Epoch = t.Epoch
-	defer a.Deps.Metrics.TaskStarted()()
-	defer keepAlive(ctx, m.Timers.UpdateTime)()
+	defer a.started(ctx, m)()
 	log := a.Deps.Logger(ctx)
 	log.Info("running task", "batch_size", t.Job.Size)
 	c := a.Deps.Cluster(m.Group)

@@ -140,9 +140,8 @@ func (a *Activities) waitTask(ctx context.Context, m cluster.Member, until time.
 // after one RunTask waits for the next as WaitTask does (up to lingerFor)
 // and runs it in the same activity: a new job's first batch starts
 // without the Temporal round trips of a WaitTask's end and a RunTask's
-// start (BenchmarkPostgresCrawl, 3 Runners × 8: the batch began 10–35 ms
-// after its Task's write when the Runner had gone back to WaitTask, 1–2
-// ms when RunTask lingered). What WaitTask would return instead (the
+// start (BenchmarkPostgresCrawl, docs/benchmarks.md: the time from a
+// Task's write to its batch's start). What WaitTask would return instead (the
 // Runner marked dead, or stepped down as the group's surplus) ends the
 // RunTask, and the WaitTask after finds it.
 func (a *Activities) RunTask(ctx context.Context, in cluster.RunTaskInput) (cluster.RunTaskResult, error) {
@@ -224,34 +223,7 @@ func (a *Activities) runTask(ctx context.Context, in cluster.RunTaskInput) (clus
 		return res, cluster.Fenced("task of %s is held by %s (epoch %d), not %s", owner, t.Holder, t.Epoch, m.Name)
 	}
 	res.Job = t.Job != nil
-	session := a.Deps.Store.Session()
-	write := func(next roles.Task) (roles.Task, error) {
-		next, op := c.FenceTask(owner, tv, next, m.Name, next.Epoch)
-		if s := a.Deps.Store.Session(); s != session {
-			// The session was lost: make sure we still hold the Task before
-			// writing anything (the compare-and-set below checks it too).
-			cur, _, err := c.GetTask(ctx, owner)
-			if err != nil {
-				return next, err
-			}
-			if cur.Holder != m.Name || cur.Epoch != next.Epoch {
-				return next, cluster.Fenced("after a session loss, task of %s is held by %s at epoch %d", owner, cur.Holder, cur.Epoch)
-			}
-			session = s
-		}
-		err := a.Deps.Store.Multi(ctx, metadata.CheckOp(c.NodePath(m.Name), nv), op)
-		if errors.Is(err, metadata.ErrBadVersion) {
-			cur, _, _ := c.GetTask(ctx, owner)
-			n2, _, _ := c.GetNode(ctx, m.Name)
-			return next, cluster.Fenced("write refused for task of %s at epoch %d: runner %s is now %s, task holder %s epoch %d",
-				owner, next.Epoch, m.Name, n2.Role, cur.Holder, cur.Epoch)
-		}
-		if err != nil {
-			return next, err
-		}
-		tv++
-		return next, nil
-	}
+	write := a.taskWriter(ctx, c, m.Name, owner, nv, tv)
 	if !t.Pending() {
 		res.Epoch, res.Status, res.Result = t.Epoch, t.RunningStatus, t.RunningResult
 		return res, nil
@@ -259,19 +231,18 @@ func (a *Activities) runTask(ctx context.Context, in cluster.RunTaskInput) (clus
 	if t.Job != nil {
 		return a.runBatch(ctx, m, owner, t, write, res, start)
 	}
-	if t.RunningStatus != roles.TaskProcessing || t.Holder != m.Name {
-		t = t.Clone()
-		t.RunningStatus = roles.TaskProcessing
-		if t.NextIndex < len(t.RunningContent) {
-			t.InProgressingID = strconv.Itoa(t.RunningContent[t.NextIndex].TaskID)
-		}
-		if t, err = write(t); err != nil {
-			return res, err
-		}
+	return a.runPlain(ctx, m, owner, t, write, res, start)
+}
+
+// runPlain runs a plain Task's requests from next_index, each result
+// recorded in the write that advances next_index.
+func (a *Activities) runPlain(ctx context.Context, m cluster.Member, owner string, t roles.Task, write func(roles.Task) (roles.Task, error), res cluster.RunTaskResult, start time.Time) (cluster.RunTaskResult, error) {
+	var err error
+	if t, err = markProcessing(t, m.Name, write); err != nil {
+		return res, err
 	}
 	res.Epoch = t.Epoch
-	defer a.Deps.Metrics.TaskStarted()()
-	defer keepAlive(ctx, m.Timers.UpdateTime)()
+	defer a.started(ctx, m)()
 	log := a.Deps.Logger(ctx)
 	log.Info("running task", "from", t.NextIndex, "requests", len(t.RunningContent))
 	// Two stages: request i+1 is fetched while the result of request i is
@@ -317,6 +288,41 @@ func (a *Activities) runTask(ctx context.Context, in cluster.RunTaskInput) (clus
 	return res, nil
 }
 
+// taskWriter returns the write of owner's Task by runner self: fenced by
+// the Task's epoch and version (tv, raised by each write) and self's
+// NodeState version nv, and, after a ZooKeeper session loss, by a fresh
+// read of the Task's holder.
+func (a *Activities) taskWriter(ctx context.Context, c *metadata.Cluster, self, owner string, nv, tv int32) func(roles.Task) (roles.Task, error) {
+	session := a.Deps.Store.Session()
+	return func(next roles.Task) (roles.Task, error) {
+		next, op := c.FenceTask(owner, tv, next, self, next.Epoch)
+		if s := a.Deps.Store.Session(); s != session {
+			// The session was lost: make sure we still hold the Task before
+			// writing anything (the compare-and-set below checks it too).
+			cur, _, err := c.GetTask(ctx, owner)
+			if err != nil {
+				return next, err
+			}
+			if cur.Holder != self || cur.Epoch != next.Epoch {
+				return next, cluster.Fenced("after a session loss, task of %s is held by %s at epoch %d", owner, cur.Holder, cur.Epoch)
+			}
+			session = s
+		}
+		err := a.Deps.Store.Multi(ctx, metadata.CheckOp(c.NodePath(self), nv), op)
+		if errors.Is(err, metadata.ErrBadVersion) {
+			cur, _, _ := c.GetTask(ctx, owner)
+			n2, _, _ := c.GetNode(ctx, self)
+			return next, cluster.Fenced("write refused for task of %s at epoch %d: runner %s is now %s, task holder %s epoch %d",
+				owner, next.Epoch, self, n2.Role, cur.Holder, cur.Epoch)
+		}
+		if err != nil {
+			return next, err
+		}
+		tv++
+		return next, nil
+	}
+}
+
 // keepAlive records an activity heartbeat every interval until the returned
 // stop is called, so a slow request does not look like a dead worker.
 func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
@@ -336,4 +342,29 @@ func keepAlive(ctx context.Context, interval time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// markProcessing writes the Task as processing, held by self, unless it
+// says so already (a plain Task also names the request in progress).
+func markProcessing(t roles.Task, self string, write func(roles.Task) (roles.Task, error)) (roles.Task, error) {
+	if t.RunningStatus == roles.TaskProcessing && t.Holder == self {
+		return t, nil
+	}
+	t = t.Clone()
+	t.RunningStatus = roles.TaskProcessing
+	if t.Job == nil && t.NextIndex < len(t.RunningContent) {
+		t.InProgressingID = strconv.Itoa(t.RunningContent[t.NextIndex].TaskID)
+	}
+	return write(t)
+}
+
+// started counts a Task as started and keeps its activity alive until the
+// function it returns is called.
+func (a *Activities) started(ctx context.Context, m cluster.Member) func() {
+	done := a.Deps.Metrics.TaskStarted()
+	stop := keepAlive(ctx, m.Timers.UpdateTime)
+	return func() {
+		stop()
+		done()
+	}
 }

@@ -356,7 +356,7 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	f.IntVar(&maxPages, "max-pages", 1000, "most pages in the job (0: no limit)")
 	f.StringArrayVar(&domains, "allow-domain", nil, "domain links may stay within (repeatable; default: the seeds' hosts)")
 	f.BoolVar(&ignoreRobots, "ignore-robots", false, "do not obey robots.txt")
-	f.BoolVar(&denyPrivate, "deny-private", false, "refuse private, loopback and link-local addresses for every request of the job but the seed and sitemap URLs typed (their redirects, sitemap entries, robots.txt and links included)")
+	f.BoolVar(&denyPrivate, "deny-private", false, "refuse private, loopback and link-local addresses for every request of the job but the seed and sitemap URLs typed as IP addresses (their redirects, sitemap entries, robots.txt and links included; a typed host name is guarded too)")
 	f.BoolVar(&keepTracking, "keep-tracking-params", false, "keep tracking parameters (utm_*, fbclid, gclid, ...) in seeds and links; by default they are removed")
 	f.DurationVar(&delay, "delay", def.Delay, "least delay between requests to one domain")
 	f.IntVar(&parallelism, "parallelism", def.Parallelism, "most concurrent requests to one domain")

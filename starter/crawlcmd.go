@@ -132,7 +132,7 @@ func (cf *crawlFlags) addRequestFlags(f *pflag.FlagSet) {
 	f.StringVar(&cf.userAgent, "user-agent", cf.def.UserAgent, "User-Agent of every request (robots.txt groups are matched against it)")
 	f.StringArrayVar(&cf.headers, "header", nil, "header sent with every request: 'Name: value' (repeatable)")
 	f.StringVar(&cf.proxy, "proxy", "", "proxy of every request of this job: http://, https:// or socks5://host:port, its user:password in $BATON_PROXY_CREDENTIALS (default: $HTTP_PROXY/$HTTPS_PROXY)")
-	f.BoolVar(&cf.denyPrivate, "deny-private", false, "refuse private, loopback and link-local addresses for every request of the job but the seed and sitemap URLs typed (their redirects, sitemap entries, robots.txt and links included)")
+	f.BoolVar(&cf.denyPrivate, "deny-private", false, "refuse private, loopback and link-local addresses for every request of the job but the seed and sitemap URLs typed as IP addresses (their redirects, sitemap entries, robots.txt and links included; a typed host name is guarded too)")
 	f.DurationVar(&cf.timeout, "timeout", cf.def.Timeout, "time limit of one request")
 	f.Int64Var(&cf.maxBody, "max-body-bytes", cf.def.MaxBodyBytes, "largest body read, in bytes")
 	f.Int64Var(&cf.maxBody, "max-body", cf.def.MaxBodyBytes, "largest body read, in bytes")

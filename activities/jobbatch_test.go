@@ -166,10 +166,14 @@ func TestRunTaskLingersAsWaitTaskDoes(t *testing.T) {
 	assert.Equal(t, roles.TaskDone, f.task(1).RunningStatus)
 	f.assignBatch(1, "k", "k-b000000", 1) // the next job's first batch
 	f.spy.waitCount(t, f.spy.watch, f.c().TaskPath(name(1)), 2, "RunTask waits again after the second batch")
+	// The second watch may be armed before the second batch runs (a
+	// change of the Task that is not yet the new batch): wait for the run.
+	require.Eventually(t, func() bool {
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		return len(fb.runs) == 2
+	}, 10*time.Second, 5*time.Millisecond, "both batches ran in one RunTask")
 	notReturned(t, done, "RunTask waiting for the next Task")
-	fb.mu.Lock()
-	assert.Len(t, fb.runs, 2, "both batches ran in one RunTask")
-	fb.mu.Unlock()
 	_, err := f.acts(nil).Discover(ctx, peer(f.member(2), 1, roles.RoleRunner)) // marked dead
 	require.NoError(t, err)
 	res, err := await(t, done, "RunTask of a Runner marked dead")

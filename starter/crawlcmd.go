@@ -80,27 +80,43 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			return cf.submit(cmd, g, tf, co, plan, args, lf)
 		},
 	}
-	f := cmd.Flags()
+	cf.addFlags(cmd.Flags())
+	co = addCrawlOutputFlags(cmd)
+	return cmd
+}
+
+// addFlags registers every flag of `baton crawl` but its output flags.
+func (cf *crawlFlags) addFlags(f *pflag.FlagSet) {
 	cf.sf.add(f)
-	cf.rf.add(f)
 	cf.addJobFlags(f)
+	cf.addSpecFlags(f)
+}
+
+// addSpecFlags registers the flags of what a job crawls and how: those
+// `baton schedule create` takes too (it refuses --seeds-file, --cookie,
+// --authorization and --header among them).
+func (cf *crawlFlags) addSpecFlags(f *pflag.FlagSet) {
+	cf.rf.add(f)
+	cf.addCrawlerFlags(f)
 	cf.addScopeFlags(f)
 	cf.addExtractionFlags(f)
 	cf.addRequestFlags(f)
 	cf.addPolitenessFlags(f)
 	cf.addStorageFlags(f)
-	co = addCrawlOutputFlags(cmd)
-	return cmd
 }
 
-// addJobFlags: the job's ID, its crawler and the deprecated timer profile.
+// addJobFlags: the job's ID, --wait and the deprecated timer profile.
 func (cf *crawlFlags) addJobFlags(f *pflag.FlagSet) {
 	f.StringVar(&cf.id, "id", "", "job ID (default: generated)")
-	f.StringVar(&cf.crawlerName, "crawler", "", "the crawler that runs the job's pages: a user crawler a worker binary of the group carries (NAME or NAME@VERSION; baton cluster lists them), default the built-in one")
-	f.StringArrayVar(&cf.sets, "set", nil, "an option of the user crawler, key=value (repeatable; checked against the options the workers advertise)")
 	f.StringVar(&cf.profile, "timers", "default", "timer profile (default or fast)")
 	_ = f.MarkDeprecated("timers", "the job uses the group's timer profile, as its workers are configured")
 	f.BoolVar(&cf.wait, "wait", false, "wait for the job, show a live progress bar (on stderr), then its stats; exit code 4 if it ends cancelled or failed")
+}
+
+// addCrawlerFlags: the crawler that runs the job's pages and its options.
+func (cf *crawlFlags) addCrawlerFlags(f *pflag.FlagSet) {
+	f.StringVar(&cf.crawlerName, "crawler", "", "the crawler that runs the job's pages: a user crawler a worker binary of the group carries (NAME or NAME@VERSION; baton cluster lists them), default the built-in one")
+	f.StringArrayVar(&cf.sets, "set", nil, "an option of the user crawler, key=value (repeatable; checked against the options the workers advertise)")
 }
 
 // addScopeFlags: which pages the job crawls.
@@ -164,15 +180,33 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 	if len(args) == 0 && cf.seedsFile == "" && len(cf.sitemaps) == 0 {
 		return jobs.Submission{}, linkFlags{}, usage("no seeds: give seed URLs, --seeds-file or --sitemap")
 	}
-	lf, err := parseLinkFlags(cf.selects, cf.labels, cf.links)
-	if err != nil {
-		return jobs.Submission{}, lf, err
-	}
 	ck, az, hdr, err := cf.secretPairs()
 	if err != nil {
-		return jobs.Submission{}, lf, err
+		return jobs.Submission{}, linkFlags{}, err
 	}
 	timers, err := cf.timers(cmd)
+	if err != nil {
+		return jobs.Submission{}, linkFlags{}, err
+	}
+	sub, lf, err := cf.submissionFor(cmd, g, args, hdr)
+	if err != nil {
+		return jobs.Submission{}, lf, err
+	}
+	sub.ID, sub.Cookie, sub.Authorization, sub.Timers = cf.id, ck, az, timers
+	if cf.seedsFile != "" {
+		if sub.File, err = jobs.ScanSeedFile(cf.seedsFile, cmd.InOrStdin()); err != nil {
+			return jobs.Submission{}, lf, submitError(err)
+		}
+	}
+	return sub, lf, nil
+}
+
+// submissionFor reads the flags of what a job crawls and how (addSpecFlags)
+// into a submission of seeds with headers hdr: all of the job but its ID,
+// credentials, timers and seeds file. `baton crawl` and `baton schedule
+// create` both build their job with it.
+func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []string, hdr map[string]string) (jobs.Submission, linkFlags, error) {
+	lf, err := parseLinkFlags(cf.selects, cf.labels, cf.links)
 	if err != nil {
 		return jobs.Submission{}, lf, err
 	}
@@ -183,22 +217,13 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 	if len(lf.linksJSON) > 0 && !cf.follow {
 		return jobs.Submission{}, lf, usage("--links: the links of JSON responses are followed with --follow: give it too")
 	}
-	sub := jobs.Submission{ID: cf.id, Group: g.group, Seeds: args, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
-		BatchSize: cf.batch, Cookie: ck, Authorization: az, Timers: timers,
-		StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir}
-	if cf.seedsFile != "" {
-		if sub.File, err = jobs.ScanSeedFile(cf.seedsFile, cmd.InOrStdin()); err != nil {
-			return jobs.Submission{}, lf, submitError(err)
-		}
-	}
-	if sub.Options, err = cf.options(lf, hdr); err != nil {
-		if sub.File != nil {
-			sub.File.Close()
-		}
+	opts, err := cf.options(lf, hdr)
+	if err != nil {
 		return jobs.Submission{}, lf, err
 	}
-	sub.Crawler, sub.CrawlerVersion, sub.CrawlerOptions, sub.SeedLabel = cf.crawlerName, crawlerVersion, crawlerSets, lf.seedLabel
-	return sub, lf, nil
+	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
+		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, Options: opts,
+		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel}, lf, nil
 }
 
 // secretPairs reads --cookie, --authorization and --header with their

@@ -380,7 +380,7 @@ func TestDocFlagsExist(t *testing.T) {
 		known[m[1]] = true
 	}
 	known["--timers"] = true // crawl's deprecated, hidden flag; the worker's
-	if !known["--max-body"] || !known["--zk-session-timeout"] {
+	if !known["--max-body-bytes"] || !known["--zk-session-timeout"] {
 		t.Fatalf("the help texts were not read: %d flags", len(known))
 	}
 	mentionRE := regexp.MustCompile("`[^`]*`")

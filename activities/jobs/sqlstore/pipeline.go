@@ -179,12 +179,20 @@ func (s *core) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pg
 	var then rest
 	first := &pgx.Batch{}
 	first.Queue("BEGIN")
+	if s.guard != "" {
+		first.Queue(s.guard)
+	}
 	readFirst := ahead(first)
 	if err = send(first, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
 		begun = true
+		if s.guard != "" {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("session guards: %w", err)
+			}
+		}
 		var err error
 		then, err = readFirst(br)
 		return err

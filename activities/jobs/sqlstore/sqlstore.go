@@ -74,8 +74,11 @@ type dialect struct {
 // dialect, the store's identity, how writes are retried, and the caches of
 // a job's settings, which never change once the job is created.
 type core struct {
-	db       *sql.DB
-	d        *dialect
+	db *sql.DB
+	d  *dialect
+	// guard, if set, is run first in every write transaction: the
+	// session guards (guards.go).
+	guard    string
 	id       jobs.Identity
 	writeMu  sync.Mutex
 	maxPages sync.Map // job → int
@@ -105,8 +108,8 @@ var _ jobs.Store = (*Store)(nil)
 // store was opened without creating it (Config.Existing).
 var ErrNoSchema = errors.New("no Baton schema of this version")
 
-func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location string, existing bool) (*Store, error) {
-	s := assemble(&core{db: db, d: d})
+func newStore(ctx context.Context, c *core, engine, location string, existing bool) (*Store, error) {
+	s, db := assemble(c), c.db
 	fail := func(err error) (*Store, error) {
 		db.Close()
 		return nil, err

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -71,7 +72,7 @@ func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -84,6 +85,19 @@ func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error
 		return err
 	}
 	return tx.Commit()
+}
+
+// begin begins a write transaction under the session guards.
+func (s *core) begin(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil || s.guard == "" {
+		return tx, err
+	}
+	if _, err := tx.ExecContext(ctx, s.guard); err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("session guards: %w", err)
+	}
+	return tx, nil
 }
 
 // read retries a read while the database is unreachable.

@@ -34,10 +34,19 @@ type Guards struct {
 	// instead of after the kernel's 15 minutes of retransmissions
 	// (tcp_user_timeout); 0 means 19 s.
 	TCPUser time.Duration
+	// MigrationLock bounds a schema change's wait for a lock; 0 means
+	// 5 s. A schema change waiting for a lock blocks every statement on
+	// the table behind it, so it gives up soon and tries again
+	// (migrationTries in all), then fails naming the table.
+	MigrationLock time.Duration
+	// MigrationStatement bounds each statement of a schema change (an
+	// index built on a big table); 0 means 30 minutes.
+	MigrationStatement time.Duration
 }
 
 // DefaultGuards are the guards of a store opened without others.
-var DefaultGuards = Guards{Statement: 60 * time.Second, Lock: 15 * time.Second, IdleInTransaction: 10 * time.Second, TCPUser: 19 * time.Second}
+var DefaultGuards = Guards{Statement: 60 * time.Second, Lock: 15 * time.Second, IdleInTransaction: 10 * time.Second, TCPUser: 19 * time.Second,
+	MigrationLock: 5 * time.Second, MigrationStatement: 30 * time.Minute}
 
 // withDefaults fills in the guards left 0.
 func (g Guards) withDefaults() Guards {
@@ -48,11 +57,20 @@ func (g Guards) withDefaults() Guards {
 		return d
 	}
 	return Guards{
-		Statement:         pick(g.Statement, DefaultGuards.Statement),
-		Lock:              pick(g.Lock, DefaultGuards.Lock),
-		IdleInTransaction: pick(g.IdleInTransaction, DefaultGuards.IdleInTransaction),
-		TCPUser:           pick(g.TCPUser, DefaultGuards.TCPUser),
+		Statement:          pick(g.Statement, DefaultGuards.Statement),
+		Lock:               pick(g.Lock, DefaultGuards.Lock),
+		IdleInTransaction:  pick(g.IdleInTransaction, DefaultGuards.IdleInTransaction),
+		TCPUser:            pick(g.TCPUser, DefaultGuards.TCPUser),
+		MigrationLock:      pick(g.MigrationLock, DefaultGuards.MigrationLock),
+		MigrationStatement: pick(g.MigrationStatement, DefaultGuards.MigrationStatement),
 	}
+}
+
+// migration are the guards of a schema change's DDL.
+func (g Guards) migration() Guards {
+	g = g.withDefaults()
+	g.Statement, g.Lock = g.MigrationStatement, g.MigrationLock
+	return g
 }
 
 // SessionBound is how long a PostgreSQL session whose client vanished in

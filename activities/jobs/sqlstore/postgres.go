@@ -88,7 +88,7 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	s, err := newStore(ctx, &core{db: db, d: postgresDialect, guard: guardStatement(c.Guards)}, "postgres", location, c.Existing)
+	s, err := newStore(ctx, &core{db: db, d: postgresDialect, guard: guardStatement(c.Guards), migrationGuard: guardStatement(c.Guards.migration())}, "postgres", location, c.Existing)
 	if err == nil && c.Warm {
 		warmPool(ctx, db, pool)
 	}

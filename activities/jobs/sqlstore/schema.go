@@ -2,15 +2,11 @@ package sqlstore
 
 import (
 	"context"
-	crand "crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // schemaStore sets up and upgrades the schema.
@@ -227,29 +223,6 @@ func upgradedIndexes(d *dialect) []string {
 	}
 }
 
-// fillHosts sets the host of the frontier rows that have none (rows of a
-// store older than version 4); a URL without one keeps ”.
-func (s *schemaStore) fillHosts(ctx context.Context, tx dbtx) error {
-	type row struct{ job, url string }
-	rows, err := queryTx(ctx, s.core, tx, `SELECT job, url FROM baton_frontier WHERE host = ''`, nil, func(rows *sql.Rows) (row, error) {
-		var r row
-		return r, rows.Scan(&r.job, &r.url)
-	})
-	if err != nil {
-		return fmt.Errorf("upgrade schema: frontier hosts: %w", err)
-	}
-	for _, r := range rows {
-		h := jobs.HostOf(r.url)
-		if h == "" {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET host = ? WHERE job = ? AND url = ?`), h, r.job, r.url); err != nil {
-			return fmt.Errorf("upgrade schema: frontier hosts: %w", err)
-		}
-	}
-	return nil
-}
-
 // addColumn adds c to its table unless it is there.
 func (s *schemaStore) addColumn(ctx context.Context, tx dbtx, c column) error {
 	var n int
@@ -313,48 +286,4 @@ func (s *schemaStore) Migrate(ctx context.Context) (from int, err error) {
 		return s.found, err
 	}
 	return s.found, s.migrate(ctx)
-}
-
-func (s *schemaStore) migrate(ctx context.Context) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		if s.d.lockSchema != "" {
-			if _, err := tx.ExecContext(ctx, s.d.lockSchema); err != nil {
-				return err
-			}
-		}
-		for _, st := range schema(s.d) {
-			if _, err := tx.ExecContext(ctx, st); err != nil {
-				return fmt.Errorf("create schema: %w", err)
-			}
-		}
-		for _, c := range upgrades(s.d) {
-			if err := s.addColumn(ctx, tx, c); err != nil {
-				return err
-			}
-		}
-		for _, st := range upgradedIndexes(s.d) {
-			if _, err := tx.ExecContext(ctx, st); err != nil {
-				return fmt.Errorf("create schema: %w", err)
-			}
-		}
-		if err := s.fillHosts(ctx, tx); err != nil {
-			return err
-		}
-		b := make([]byte, 16)
-		_, _ = crand.Read(b)
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('id', ?) ON CONFLICT (key) DO NOTHING`), hex.EncodeToString(b)); err != nil {
-			return err
-		}
-		var v string
-		err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if n, _ := strconv.Atoi(v); n > schemaVersion {
-			return fmt.Errorf("store schema version %s, this Baton knows %d: upgrade Baton", v, schemaVersion)
-		}
-		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
-			strconv.Itoa(schemaVersion))
-		return err
-	})
 }

@@ -78,7 +78,10 @@ type core struct {
 	d  *dialect
 	// guard, if set, is run first in every write transaction: the
 	// session guards (guards.go).
-	guard    string
+	guard string
+	// migrationGuard is guard for a schema change's DDL (its own lock
+	// and statement timeouts).
+	migrationGuard string
 	id       jobs.Identity
 	writeMu  sync.Mutex
 	maxPages sync.Map // job → int

@@ -67,12 +67,18 @@ func (s *core) retrying(ctx context.Context, once func() error) error {
 	}
 }
 
-func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error) {
+func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.writeOnceGuarded(ctx, s.guard, fn)
+}
+
+// writeOnceGuarded is writeOnce under guard (PostgreSQL's session guards:
+// guards.go).
+func (s *core) writeOnceGuarded(ctx context.Context, guard string, fn func(*sql.Tx) error) (err error) {
 	if s.d.serialWrites {
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
 	}
-	tx, err := s.begin(ctx)
+	tx, err := s.beginGuarded(ctx, guard)
 	if err != nil {
 		return err
 	}
@@ -88,12 +94,14 @@ func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error
 }
 
 // begin begins a write transaction under the session guards.
-func (s *core) begin(ctx context.Context) (*sql.Tx, error) {
+func (s *core) begin(ctx context.Context) (*sql.Tx, error) { return s.beginGuarded(ctx, s.guard) }
+
+func (s *core) beginGuarded(ctx context.Context, guard string) (*sql.Tx, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil || s.guard == "" {
+	if err != nil || guard == "" {
 		return tx, err
 	}
-	if _, err := tx.ExecContext(ctx, s.guard); err != nil {
+	if _, err := tx.ExecContext(ctx, guard); err != nil {
 		_ = tx.Rollback()
 		return nil, fmt.Errorf("session guards: %w", err)
 	}

@@ -82,10 +82,10 @@ type core struct {
 	// migrationGuard is guard for a schema change's DDL (its own lock
 	// and statement timeouts).
 	migrationGuard string
-	id       jobs.Identity
-	writeMu  sync.Mutex
-	maxPages sync.Map // job → int
-	policies sync.Map // job → hostPolicy
+	id             jobs.Identity
+	writeMu        sync.Mutex
+	maxPages       sync.Map // job → int
+	policies       sync.Map // job → hostPolicy
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration

@@ -32,7 +32,10 @@ type schemaStore struct {
 //	   as the per-domain limits key it; filled in for the rows of an
 //	   older store at the upgrade) and its index of queued URLs per host,
 //	   baton_host_leases and baton_robots
-const schemaVersion = 4
+//	5  baton_frontier.handout: the token of the hand-out that moved the
+//	   URL into its batch (a retried pull finds what its first try
+//	   handed out: handout.go)
+const schemaVersion = 5
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -43,7 +46,8 @@ const schemaVersion = 4
 //	                batch, 2 finished), the batch it is in, an insertion
 //	                sequence (FIFO hand-out, breadth first), the label and
 //	                the user data (JSON; NULL: none) it was queued with
-//	                first, and its host (crawl.HostKey; '' for none)
+//	                first, its host (crawl.HostKey; '' for none) and the
+//	                token of the hand-out that moved it into its batch
 //	baton_batches   one row per batch: holder, epoch, size, state, error
 //	baton_results   one row per (job, URL): the page record (JSON)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
@@ -100,6 +104,7 @@ func schema(d *dialect) []string {
 			label TEXT NOT NULL DEFAULT '',
 			data TEXT,
 			host TEXT NOT NULL DEFAULT '',
+			handout TEXT,
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
@@ -211,6 +216,7 @@ func upgrades(d *dialect) []column {
 		{"baton_frontier", "data", `data TEXT`},                                  // 3
 		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 3
 		{"baton_frontier", "host", `host TEXT NOT NULL DEFAULT ''`},              // 4
+		{"baton_frontier", "handout", `handout TEXT`},                            // 5
 	}
 }
 

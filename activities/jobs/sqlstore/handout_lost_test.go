@@ -83,3 +83,50 @@ func TestPostgresPullLostCommitReply(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresTakingCommitLostCommitReply: the reply to a taking group
+// commit's COMMIT is lost with its connection (it committed). The commit,
+// retried, returns the links its first try took: the batch's unfinished
+// URLs are exactly those, none stranded. Pipelined and statement by
+// statement.
+func TestPostgresTakingCommitLostCommitReply(t *testing.T) {
+	for _, mode := range []string{"pipelined", "statements"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, proxy, s := proxiedStore(t)
+			if mode == "statements" {
+				sqlstore.WithoutPipeline(s)
+			}
+			const job, seed = "takereply", "http://new.test/"
+			opts := crawl.DefaultOptions()
+			opts.Parallelism, opts.IgnoreRobots = 24, true
+			_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{seed}, Options: opts}, []jobs.Entry{{URL: seed}})
+			require.NoError(t, err)
+			_, err = s.TakeBatch(ctx, job, "b", 1)
+			require.NoError(t, err)
+			_, err = s.Claim(ctx, job, "b", "r1", 1)
+			require.NoError(t, err)
+			var links []jobs.Entry
+			for i := range 10 {
+				links = append(links, jobs.Entry{URL: fmt.Sprintf("http://new.test/l%d", i), Depth: 1})
+			}
+			page := &jobs.PageRecord{Page: crawl.Page{URL: seed, StatusCode: 200}, Job: job, Batch: "b", Runner: "r1", Epoch: 1}
+
+			proxy.DropReplyTo("COMMIT")
+			_, taken, err := s.RecordTake(ctx, []jobs.Record{{Job: job, Batch: "b", Epoch: 1, Runner: "r1", URL: seed, Page: page, Links: links}}, 4)
+			require.NoError(t, err, "the commit, retried")
+			require.Equal(t, int64(1), proxy.Dropped(), "the COMMIT's reply was dropped")
+			var got, unfinished []string
+			for _, e := range taken {
+				got = append(got, e.URL)
+				assert.Equal(t, 1, e.Depth)
+			}
+			un, err := s.Unfinished(ctx, job, "b")
+			require.NoError(t, err)
+			for _, e := range un {
+				unfinished = append(unfinished, e.URL)
+			}
+			assert.Len(t, got, 4, "the links taken")
+			assert.ElementsMatch(t, got, unfinished, "the batch's unfinished URLs are the links the commit returned")
+		})
+	}
+}

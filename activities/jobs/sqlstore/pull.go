@@ -175,12 +175,11 @@ func (s *frontierStore) underMaxPages(ctx context.Context, tx dbtx, job string, 
 // retry after a try whose outcome is unknown returns what that try handed
 // out if it committed (handout.go).
 func (s *frontierStore) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
-	ctx, token := withHandout(ctx)
+	ctx, h := withHandout(ctx)
 	var out jobs.Pulled
-	tries := 0
 	err := s.retrying(ctx, func() error {
-		if tries++; tries > 1 && n > 0 {
-			before, ok, err := s.pulledBefore(ctx, job, id, token)
+		if h.retried() && n > 0 {
+			before, ok, err := s.pulledBefore(ctx, job, id, h.token)
 			if err != nil || ok {
 				out = before
 				return err

@@ -33,11 +33,10 @@ func (s *core) q(query string) string {
 }
 
 // write runs fn in a write transaction, retrying while the database is
-// unreachable or a transaction conflicted. fn should be idempotent: every
-// write here is but Extend's, so a retried commit whose outcome was
-// unknown finds its rows written and changes nothing. (A retried Extend
-// hands out a second lot of URLs; the first stays in the batch,
-// unfinished, and FinishBatch refuses the batch until it is run.)
+// unreachable or a transaction conflicted. fn should be idempotent: a
+// retried commit whose outcome was unknown finds its rows written and
+// changes nothing; a retried hand-out (Pull, Extend, RecordTake) finds
+// what its committed try handed out by its token (handout.go).
 func (s *core) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.retrying(ctx, func() error { return s.writeOnce(ctx, fn) })
 }
@@ -51,7 +50,11 @@ func (s *core) retrying(ctx context.Context, once func() error) error {
 	}
 	deadline := time.Now().Add(retryFor)
 	backoff := s.d.retryFirst
+	h := handoutIn(ctx) // a hand-out's tries are counted: handout.go
 	for {
+		if h != nil {
+			h.tries.Add(1)
+		}
 		err := once()
 		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err

@@ -28,10 +28,9 @@ type PgBouncer struct {
 
 // StartPgBouncer starts pgbouncer on a free loopback port in transaction
 // mode, with a pool of poolSize server connections, in front of pg (the
-// client user and database). The server side gets the store's session
-// guards from the role (ALTER ROLE … SET), as an operator behind a pooler
-// sets them, since pgbouncer does not forward startup parameters. It is
-// stopped when the test ends. Without pgbouncer the test fails (skipped
+// client user and database), configured as an operator would: it
+// accepts no startup parameter but the ones it tracks (and
+// extra_float_digits, which many drivers send). It is stopped when the test ends. Without pgbouncer the test fails (skipped
 // with BATON_ALLOW_SKIP=1).
 func StartPgBouncer(t testing.TB, pg *Postgres, poolSize int) *PgBouncer {
 	t.Helper()
@@ -45,11 +44,8 @@ func StartPgBouncer(t testing.TB, pg *Postgres, poolSize int) *PgBouncer {
 		if os.Getenv("BATON_ALLOW_SKIP") == "1" {
 			t.Skip("pgbouncer is not installed (make deps installs it)")
 		}
-		t.Fatalf("testsuite: pgbouncer is not installed (make deps installs it): %v", err)
+		t.Fatalf("testsuite: pgbouncer is not installed (make deps, or deployments/scripts/install-postgres.sh, or apt-get install pgbouncer): %v", err)
 	}
-	pg.Admin(t, fmt.Sprintf(`ALTER ROLE %s SET idle_in_transaction_session_timeout = '10s'`, pgx.Identifier{pgUser}.Sanitize()),
-		fmt.Sprintf(`ALTER ROLE %s SET lock_timeout = '15s'`, pgx.Identifier{pgUser}.Sanitize()),
-		fmt.Sprintf(`ALTER ROLE %s SET statement_timeout = '60s'`, pgx.Identifier{pgUser}.Sanitize()))
 	dir, err := os.MkdirTemp("", "pgbouncer")
 	if err != nil {
 		t.Fatalf("testsuite: pgbouncer: %v", err)
@@ -85,7 +81,7 @@ func StartPgBouncer(t testing.TB, pg *Postgres, poolSize int) *PgBouncer {
 		"default_pool_size = " + strconv.Itoa(poolSize),
 		"max_client_conn = 200",
 		"logfile = " + logPath,
-		"ignore_startup_parameters = extra_float_digits, idle_in_transaction_session_timeout, lock_timeout, statement_timeout, tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count, tcp_user_timeout",
+		"ignore_startup_parameters = extra_float_digits",
 		"",
 	}, "\n"))
 	cmd := exec.Command(bin, ini)

@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,26 @@ type Proxy struct {
 	conns  []net.Conn
 	delay  time.Duration // one way, for the connections accepted from now
 	sends  atomic.Int64  // reads from the clients' side: their messages, as sent
+	// dropAfter, if set, is a client message (matched without regard to
+	// case) whose reply is dropped: DropReplyTo.
+	dropAfter []byte
+	dropped   atomic.Int64
+}
+
+// link is the state of one proxied connection.
+type link struct {
+	dropping atomic.Bool // the server's replies are dropped, and the connection closed
+	tail     []byte      // the end of the replies dropped so far (the server→client pipe's)
+}
+
+// answered reports whether the replies dropped so far on l, with b, hold
+// the completion of a COMMIT (PostgreSQL's CommandComplete "COMMIT"): the
+// server has committed.
+func (l *link) answered(b []byte) bool {
+	l.tail = append(l.tail, b...)
+	done := bytes.Contains(l.tail, []byte("COMMIT\x00"))
+	l.tail = l.tail[max(0, len(l.tail)-16):]
+	return done
 }
 
 // StartProxy listens on a free loopback port and forwards every
@@ -68,12 +89,13 @@ func (p *Proxy) serve() {
 			go p.delayed(c, u, d, false)
 			continue
 		}
-		go p.pipe(u, c, true)
-		go p.pipe(c, u, false)
+		l := &link{}
+		go p.pipe(u, c, true, l)
+		go p.pipe(c, u, false, l)
 	}
 }
 
-func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool, l *link) {
 	defer func() {
 		_ = dst.Close()
 		_ = src.Close()
@@ -81,7 +103,20 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	p.pump(src, fromClient, func(b []byte) error {
 		p.mu.Lock()
 		thawed := p.frozen
+		if fromClient && p.dropAfter != nil && bytes.Contains(bytes.ToUpper(b), p.dropAfter) {
+			p.dropAfter = nil
+			l.dropping.Store(true)
+		}
 		p.mu.Unlock()
+		if !fromClient && l.dropping.Load() {
+			// The reply lost; the connection gone once the server has
+			// committed (closed earlier, the server would roll back).
+			if l.answered(b) {
+				p.dropped.Add(1)
+				return net.ErrClosed
+			}
+			return nil
+		}
 		if thawed != nil {
 			<-thawed // frozen: hold the bytes, send nothing, close nothing
 		}
@@ -110,6 +145,20 @@ func (p *Proxy) pump(src net.Conn, fromClient bool, each func([]byte) error) {
 		}
 	}
 }
+
+// DropReplyTo arms the proxy once: the next client message containing
+// message (e.g. "COMMIT", matched without regard to case) reaches the
+// server, but the server's reply does not reach the client: the
+// connection is closed once the server has answered a COMMIT, as when a
+// network fails between a commit and its acknowledgement.
+func (p *Proxy) DropReplyTo(message string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropAfter = bytes.ToUpper([]byte(message))
+}
+
+// Dropped counts the replies dropped (DropReplyTo).
+func (p *Proxy) Dropped() int64 { return p.dropped.Load() }
 
 // Freeze stops forwarding bytes in both directions without closing any
 // connection: to both ends the other has vanished without a word, as when

@@ -28,7 +28,7 @@ func (s *frontierStore) handTo(ctx context.Context, tx dbtx, w *writes, job, bat
 	for rest := slices.SortedFunc(slices.Values(chosen), func(a, b candidate) int { return cmp.Compare(a.seq, b.seq) }); len(rest) > 0; {
 		part := rest[:min(len(rest), handToChunk)]
 		rest = rest[len(part):]
-		q, args := s.handToQuery(job, batch, shard, grow, part)
+		q, args := s.handToQuery(job, batch, shard, handoutOf(ctx), grow, part)
 		if s.d.joinedWrites {
 			// Read once the writes are done (a pipeline's commit).
 			if err := w.query(ctx, fmt.Sprintf("hand out job %s batch %s", job, batch), s.q(q), args, intoSet(moved)); err != nil {
@@ -55,11 +55,12 @@ func (s *frontierStore) handTo(ctx context.Context, tx dbtx, w *writes, job, bat
 const handToChunk = 200
 
 // handToQuery is the statement of handTo moving part (chosen URLs in seq
-// order) into batch, and its arguments; where the engine takes joined
+// order) into batch, marked with the hand-out's token (handout.go; nil:
+// none), and its arguments; where the engine takes joined
 // writes, it counts them taken by shard and, with grow, adds them to the
 // batch's size too.
-func (s *frontierStore) handToQuery(job, batch, shard string, grow bool, part []candidate) (string, []any) {
-	args := []any{batch, job}
+func (s *frontierStore) handToQuery(job, batch, shard string, handout any, grow bool, part []candidate) (string, []any) {
+	args := []any{batch, handout, job}
 	if s.d.rowRef != "" {
 		args = append(args, job, part[0].seq, part[len(part)-1].seq)
 	}
@@ -80,9 +81,9 @@ func (s *frontierStore) handToQuery(job, batch, shard string, grow bool, part []
 	// job's lock, which every other pull waits for. An ordered scan of
 	// the queued index over the chosen range (the plan of choose's own
 	// scan), then each row by its address, reads about the rows moved.
-	q := `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
+	q := `UPDATE baton_frontier SET state = 1, batch = ?, handout = ? WHERE job = ? AND state = 0 AND ` + s.d.seqCol + ` IN (` + in.String() + `) RETURNING url`
 	if s.d.rowRef != "" {
-		q = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
+		q = `UPDATE baton_frontier SET state = 1, batch = ?, handout = ? WHERE job = ? AND state = 0 AND ` + s.d.rowRef + ` IN (
 			SELECT ` + s.d.rowRef + ` FROM baton_frontier WHERE job = ? AND state = 0 AND seq BETWEEN ? AND ? AND seq IN (` + in.String() + `)
 			ORDER BY seq LIMIT ` + strconv.Itoa(len(part)) + `) RETURNING url`
 	}

@@ -29,6 +29,9 @@ type Config struct {
 	// SCRAM handshake costs both sides milliseconds of CPU) at a crawl's
 	// start. A CLI command opens only what it uses.
 	Warm bool
+	// Guards are the timeouts of the store's PostgreSQL transactions; 0s
+	// mean DefaultGuards'.
+	Guards Guards
 }
 
 // Validate names the bad setting.

@@ -43,7 +43,7 @@ func TestPostgresVanishedClientReleasesLocks(t *testing.T) {
 
 	// The holder's group commit, caught between its statements: the batch
 	// row locked, as RecordAll holds it up to its commit.
-	tx, err := vanishing.DB().BeginTx(ctx, nil)
+	tx, err := sqlstore.Begin(ctx, vanishing)
 	require.NoError(t, err)
 	_, err = tx.ExecContext(ctx, `UPDATE baton_frontier SET state = 2 WHERE job = $1 AND url = $2`, job, seeds[0])
 	require.NoError(t, err)

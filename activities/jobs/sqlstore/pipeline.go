@@ -27,7 +27,7 @@ import (
 // machines, a network round trip each); pipelined, the lock is held for
 // one.
 
-// pullPipelined is Pull on PostgreSQL in two round trips; ok is false
+// pullPipelined is a try of Pull on PostgreSQL in two round trips; ok is false
 // when it does not apply (SQLite; a renewal alone; a job with
 // max_pages, whose remainder is read under the lock first) and the caller
 // pulls statement by statement.
@@ -46,7 +46,7 @@ func (s *frontierStore) pullPipelined(ctx context.Context, job, id string, epoch
 	}
 	want = max(want, 1)
 	page := firstScanPage(n)
-	err = s.pipelined(ctx, func(b *pgx.Batch) func(pgx.BatchResults) (rest, error) {
+	err = s.pipelinedOnce(ctx, func(b *pgx.Batch) func(pgx.BatchResults) (rest, error) {
 		// The batch's row, then the job's row: the lock order of every
 		// hand-out (hosts.go).
 		b.Queue(s.batchAndControlQuery(), job, id)
@@ -179,12 +179,20 @@ func (s *core) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pg
 	var then rest
 	first := &pgx.Batch{}
 	first.Queue("BEGIN")
+	if s.guard != "" {
+		first.Queue(s.guard)
+	}
 	readFirst := ahead(first)
 	if err = send(first, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
 		begun = true
+		if s.guard != "" {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("session guards: %w", err)
+			}
+		}
 		var err error
 		then, err = readFirst(br)
 		return err

@@ -22,38 +22,6 @@ import (
 // runs and other clients.
 const DefaultMaxConns = 8
 
-// Session guards set on every PostgreSQL connection unless the DSN sets
-// them itself (as options or runtime parameters): a worker whose machine
-// vanished in the middle of a transaction holds the batch row's lock, and
-// without them its server session would hold it until the kernel's TCP
-// keepalive gives up, about two hours later, blocking the backup's Claim
-// and the job's Requeue for as long.
-var sessionGuards = map[string]string{
-	// A session idle inside a transaction (its client gone between two
-	// statements) is ended, and its locks released, after this long. The
-	// store's transactions are milliseconds long.
-	"idle_in_transaction_session_timeout": "10s",
-	// No statement waits longer than this for a lock (retried: SQLSTATE
-	// 55P03 is transient) or runs longer than statement_timeout.
-	"lock_timeout":      "15s",
-	"statement_timeout": "60s",
-	// The server probes an idle client's TCP connection after 10 s, every
-	// 3 s, and drops it after 3 unanswered probes.
-	"tcp_keepalives_idle":     "10",
-	"tcp_keepalives_interval": "3",
-	"tcp_keepalives_count":    "3",
-	// And a connection whose last reply is never acknowledged (the client
-	// vanished right after a statement) is dropped after 19 s, not after
-	// the kernel's 15 minutes of retransmissions.
-	"tcp_user_timeout": "19000",
-}
-
-// SessionBound is how long a PostgreSQL session whose client vanished can
-// hold a lock at most (idle_in_transaction_session_timeout, or the TCP
-// keepalive's 10 s + 3 × 3 s for a client gone while no transaction was
-// open); the README documents it.
-const SessionBound = 19 * time.Second
-
 // OpenPostgres opens the distributed store at dsn (postgres://…), with
 // password, if not empty, replacing the DSN's (read from a file or the
 // environment by the caller, never from the command line), and the
@@ -78,13 +46,9 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 	// keeps hundreds of cached statements (one per VALUES size) per
 	// connection.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
-	options := cfg.RuntimeParams["options"]
-	for k, v := range sessionGuards {
-		if _, set := cfg.RuntimeParams[k]; !set && !strings.Contains(options, k) {
-			cfg.RuntimeParams[k] = v
-		}
-	}
-	// The client side too: a server that vanished is noticed in seconds.
+	// The session guards are set in each transaction (guards.go), not
+	// here: a pooler refuses or drops startup parameters. The client
+	// notices a server that vanished in seconds.
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: 10 * time.Second, Interval: 3 * time.Second, Count: 3}}
 	cfg.DialFunc = dialer.DialContext
@@ -124,7 +88,7 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	s, err := newStore(ctx, db, postgresDialect, "postgres", location, c.Existing)
+	s, err := newStore(ctx, &core{db: db, d: postgresDialect, guard: guardStatement(c.Guards), migrationGuard: guardStatement(c.Guards.migration())}, "postgres", location, c.Existing)
 	if err == nil && c.Warm {
 		warmPool(ctx, db, pool)
 	}

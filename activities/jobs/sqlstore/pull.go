@@ -171,16 +171,37 @@ func (s *frontierStore) underMaxPages(ctx context.Context, tx dbtx, job string, 
 }
 
 // Pull hands a running batch held at epoch more URLs of hosts it may hold
-// (see jobs.RunnerStore).
+// (see jobs.RunnerStore). Retried while the database is unreachable; a
+// retry after a try whose outcome is unknown returns what that try handed
+// out if it committed (handout.go).
 func (s *frontierStore) Pull(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
-	if out, ok, err := s.pullPipelined(ctx, job, id, epoch, n, want); ok {
-		if err == nil {
-			s.remember(job, out.Entries)
+	ctx, h := withHandout(ctx)
+	var out jobs.Pulled
+	err := s.retrying(ctx, func() error {
+		if h.retried() && n > 0 {
+			before, ok, err := s.pulledBefore(ctx, job, id, h.token)
+			if err != nil || ok {
+				out = before
+				return err
+			}
 		}
+		var err error
+		out, err = s.pullOnce(ctx, job, id, epoch, n, want)
+		return err
+	})
+	if err == nil {
+		s.remember(job, out.Entries)
+	}
+	return out, err
+}
+
+// pullOnce is one try of Pull: pipelined where it may be.
+func (s *frontierStore) pullOnce(ctx context.Context, job, id string, epoch int64, n, want int) (jobs.Pulled, error) {
+	if out, ok, err := s.pullPipelined(ctx, job, id, epoch, n, want); ok {
 		return out, err
 	}
 	var out jobs.Pulled
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeOnce(ctx, func(tx *sql.Tx) error {
 		out = jobs.Pulled{}
 		b, control, err := s.batchAndControl(ctx, tx, job, id)
 		if err != nil {
@@ -207,8 +228,5 @@ func (s *frontierStore) Pull(ctx context.Context, job, id string, epoch int64, n
 		out.TTL = time.Duration(pol.ttlMS) * time.Millisecond
 		return nil
 	})
-	if err == nil {
-		s.remember(job, out.Entries)
-	}
 	return out, err
 }

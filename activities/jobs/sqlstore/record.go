@@ -51,12 +51,18 @@ func (s *resultStore) RecordTake(ctx context.Context, rs []jobs.Record, take int
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx, h := withHandout(ctx)
 	queued := false // the links went into the frontier (not cut by max_pages)
 	pipelined, taken, err := s.recordPipelined(ctx, g)
 	if pipelined {
 		queued = err == nil && len(g.links) > 0
 	} else {
 		queued, taken, err = s.record(ctx, g)
+	}
+	if err == nil && take > 0 && h.retried() {
+		// A try before may have committed, its reply lost: what it took
+		// is in the batch under its token, and the try after took none.
+		taken, err = s.frontier.handedOut(ctx, g.job, g.batch, h.token)
 	}
 	if err == nil && queued {
 		// Committed: every link sent is in the frontier now (inserted, or
@@ -261,7 +267,7 @@ func (s *resultStore) queueLinks(ctx context.Context, tx dbtx, g *group) (queued
 	}
 	g.countAdded(added)
 	taken, mine := takeNew(queue, added, hosts, g.take)
-	for _, st := range s.chunked(takeHead, []any{g.batch, g.job}, "?", ")", mine) {
+	for _, st := range s.chunked(takeHead, []any{g.batch, handoutOf(ctx), g.job}, "?", ")", mine) {
 		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
 			return false, nil, c, fmt.Errorf("record: take links: %w", err)
 		}
@@ -359,8 +365,9 @@ func takeNew(links []jobs.Entry, added, hosts map[string]bool, take int) (taken 
 }
 
 // takeHead hands rows a group commit inserted queued to its batch: then
-// batch and job, then the URLs (chunked), then ")".
-const takeHead = `UPDATE baton_frontier SET state = 1, batch = ? WHERE job = ? AND state = 0 AND url IN (`
+// batch, the hand-out's token (handout.go) and job, then the URLs
+// (chunked), then ")".
+const takeHead = `UPDATE baton_frontier SET state = 1, batch = ?, handout = ? WHERE job = ? AND state = 0 AND url IN (`
 
 // takeHosts returns the hosts whose new links a group commit of rs may
 // hand out to its batch (RecordTake): those of the group's own pages whose

@@ -135,7 +135,7 @@ func (p *pipedRecord) read(ctx context.Context, br pgx.BatchResults) (rest, erro
 func (p *pipedRecord) commit(ctx context.Context, tx dbtx, w *writes, mine [][]any, added int, finished, claimed map[string]bool) (func() error, error) {
 	s, g := p.s, p.g
 	if len(p.taken) > 0 {
-		for _, st := range s.chunked(takeHead, []any{g.batch, g.job}, "?", ")", mine) {
+		for _, st := range s.chunked(takeHead, []any{g.batch, handoutOf(ctx), g.job}, "?", ")", mine) {
 			if err := w.exec(ctx, "record: take links", st.query, st.args...); err != nil {
 				return nil, err
 			}

@@ -41,44 +41,55 @@ func decodeRecord(job, url string, data []byte) (jobs.PageRecord, error) {
 	return p, nil
 }
 
-// Results calls fn for every page of a job in the order recorded. A
-// stored record that cannot be read (ErrBadRecord) does not stop the
-// others: it is skipped, and the error returned at the end names the
-// records skipped.
+// resultsPerStatement is how many pages one statement of Results reads:
+// a statement of a job's export is short whatever the job's size, and
+// under an operator's statement_timeout of a second or less.
+const resultsPerStatement = 1000
+
+// storedResult is a stored page record as read.
+type storedResult struct {
+	seq       int64
+	url, data string
+}
+
+// Results calls fn for every page of a job in the order recorded. It reads
+// them resultsPerStatement at a time, each lot in a statement of its own
+// keyed by the last one's position in that order, and calls fn once a lot
+// is read: no statement stays open while fn runs (a slow reader of `baton
+// results`). A stored record that cannot be read (ErrBadRecord) does not
+// stop the others: it is skipped, and the error returned at the end names
+// the records skipped.
 func (s *resultStore) Results(ctx context.Context, job string, fn func(jobs.PageRecord) error) error {
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return err
 	}
-	var rows *sql.Rows
-	err := s.read(ctx, func() error {
-		var err error
-		rows, err = s.db.QueryContext(ctx, s.q(`SELECT url, record FROM baton_results WHERE job = ? ORDER BY `+s.d.seqCol), job)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("results of job %s: %w", job, err)
-	}
-	defer rows.Close()
 	var bad []error // the first ten
 	nbad := 0
-	for rows.Next() {
-		var url, data string
-		if err := rows.Scan(&url, &data); err != nil {
-			return err
-		}
-		p, err := decodeRecord(job, url, []byte(data))
+	for after := int64(-1 << 63); ; {
+		lot, err := queryAll(ctx, s.core, `SELECT `+s.d.seqCol+`, url, record FROM baton_results WHERE job = ? AND `+s.d.seqCol+` > ? ORDER BY `+s.d.seqCol+` LIMIT ?`,
+			[]any{job, after, resultsPerStatement}, func(rows *sql.Rows) (storedResult, error) {
+				var r storedResult
+				return r, rows.Scan(&r.seq, &r.url, &r.data)
+			})
 		if err != nil {
-			if nbad++; len(bad) < 10 {
-				bad = append(bad, fmt.Errorf("record of %s: %w", url, err))
+			return fmt.Errorf("results of job %s: %w", job, err)
+		}
+		for _, r := range lot {
+			p, err := decodeRecord(job, r.url, []byte(r.data))
+			if err != nil {
+				if nbad++; len(bad) < 10 {
+					bad = append(bad, fmt.Errorf("record of %s: %w", r.url, err))
+				}
+				continue
 			}
-			continue
+			if err := fn(p); err != nil {
+				return err
+			}
 		}
-		if err := fn(p); err != nil {
-			return err
+		if len(lot) < resultsPerStatement {
+			break
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
+		after = lot[len(lot)-1].seq
 	}
 	if nbad > 0 {
 		return fmt.Errorf("results of job %s in %s: %d stored records skipped: %w", job, s.id, nbad, errors.Join(bad...))

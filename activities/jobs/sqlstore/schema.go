@@ -2,15 +2,11 @@ package sqlstore
 
 import (
 	"context"
-	crand "crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/batoncrawl/baton/activities/jobs"
 )
 
 // schemaStore sets up and upgrades the schema.
@@ -36,7 +32,10 @@ type schemaStore struct {
 //	   as the per-domain limits key it; filled in for the rows of an
 //	   older store at the upgrade) and its index of queued URLs per host,
 //	   baton_host_leases and baton_robots
-const schemaVersion = 4
+//	5  baton_frontier.handout: the token of the hand-out that moved the
+//	   URL into its batch (a retried pull finds what its first try
+//	   handed out: handout.go)
+const schemaVersion = 5
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -47,7 +46,8 @@ const schemaVersion = 4
 //	                batch, 2 finished), the batch it is in, an insertion
 //	                sequence (FIFO hand-out, breadth first), the label and
 //	                the user data (JSON; NULL: none) it was queued with
-//	                first, and its host (crawl.HostKey; '' for none)
+//	                first, its host (crawl.HostKey; '' for none) and the
+//	                token of the hand-out that moved it into its batch
 //	baton_batches   one row per batch: holder, epoch, size, state, error
 //	baton_results   one row per (job, URL): the page record (JSON)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
@@ -104,6 +104,7 @@ func schema(d *dialect) []string {
 			label TEXT NOT NULL DEFAULT '',
 			data TEXT,
 			host TEXT NOT NULL DEFAULT '',
+			handout TEXT,
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
@@ -215,6 +216,7 @@ func upgrades(d *dialect) []column {
 		{"baton_frontier", "data", `data TEXT`},                                  // 3
 		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 3
 		{"baton_frontier", "host", `host TEXT NOT NULL DEFAULT ''`},              // 4
+		{"baton_frontier", "handout", `handout TEXT`},                            // 5
 	}
 }
 
@@ -225,29 +227,6 @@ func upgradedIndexes(d *dialect) []string {
 		// queued URLs in frontier order, without reading the others.
 		`CREATE INDEX IF NOT EXISTS baton_frontier_host ON baton_frontier (job, host` + d.seqIndex + `) WHERE state = 0`,
 	}
-}
-
-// fillHosts sets the host of the frontier rows that have none (rows of a
-// store older than version 4); a URL without one keeps ”.
-func (s *schemaStore) fillHosts(ctx context.Context, tx dbtx) error {
-	type row struct{ job, url string }
-	rows, err := queryTx(ctx, s.core, tx, `SELECT job, url FROM baton_frontier WHERE host = ''`, nil, func(rows *sql.Rows) (row, error) {
-		var r row
-		return r, rows.Scan(&r.job, &r.url)
-	})
-	if err != nil {
-		return fmt.Errorf("upgrade schema: frontier hosts: %w", err)
-	}
-	for _, r := range rows {
-		h := jobs.HostOf(r.url)
-		if h == "" {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE baton_frontier SET host = ? WHERE job = ? AND url = ?`), h, r.job, r.url); err != nil {
-			return fmt.Errorf("upgrade schema: frontier hosts: %w", err)
-		}
-	}
-	return nil
 }
 
 // addColumn adds c to its table unless it is there.
@@ -313,48 +292,4 @@ func (s *schemaStore) Migrate(ctx context.Context) (from int, err error) {
 		return s.found, err
 	}
 	return s.found, s.migrate(ctx)
-}
-
-func (s *schemaStore) migrate(ctx context.Context) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		if s.d.lockSchema != "" {
-			if _, err := tx.ExecContext(ctx, s.d.lockSchema); err != nil {
-				return err
-			}
-		}
-		for _, st := range schema(s.d) {
-			if _, err := tx.ExecContext(ctx, st); err != nil {
-				return fmt.Errorf("create schema: %w", err)
-			}
-		}
-		for _, c := range upgrades(s.d) {
-			if err := s.addColumn(ctx, tx, c); err != nil {
-				return err
-			}
-		}
-		for _, st := range upgradedIndexes(s.d) {
-			if _, err := tx.ExecContext(ctx, st); err != nil {
-				return fmt.Errorf("create schema: %w", err)
-			}
-		}
-		if err := s.fillHosts(ctx, tx); err != nil {
-			return err
-		}
-		b := make([]byte, 16)
-		_, _ = crand.Read(b)
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('id', ?) ON CONFLICT (key) DO NOTHING`), hex.EncodeToString(b)); err != nil {
-			return err
-		}
-		var v string
-		err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if n, _ := strconv.Atoi(v); n > schemaVersion {
-			return fmt.Errorf("store schema version %s, this Baton knows %d: upgrade Baton", v, schemaVersion)
-		}
-		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
-			strconv.Itoa(schemaVersion))
-		return err
-	})
 }

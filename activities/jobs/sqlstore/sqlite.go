@@ -87,7 +87,7 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 		case <-time.After(time.Duration(1+rand.IntN(8)) * time.Millisecond):
 		}
 	}
-	return newStore(ctx, db, sqliteDialect, "sqlite", path, false)
+	return newStore(ctx, &core{db: db, d: sqliteDialect}, "sqlite", path, false)
 }
 
 var sqliteDialect = &dialect{

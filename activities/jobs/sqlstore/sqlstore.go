@@ -74,12 +74,18 @@ type dialect struct {
 // dialect, the store's identity, how writes are retried, and the caches of
 // a job's settings, which never change once the job is created.
 type core struct {
-	db       *sql.DB
-	d        *dialect
-	id       jobs.Identity
-	writeMu  sync.Mutex
-	maxPages sync.Map // job → int
-	policies sync.Map // job → hostPolicy
+	db *sql.DB
+	d  *dialect
+	// guard, if set, is run first in every write transaction: the
+	// session guards (guards.go).
+	guard string
+	// migrationGuard is guard for a schema change's DDL (its own lock
+	// and statement timeouts).
+	migrationGuard string
+	id             jobs.Identity
+	writeMu        sync.Mutex
+	maxPages       sync.Map // job → int
+	policies       sync.Map // job → hostPolicy
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration
@@ -105,8 +111,8 @@ var _ jobs.Store = (*Store)(nil)
 // store was opened without creating it (Config.Existing).
 var ErrNoSchema = errors.New("no Baton schema of this version")
 
-func newStore(ctx context.Context, db *sql.DB, d *dialect, engine, location string, existing bool) (*Store, error) {
-	s := assemble(&core{db: db, d: d})
+func newStore(ctx context.Context, c *core, engine, location string, existing bool) (*Store, error) {
+	s, db := assemble(c), c.db
 	fail := func(err error) (*Store, error) {
 		db.Close()
 		return nil, err

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -32,11 +33,10 @@ func (s *core) q(query string) string {
 }
 
 // write runs fn in a write transaction, retrying while the database is
-// unreachable or a transaction conflicted. fn should be idempotent: every
-// write here is but Extend's, so a retried commit whose outcome was
-// unknown finds its rows written and changes nothing. (A retried Extend
-// hands out a second lot of URLs; the first stays in the batch,
-// unfinished, and FinishBatch refuses the batch until it is run.)
+// unreachable or a transaction conflicted. fn should be idempotent: a
+// retried commit whose outcome was unknown finds its rows written and
+// changes nothing; a retried hand-out (Pull, Extend, RecordTake) finds
+// what its committed try handed out by its token (handout.go).
 func (s *core) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.retrying(ctx, func() error { return s.writeOnce(ctx, fn) })
 }
@@ -50,7 +50,11 @@ func (s *core) retrying(ctx context.Context, once func() error) error {
 	}
 	deadline := time.Now().Add(retryFor)
 	backoff := s.d.retryFirst
+	h := handoutIn(ctx) // a hand-out's tries are counted: handout.go
 	for {
+		if h != nil {
+			h.tries.Add(1)
+		}
 		err := once()
 		if err == nil || !s.d.transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
@@ -66,12 +70,18 @@ func (s *core) retrying(ctx context.Context, once func() error) error {
 	}
 }
 
-func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error) {
+func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.writeOnceGuarded(ctx, s.guard, fn)
+}
+
+// writeOnceGuarded is writeOnce under guard (PostgreSQL's session guards:
+// guards.go).
+func (s *core) writeOnceGuarded(ctx context.Context, guard string, fn func(*sql.Tx) error) (err error) {
 	if s.d.serialWrites {
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.beginGuarded(ctx, guard)
 	if err != nil {
 		return err
 	}
@@ -84,6 +94,21 @@ func (s *core) writeOnce(ctx context.Context, fn func(*sql.Tx) error) (err error
 		return err
 	}
 	return tx.Commit()
+}
+
+// begin begins a write transaction under the session guards.
+func (s *core) begin(ctx context.Context) (*sql.Tx, error) { return s.beginGuarded(ctx, s.guard) }
+
+func (s *core) beginGuarded(ctx context.Context, guard string) (*sql.Tx, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil || guard == "" {
+		return tx, err
+	}
+	if _, err := tx.ExecContext(ctx, guard); err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("session guards: %w", err)
+	}
+	return tx, nil
 }
 
 // read retries a read while the database is unreachable.

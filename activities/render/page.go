@@ -203,10 +203,13 @@ func (pr *pageRun) wait(ctx context.Context) error {
 	}
 }
 
+// selectorPoll is how often waitSelector looks for its element.
+const selectorPoll = 10 * time.Millisecond
+
 // waitSelector polls for an element matching sel.
 func (pr *pageRun) waitSelector(ctx context.Context, sel string) error {
 	expr := fmt.Sprintf("document.querySelector(%s) !== null", jsString(sel))
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(selectorPoll)
 	defer tick.Stop()
 	for {
 		found, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))

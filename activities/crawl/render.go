@@ -143,6 +143,11 @@ func (e *Engine) renderAttempt(ctx context.Context, pr prepared, wantLinks bool,
 		}
 		req.Policy = render.PolicyOf(g)
 	}
+	if req.Dial, err = e.renderDial(pr); err != nil {
+		e.count(func(s *RenderStats) { s.Failed++ })
+		r.err = err
+		return r
+	}
 	if why == RenderAlways {
 		e.count(func(s *RenderStats) { s.Always++ })
 	}

@@ -36,10 +36,11 @@ type pageRun struct {
 	last       time.Time // the last request started or ended
 	docResp    *network.Response
 	docRefused error
+	docDialErr error // the proxy's dial of the document's host:port failed
 	loaded     chan struct{}
 	loadedOnce sync.Once
 
-	refused, blocked atomic.Int32
+	refused, blocked, dialRefused atomic.Int32
 }
 
 // renderIn renders req in t, then cleans t for the next page; dirty: t
@@ -64,7 +65,7 @@ func (p *Pool) renderIn(ctx context.Context, t *tab, req Request) (res Result, d
 	}()
 	defer context.AfterFunc(ctx, func() { crash(ctx.Err()) })()
 	defer func() {
-		res.Refused, res.Blocked = int(pr.refused.Load()), int(pr.blocked.Load())
+		res.Refused, res.Blocked = int(pr.refused.Load()+pr.dialRefused.Load()), int(pr.blocked.Load())
 		res.Duration = time.Since(start)
 		if err != nil && errors.Is(context.Cause(pctx), errCrashed) {
 			err = &CrashError{Err: err}
@@ -85,6 +86,9 @@ func (p *Pool) renderIn(ctx context.Context, t *tab, req Request) (res Result, d
 	if err == nil && nav.ErrorText != "" {
 		if r := pr.refusedDoc(); r != nil {
 			return res, false, &RefusedError{URL: req.URL, Reason: r}
+		}
+		if r := pr.dialErr(); r != nil {
+			return res, false, fmt.Errorf("render: %s: %s: %w", req.URL, nav.ErrorText, r)
 		}
 		return res, false, fmt.Errorf("render: %s: %s", req.URL, nav.ErrorText)
 	}
@@ -166,6 +170,12 @@ func (pr *pageRun) listener(crash context.CancelCauseFunc) func(any) {
 	}
 }
 
+func (pr *pageRun) dialErr() error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.docDialErr
+}
+
 func (pr *pageRun) refusedDoc() error {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -203,10 +213,13 @@ func (pr *pageRun) wait(ctx context.Context) error {
 	}
 }
 
+// selectorPoll is how often waitSelector looks for its element.
+const selectorPoll = 10 * time.Millisecond
+
 // waitSelector polls for an element matching sel.
 func (pr *pageRun) waitSelector(ctx context.Context, sel string) error {
 	expr := fmt.Sprintf("document.querySelector(%s) !== null", jsString(sel))
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(selectorPoll)
 	defer tick.Stop()
 	for {
 		found, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))

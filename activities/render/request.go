@@ -71,6 +71,12 @@ type Request struct {
 	// Policy, when set, judges every request of the page before it is
 	// sent; a refused document fails the render.
 	Policy Policy
+	// Dial, when set, dials every connection of the page: the browser
+	// sends all its requests (loopback, https and WebSocket included)
+	// through a proxy of its tab that dials with it, so that a dialler
+	// that checks the address it connects to (or that goes through the
+	// job's proxy) covers all the page's traffic. Nil: a plain dialler.
+	Dial DialFunc
 }
 
 // Result is what a page became.

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/storage"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 )
 
@@ -29,11 +30,13 @@ const cleanTimeout = 5 * time.Second
 type tab struct {
 	b      *browser
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel func()
 	frame  cdp.FrameID // its main frame
 	agent  string      // the browser's own User-Agent
 	// agentSet is the User-Agent the tab sends (set by the last page).
 	agentSet string
+
+	proxy *tabProxy // dials the tab's connections
 
 	mu  sync.Mutex
 	cur *pageRun // the page whose requests the tab judges; nil: none
@@ -41,8 +44,15 @@ type tab struct {
 
 // openTab opens a tab in b with every request paused for judging.
 func openTab(b *browser) (*tab, error) {
-	tctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
-	t := &tab{b: b, ctx: tctx, cancel: cancel}
+	px, err := newTabProxy()
+	if err != nil {
+		return nil, fmt.Errorf("render: tab proxy: %w", err)
+	}
+	tctx, tcancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext(func(p *target.CreateBrowserContextParams) {
+		p.ProxyServer, p.ProxyBypassList = px.url(), "<-loopback>"
+	}))
+	cancel := func() { tcancel(); px.close() }
+	t := &tab{b: b, ctx: tctx, cancel: cancel, proxy: px}
 	opened := make(chan error, 1)
 	go func() { opened <- t.setUp() }()
 	select {
@@ -117,4 +127,5 @@ func (t *tab) setPage(pr *pageRun) {
 	t.mu.Lock()
 	t.cur = pr
 	t.mu.Unlock()
+	t.proxy.setPage(pr)
 }

@@ -153,4 +153,3 @@ func TestDiffLargeJobsStreams(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, counts)
 }
-

@@ -166,7 +166,7 @@ func notFound(js jobs.ReaderStore, job string, err error) error {
 }
 
 func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
-	return append(append([]*cobra.Command{jobsCmd(g, tf), statusCmd(g, tf)}, controlCmds(g, tf)...), resultsCmd(g, tf))
+	return append(append([]*cobra.Command{jobsCmd(g, tf), statusCmd(g, tf)}, controlCmds(g, tf)...), resultsCmd(g, tf), diffCmd(g, tf))
 }
 
 // resultsCmd exports a job's results, items, bodies or stats.

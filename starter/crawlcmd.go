@@ -37,6 +37,7 @@ type crawlFlags struct {
 	maxBody                    int64
 	userAgent, seedsFile       string
 	proxy, bodiesDir           string
+	warcDir                    string
 	crawlerName                string
 	sets, labels, links        []string
 	followAllow, followDeny    []string
@@ -153,6 +154,7 @@ func (cf *crawlFlags) addPolitenessFlags(f *pflag.FlagSet) {
 func (cf *crawlFlags) addStorageFlags(f *pflag.FlagSet) {
 	f.BoolVar(&cf.storeBodies, "store-bodies", false, "keep every response body, compressed, in the job store (for reprocessing)")
 	f.StringVar(&cf.bodiesDir, "bodies-dir", "", "keep every response body, compressed, as files under this directory of each Runner's machine")
+	f.StringVar(&cf.warcDir, "warc", "", "archive every response as received (raw bytes, Content-Encoding kept) in WARC/1.1 files under this directory of each Runner's machine (under the workers' --bodies-root)")
 }
 
 // submission reads the flags and seeds into the job's submission (its
@@ -185,7 +187,7 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 	}
 	sub := jobs.Submission{ID: cf.id, Group: g.group, Seeds: args, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
 		BatchSize: cf.batch, Cookie: ck, Authorization: az, Timers: timers,
-		StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir}
+		StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir}
 	if cf.seedsFile != "" {
 		if sub.File, err = jobs.ScanSeedFile(cf.seedsFile, cmd.InOrStdin()); err != nil {
 			return jobs.Submission{}, lf, submitError(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -177,5 +178,28 @@ func (d *diffWriter) end(c jobs.DiffCounts) error {
 		return d.csv.Error()
 	}
 	_, err := fmt.Fprintf(d.w, "%s → %s: %d new, %d gone, %d changed, %d unchanged\n", d.a, d.b, c.New, c.Gone, c.Changed, c.Unchanged)
+	return err
+}
+
+// writeChanged writes the pages of a job that are new or changed against
+// its baseline (Spec.Baseline), as JSON lines: `baton results
+// --changed-only`.
+func writeChanged(ctx context.Context, w io.Writer, js jobs.ReaderStore, spec jobs.Spec, format string) error {
+	if format != formatJSONL {
+		return usage("--changed-only writes JSON lines: --format jsonl (or leave --format out)")
+	}
+	if spec.Baseline == "" {
+		return usage("job %s has no baseline (a schedule's run, or a job started with a baseline) to compare with: use baton diff JOB_A JOB_B", spec.ID)
+	}
+	if _, err := js.Spec(ctx, spec.Baseline); err != nil {
+		return notFound(js, spec.Baseline, err)
+	}
+	enc := json.NewEncoder(w)
+	_, err := jobs.DiffPages(ctx, js, spec.Baseline, spec.ID, func(e jobs.DiffEntry, p *jobs.PageRecord) error {
+		if e.Kind != jobs.DiffNew && e.Kind != jobs.DiffChanged {
+			return nil
+		}
+		return enc.Encode(p)
+	})
 	return err
 }

@@ -29,12 +29,14 @@ func diffStore(t *testing.T) string {
 	js, err := sqlstore.OpenSQLite(ctx, dir)
 	require.NoError(t, err)
 	defer js.Close()
-	record := func(id string, pages map[string]crawl.Page) {
+	record := func(id, baseline string, pages map[string]crawl.Page) {
 		var seeds []string
 		for path := range pages {
 			seeds = append(seeds, storetest.URL(path))
 		}
-		_, err := js.CreateJob(ctx, storetest.Spec(id, 0, seeds...), storetest.Entries(0, seeds...))
+		spec := storetest.Spec(id, 0, seeds...)
+		spec.Baseline = baseline
+		_, err := js.CreateJob(ctx, spec, storetest.Entries(0, seeds...))
 		require.NoError(t, err)
 		_, err = js.TakeBatch(ctx, id, "b1", len(seeds))
 		require.NoError(t, err)
@@ -47,13 +49,13 @@ func diffStore(t *testing.T) string {
 			require.NoError(t, err)
 		}
 	}
-	record("run-a", map[string]crawl.Page{
+	record("run-a", "", map[string]crawl.Page{
 		"same":  {Title: "Same", Fields: map[string][]string{"price": {"1"}}},
 		"price": {Title: "P", Fields: map[string][]string{"price": {"1"}, "stock": {"2"}}},
 		"both":  {Title: "Old", Fields: map[string][]string{"price": {"1"}}},
 		"gone":  {Title: "Gone"},
 	})
-	record("run-b", map[string]crawl.Page{
+	record("run-b", "run-a", map[string]crawl.Page{
 		"same":  {Title: "Same", Fields: map[string][]string{"price": {"1"}}},
 		"price": {Title: "P", Fields: map[string][]string{"price": {"=2"}, "stock": {"2"}}},
 		"both":  {Title: "New", Fields: map[string][]string{"price": {"3"}}},
@@ -124,4 +126,30 @@ func TestDiffCommand(t *testing.T) {
 	_, errw, code = run(t, append(global, "diff", "run-a", "run-b", "--output", "yaml")...)
 	assert.Equal(t, exitcode.Usage, code)
 	assert.Contains(t, errw, "want table, json or csv")
+}
+
+// results --changed-only writes the pages of a job new or changed since
+// its baseline, as JSON lines.
+func TestResultsChangedOnly(t *testing.T) {
+	dir := diffStore(t)
+	global := []string{"--zk-hosts", testsuite.ClosedPort(t), "--connect-timeout", "1s", "--data-dir", dir}
+	out, errw, code := run(t, append(global, "results", "run-b", "--changed-only")...)
+	require.Equal(t, exitcode.OK, code, errw)
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var p jobs.PageRecord
+		require.NoError(t, json.Unmarshal([]byte(line), &p), line)
+		assert.Equal(t, "run-b", p.Job)
+		got = append(got, p.URL+" "+p.Title)
+	}
+	u := storetest.URL
+	assert.Equal(t, []string{u("both") + " New", u("new") + " New page", u("price") + " P"}, got)
+
+	_, errw, code = run(t, append(global, "results", "run-a", "--changed-only")...)
+	assert.Equal(t, exitcode.Usage, code)
+	assert.Contains(t, errw, "job run-a has no baseline")
+
+	_, errw, code = run(t, append(global, "results", "run-b", "--changed-only", "--format", "csv")...)
+	assert.Equal(t, exitcode.Usage, code)
+	assert.Contains(t, errw, "--changed-only writes JSON lines")
 }

@@ -55,6 +55,12 @@ func (c *DiffCounts) add(kind string) {
 // its title and its extracted fields; the rest of the record (timing,
 // runner, batch) is not compared.
 func Diff(ctx context.Context, rs ReaderStore, a, b string, fn func(DiffEntry) error) (DiffCounts, error) {
+	return DiffPages(ctx, rs, a, b, func(e DiffEntry, _ *PageRecord) error { return fn(e) })
+}
+
+// DiffPages is Diff, handing fn also the page of job b (nil for a URL
+// gone): `baton results --changed-only` writes the new and changed ones.
+func DiffPages(ctx context.Context, rs ReaderStore, a, b string, fn func(DiffEntry, *PageRecord) error) (DiffCounts, error) {
 	var counts DiffCounts
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -72,20 +78,23 @@ func Diff(ctx context.Context, rs ReaderStore, a, b string, fn func(DiffEntry) e
 			return counts, fmt.Errorf("diff %s %s: %w", a, b, errB)
 		}
 		var e DiffEntry
+		var page *PageRecord
 		switch {
 		case okA && (!okB || pa.URL < pb.URL):
 			e = DiffEntry{URL: pa.URL, Kind: DiffGone}
 			pa, errA, okA = nextA()
 		case okB && (!okA || pb.URL < pa.URL):
-			e = DiffEntry{URL: pb.URL, Kind: DiffNew}
+			p := pb // pb moves on below
+			e, page = DiffEntry{URL: pb.URL, Kind: DiffNew}, &p
 			pb, errB, okB = nextB()
 		default:
-			e = ComparePages(pa, pb)
+			p := pb
+			e, page = ComparePages(pa, pb), &p
 			pa, errA, okA = nextA()
 			pb, errB, okB = nextB()
 		}
 		counts.add(e.Kind)
-		if err := fn(e); err != nil {
+		if err := fn(e, page); err != nil {
 			return counts, err
 		}
 	}

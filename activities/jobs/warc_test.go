@@ -6,7 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -110,6 +113,51 @@ func TestCrawlWritesWARC(t *testing.T) {
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "warc-job-*.warc.gz"))
 	assert.NotEmpty(t, files, "files named after the job")
+
+	// warcio.js, the parser replayweb.page uses, reads every record and
+	// finds every block and payload digest right.
+	t.Run("warcio", func(t *testing.T) {
+		out, err := warcioCheck(t, files)
+		require.NoError(t, err, "%s", out)
+		assert.Contains(t, string(out), "warccheck: ")
+		assert.Contains(t, string(out), " 0 invalid")
+		assert.NotContains(t, string(out), "warccheck: 0 valid")
+	})
+}
+
+// warcioCheck runs activities/archive/testdata/warccheck.cjs over files
+// with warcio.js: $BATON_WARCIO_BIN, else <repo>/.stack/bin/warcio
+// (deployments/scripts/install-warcio.sh), else warcio on $PATH. -short
+// skips it; a missing warcio fails, with the install command.
+func warcioCheck(t *testing.T, files []string) ([]byte, error) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: needs warcio.js (deployments/scripts/install-warcio.sh)")
+	}
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(here), "..", "..")
+	bin := os.Getenv("BATON_WARCIO_BIN")
+	if bin == "" {
+		bin = filepath.Join(root, ".stack", "bin", "warcio")
+		if _, err := os.Stat(bin); err != nil {
+			if bin, err = exec.LookPath("warcio"); err != nil {
+				t.Fatal("warcio.js is not installed: run `bash deployments/scripts/install-warcio.sh` (or `make deps`), or set BATON_WARCIO_BIN")
+			}
+		}
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	require.NoError(t, err)
+	modules := ""
+	for d := filepath.Dir(real); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if filepath.Base(d) == "node_modules" {
+			modules = d
+			break
+		}
+	}
+	require.NotEmpty(t, modules, "%s is not inside a node_modules directory", real)
+	cmd := exec.Command("node", append([]string{filepath.Join(root, "activities", "archive", "testdata", "warccheck.cjs")}, files...)...)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	return cmd.CombinedOutput()
 }
 
 func TestLimitsWARCPathUnderBodiesRoot(t *testing.T) {

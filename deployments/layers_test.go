@@ -38,9 +38,13 @@ var layers = []layer{
 	{"the headless browser pool the fetch engine renders pages with", []string{
 		"activities/render",
 	}},
+	{"the WARC archive and the rules of revisits (the fetch engine archives through the first)", []string{
+		"activities/archive",
+		"activities/revisit",
+	}},
 	{"foundations: the metadata store, metrics, the fetch engine and its demo site, " +
 		"the crawler API users write against, the command-line conventions of both binaries, " +
-		"the connections' secrets, the WARC archive and the rules of revisits", []string{
+		"the connections' secrets", []string{
 		"activities/metadata",
 		"activities/telemetry",
 		"activities/crawl",
@@ -50,8 +54,6 @@ var layers = []layer{
 		"activities/cmdline/flagenv",
 		"activities/cmdline/version",
 		"activities/connect/security",
-		"activities/archive",
-		"activities/revisit",
 	}},
 	{"jobs and connections: crawl jobs with their store interfaces, the SQL store and its conformance suite; " +
 		"the connection settings of both binaries", []string{

@@ -37,6 +37,7 @@ type crawlFlags struct {
 	maxBody                    int64
 	userAgent, seedsFile       string
 	proxy, bodiesDir           string
+	warcDir                    string
 	crawlerName                string
 	sets, labels, links        []string
 	followAllow, followDeny    []string
@@ -169,6 +170,7 @@ func (cf *crawlFlags) addPolitenessFlags(f *pflag.FlagSet) {
 func (cf *crawlFlags) addStorageFlags(f *pflag.FlagSet) {
 	f.BoolVar(&cf.storeBodies, "store-bodies", false, "keep every response body, compressed, in the job store (for reprocessing)")
 	f.StringVar(&cf.bodiesDir, "bodies-dir", "", "keep every response body, compressed, as files under this directory of each Runner's machine")
+	f.StringVar(&cf.warcDir, "warc", "", "archive every response as received (raw bytes, Content-Encoding kept) in WARC/1.1 files under this directory of each Runner's machine (under the workers' --bodies-root)")
 }
 
 // submission reads the flags and seeds into the job's submission (its
@@ -222,7 +224,7 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 		return jobs.Submission{}, lf, err
 	}
 	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
-		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, Options: opts,
+		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir, Options: opts,
 		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel}, lf, nil
 }
 

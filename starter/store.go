@@ -166,13 +166,13 @@ func notFound(js jobs.ReaderStore, job string, err error) error {
 }
 
 func jobCmds(g *globals, tf *temporalFlags) []*cobra.Command {
-	return append(append([]*cobra.Command{jobsCmd(g, tf), statusCmd(g, tf)}, controlCmds(g, tf)...), resultsCmd(g, tf))
+	return append(append([]*cobra.Command{jobsCmd(g, tf), statusCmd(g, tf)}, controlCmds(g, tf)...), resultsCmd(g, tf), diffCmd(g, tf))
 }
 
 // resultsCmd exports a job's results, items, bodies or stats.
 func resultsCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	var format, output, bodiesOut string
-	var stats, csvRaw, items, follow bool
+	var stats, csvRaw, items, follow, changedOnly bool
 	results := &cobra.Command{
 		Use:   "results JOB",
 		Short: "Export a job's results from the job store (JSONL, CSV or Parquet), or its stats, from any machine that reaches it",
@@ -208,6 +208,14 @@ func resultsCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			}
 			if err != nil {
 				return notFound(js, args[0], err)
+			}
+			if changedOnly {
+				if items || stats || bodiesOut != "" || follow {
+					return usage("--changed-only exports pages: not with --items, --stats, --bodies-out or --follow")
+				}
+				return writeTo(cmd.OutOrStdout(), output, func(w io.Writer) error {
+					return writeChanged(cmd.Context(), w, js, spec, format)
+				})
 			}
 			if bodiesOut != "" {
 				n, err := exportBodies(cmd.Context(), js, spec, bodiesOut)
@@ -254,6 +262,7 @@ func resultsCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	results.Flags().StringVar(&bodiesOut, "bodies-out", "", "write the response bodies the job kept in the store (crawl --store-bodies) to this directory instead, with an index.tsv")
 	results.Flags().BoolVar(&items, "items", false, "export the items a user crawler pushed instead of the pages: one row per item with its stable ID, page URL, label and index (CSV/Parquet: a column per key of the items, typed in Parquet)")
 	results.Flags().BoolVar(&follow, "follow", false, "with --items: stream the items as they are recorded (JSON lines) until the job ends or Ctrl-C")
+	results.Flags().BoolVar(&changedOnly, "changed-only", false, "export only the pages new or changed since the job's baseline (a schedule's previous run), as JSON lines: see baton diff")
 	results.Flags().BoolVar(&stats, "stats", false, "print the job's stats instead: pages by status code, bytes, retries, pages refused by robots.txt, duplicates")
 	return results
 }

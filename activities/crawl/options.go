@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/batoncrawl/baton/activities/archive"
 )
 
 // Version is Baton's version, named by DefaultUserAgent (set at build time
@@ -147,6 +149,11 @@ type Options struct {
 	// and fresh is used instead of fetching robots.txt again, and a file
 	// fetched is kept there. Never serialised.
 	Robots RobotsStore `json:"-"`
+	// Archive, when set, receives every HTTP exchange of the fetch as it
+	// went over the wire (archive.Capture: raw body, Content-Encoding
+	// kept), robots.txt and redirects included: a job's --warc writer.
+	// Never serialised.
+	Archive archive.Sink `json:"-"`
 	// Retries is how many times a transient failure (timeout, connection
 	// error, HTTP 429 or 5xx) is retried, with exponential backoff from
 	// RetryBackoff, honouring Retry-After (seconds or HTTP date); no wait

@@ -30,7 +30,7 @@ func (p prepared) hop(u *url.URL) prepared {
 	b.url = u
 	h := p
 	h.b, h.domain, h.typed = &b, hostKey(u), false
-	h.base = func() http.RoundTripper { return p.rest }
+	h.base = archived(func() http.RoundTripper { return p.rest }, p.opts)
 	return h
 }
 
@@ -94,6 +94,7 @@ func (e *Engine) prepare(ctx context.Context, req roles.Request, auth Auth, dept
 		}
 		return tr
 	}
+	p.base = archived(p.base, opts)
 	if (guard || e.Policy.Active()) && opts.Proxy != "" {
 		// The proxy dials the targets: the addresses it dials cannot be
 		// seen, so the host names are checked, on each redirect.

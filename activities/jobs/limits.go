@@ -139,7 +139,12 @@ func (l Limits) CheckSubmission(s Spec) error {
 		return err
 	}
 	if s.Bodies == BodiesDir {
-		_, _, err := l.bodiesDir(s.BodiesPath, false)
+		if _, _, err := l.bodiesDir(s.BodiesPath, false); err != nil {
+			return err
+		}
+	}
+	if s.WARCPath != "" {
+		_, err := l.warcDir(s.WARCPath, false)
 		return err
 	}
 	return nil
@@ -174,6 +179,13 @@ func (l Limits) apply(s Spec) (Spec, string, error) {
 			return s, "", err
 		}
 		s.BodiesPath, root = dir, realRoot
+	}
+	if s.WARCPath != "" {
+		dir, err := l.warcDir(s.WARCPath, true)
+		if err != nil {
+			return s, "", err
+		}
+		s.WARCPath = dir
 	}
 	return s, root, nil
 }

@@ -50,6 +50,10 @@ type Spec struct {
 	// (on each Runner's machine: a shared mount gathers them); "" none.
 	Bodies     string `json:"bodies,omitempty"`
 	BodiesPath string `json:"bodies_path,omitempty"`
+	// WARCPath, when set, is the directory (on each Runner's machine, under
+	// the operator's bodies root) where every response of the job is
+	// archived as received, in WARC files (crawl --warc).
+	WARCPath string `json:"warc_path,omitempty"`
 	// Crawler names the crawler that runs the job's pages: a user
 	// crawler a worker binary registered (package crawler), or "" for the
 	// built-in one (the --select/--follow options). CrawlerVersion is the

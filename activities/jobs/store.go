@@ -179,6 +179,10 @@ type ReaderStore interface {
 	// stored page that cannot be read is skipped and named in the error
 	// returned after the others.
 	Results(ctx context.Context, job string, fn func(PageRecord) error) error
+	// ResultsByURL calls fn for each page of a job in byte order of the
+	// URLs (Go's string order), streamed: a merge of two jobs' results
+	// (Diff) holds one page of each. Unreadable pages: as in Results.
+	ResultsByURL(ctx context.Context, job string, fn func(PageRecord) error) error
 	// Body returns the stored body of a job's page as recorded
 	// (compressed: DecompressBody reads it), or ErrNoBody.
 	Body(ctx context.Context, job, url string) ([]byte, error)

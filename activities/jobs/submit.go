@@ -62,6 +62,9 @@ type Submission struct {
 	// under a directory of the Runner's machine (one or neither).
 	StoreBodies bool
 	BodiesDir   string
+	// WARCDir archives every response in WARC files under a directory of
+	// the Runner's machine (Spec.WARCPath).
+	WARCDir string
 	// Crawler, CrawlerVersion, CrawlerOptions, SeedLabel: as in Spec.
 	Crawler, CrawlerVersion string
 	CrawlerOptions          map[string]string
@@ -147,6 +150,7 @@ func (s Submission) Build() (Plan, error) {
 	case s.BodiesDir != "":
 		spec.Bodies, spec.BodiesPath = BodiesDir, s.BodiesDir
 	}
+	spec.WARCPath = s.WARCDir
 	if err := spec.Validate(); err != nil {
 		return Plan{}, invalidSpec{err}
 	}

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"RecordNilPage", testRecordNilPage},
 		{"RecordTake", testRecordTake},
 		{"ResultsOrderAndFields", testResults},
+		{"ResultsByURL", testResultsByURL},
 		{"Requeue", testRequeue},
 		{"UnfinishedAfterExtend", testUnfinished},
 		{"RequeueStaleEpoch", testRequeueStale},

@@ -14,11 +14,11 @@ package crawl
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -296,11 +296,7 @@ func (o Options) Validate() error {
 	if err := o.RenderOptions.validate(); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(o.Selectors))
-	for name := range o.Selectors {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(o.Selectors))
 	for _, name := range names {
 		sel := o.Selectors[name]
 		field := fmt.Sprintf("selectors[%q]", name)
@@ -314,11 +310,7 @@ func (o Options) Validate() error {
 			return fieldErr(field, "%v", err)
 		}
 	}
-	hnames := make([]string, 0, len(o.Headers))
-	for k := range o.Headers {
-		hnames = append(hnames, k)
-	}
-	sort.Strings(hnames)
+	hnames := slices.Sorted(maps.Keys(o.Headers))
 	for _, k := range hnames {
 		switch {
 		case !httpguts.ValidHeaderFieldName(k):

@@ -3,9 +3,11 @@ package crawl
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"sort"
 	"strings"
 
@@ -242,18 +244,10 @@ func (o Options) validateRules() error {
 		}
 		names[l.Name] = true
 	}
-	labels := make([]string, 0, len(o.LabelSelectors))
-	for label := range o.LabelSelectors {
-		labels = append(labels, label)
-	}
-	sort.Strings(labels)
+	labels := slices.Sorted(maps.Keys(o.LabelSelectors))
 	for _, label := range labels {
 		fields := o.LabelSelectors[label]
-		fnames := make([]string, 0, len(fields))
-		for n := range fields {
-			fnames = append(fnames, n)
-		}
-		sort.Strings(fnames)
+		fnames := slices.Sorted(maps.Keys(fields))
 		if len(fnames) == 0 {
 			return fieldErr(fmt.Sprintf("label_selectors[%q]", label+":"), "no fields")
 		}

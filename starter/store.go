@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -433,11 +434,9 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 				return q, nil
 			}
 			temporalErr = fmt.Errorf("no worker answered the progress query (%v)", err)
-			if f, ok := desc.WorkflowExecutionInfo.GetMemo().GetFields()["state"]; ok {
-				var s string
-				if json.Unmarshal(f.GetData(), &s) == nil {
-					p.State = s
-				}
+			memoProgress(desc.WorkflowExecutionInfo.GetMemo(), &p)
+			if t := desc.WorkflowExecutionInfo.GetStartTime(); t != nil {
+				p.StartedAt = t.AsTime()
 			}
 			if p.State == "" {
 				p.State = workflows.JobRunning
@@ -470,6 +469,7 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 		return p, err
 	}
 	p.Stats = st
+	p.Started = true // a job in the store was started by a worker
 	if spec, err := js.Spec(ctx, job); err == nil {
 		p.MaxPages, p.MaxPagesReached = spec.MaxPages, jobs.MaxPagesReached(spec, st)
 	}
@@ -478,6 +478,23 @@ func jobStatus(ctx context.Context, g *globals, tf *temporalFlags, job string) (
 	}
 	fmt.Fprintf(os.Stderr, "note: %v; counters from %s\n", temporalErr, js.Identity())
 	return p, nil
+}
+
+// memoProgress fills p with what a running job's memo last recorded
+// (workflows.JobProgressMemo): its state and batch counts, for a status
+// that no worker answered (right after a fail-over, the job's workflow
+// task is still on its way to another worker).
+func memoProgress(memo *commonpb.Memo, p *workflows.JobProgress) {
+	f := memo.GetFields()
+	get := func(key string, v any) {
+		if d, ok := f[key]; ok {
+			_ = json.Unmarshal(d.GetData(), v)
+		}
+	}
+	get("state", &p.State)
+	get("batches", &p.Batches)
+	get("requeued", &p.Requeued)
+	get("failed_batches", &p.FailedBatches)
 }
 
 // groupStoreZnode reads the group's store znode (jobs.StorePath) within a

@@ -186,6 +186,9 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 	if err != nil {
 		return jobs.Submission{}, linkFlags{}, err
 	}
+	if w := cf.argvSecretsWarning(); w != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), w)
+	}
 	timers, err := cf.timers(cmd)
 	if err != nil {
 		return jobs.Submission{}, linkFlags{}, err
@@ -251,6 +254,26 @@ func (cf *crawlFlags) secretPairs() (ck, az, hdr map[string]string, err error) {
 		*f.into = merge(*f.into, m)
 	}
 	return ck, az, hdr, nil
+}
+
+// argvSecretsWarning warns of secrets given on the command line, where
+// ps and shell histories show them ("" when there are none): the files'
+// flags keep them off it.
+func (cf *crawlFlags) argvSecretsWarning() string {
+	var flags []string
+	for _, f := range []struct {
+		name, file string
+		n          int
+	}{{"--cookie", "--cookie-file", len(cf.cookies)}, {"--authorization", "--auth-file", len(cf.authz)}, {"--header", "--header-file", len(cf.headers)}} {
+		if f.n > 0 {
+			flags = append(flags, f.name+" (use "+f.file+")")
+		}
+	}
+	if len(flags) == 0 {
+		return ""
+	}
+	return "warning: secrets on the command line are shown by ps and kept in shell histories: " + strings.Join(flags, ", ") +
+		"; they are sealed in the job store all the same"
 }
 
 // timers is the job's timer profile: the group's (the workers'), unless

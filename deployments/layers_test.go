@@ -35,6 +35,9 @@ var layers = []layer{
 	{"types: the roles' data and rules, no I/O", []string{
 		"roles",
 	}},
+	{"the step and time budget every CSS and XPath selector runs under", []string{
+		"activities/selectors",
+	}},
 	{"the headless browser pool the fetch engine renders pages with", []string{
 		"activities/render",
 	}},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/antchfx/xpath"
+	"github.com/batoncrawl/baton/activities/selectors"
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/html"
 )
@@ -133,16 +134,16 @@ func extractHTML(root *html.Node, sels map[string]Selector, base *url.URL) (map[
 	for _, name := range sortedNames(sels) {
 		out[name] = []string{}
 	}
-	err := steps.guard(func() { extractInto(out, doc, sels, base, b, steps) })
+	err := steps.Run(func() { extractInto(out, doc, sels, base, b, steps) })
 	return out, err
 }
 
-func extractInto(out map[string][]string, doc *html.Node, sels map[string]Selector, base *url.URL, b *budget, steps *stepBudget) {
+func extractInto(out map[string][]string, doc *html.Node, sels map[string]Selector, base *url.URL, b *budget, steps *selectors.Budget) {
 	for _, name := range sortedNames(sels) {
 		sel := sels[name]
 		switch sel.Kind {
 		case KindCSS:
-			goquery.NewDocumentFromNode(doc).FindMatcher(countingMatcher{m: sel.css, b: steps}).Each(func(_ int, s *goquery.Selection) {
+			goquery.NewDocumentFromNode(doc).FindMatcher(steps.Matcher(sel.css)).Each(func(_ int, s *goquery.Selection) {
 				for _, n := range s.Nodes {
 					var v string
 					if sel.Attr != "" {
@@ -170,7 +171,7 @@ func extractInto(out map[string][]string, doc *html.Node, sels map[string]Select
 // node, or the value of an expression giving a string, number or boolean.
 // keep is called with the values as they are found, so that a budget
 // panic leaves the values found so far in place.
-func evalXPath(doc *html.Node, sel Selector, b *budget, base *url.URL, steps *stepBudget, keep func([]string)) []string {
+func evalXPath(doc *html.Node, sel Selector, b *budget, base *url.URL, steps *selectors.Budget, keep func([]string)) []string {
 	// An xpath.Expr is not safe for concurrent evaluation: compile anew.
 	x, err := xpath.Compile(sel.Expr)
 	if err != nil {
@@ -183,10 +184,10 @@ func evalXPath(doc *html.Node, sel Selector, b *budget, base *url.URL, steps *st
 			keep(vals)
 		}
 	}
-	switch r := x.Evaluate(newCountingNav(doc, steps)).(type) {
+	switch r := x.Evaluate(steps.Navigator(doc)).(type) {
 	case *xpath.NodeIterator:
 		for r.MoveNext() {
-			cn, ok := r.Current().(*countingNav)
+			cn, ok := r.Current().(*selectors.Nav)
 			if !ok {
 				continue
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/antchfx/htmlquery"
+	"github.com/batoncrawl/baton/activities/selectors"
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/html"
 )
@@ -96,7 +97,7 @@ type Page struct {
 		err  error
 	}
 
-	budget selectorBudget // of Find and XPath
+	budget selectors.Budget // of Find and XPath
 
 	mu           sync.Mutex
 	closed       bool
@@ -185,7 +186,7 @@ func (p *Page) Find(css string) *goquery.Selection {
 	if err != nil {
 		return empty
 	}
-	sel, err := p.budget.find(doc, css)
+	sel, err := p.budget.Find(doc, css)
 	if err != nil {
 		if errors.Is(err, ErrSelectorBudget) {
 			p.fail(err)
@@ -214,7 +215,7 @@ func (p *Page) XPath(expr string) ([]*html.Node, error) {
 	if len(doc.Nodes) == 0 {
 		return nil, nil
 	}
-	ns, err := p.budget.xpath(doc.Nodes[0], expr)
+	ns, err := p.budget.XPath(doc.Nodes[0], expr)
 	if errors.Is(err, ErrSelectorBudget) {
 		p.fail(err)
 	}

@@ -292,6 +292,21 @@ func (o Options) withDefaults() Options {
 
 // Validate checks the options and names the first bad field, e.g.
 // `selectors["price"]: invalid CSS selector "a[": ...`.
+// validateSelector checks one named selector; field names it in the
+// error.
+func validateSelector(field, name, sel string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return fieldErr(field, "empty field name")
+	case strings.TrimSpace(sel) == "":
+		return fieldErr(field, "empty selector")
+	}
+	if _, err := ParseSelector(sel); err != nil {
+		return fieldErr(field, "%v", err)
+	}
+	return nil
+}
+
 func (o Options) Validate() error {
 	if err := o.RenderOptions.validate(); err != nil {
 		return err
@@ -299,15 +314,8 @@ func (o Options) Validate() error {
 	names := slices.Sorted(maps.Keys(o.Selectors))
 	for _, name := range names {
 		sel := o.Selectors[name]
-		field := fmt.Sprintf("selectors[%q]", name)
-		switch {
-		case strings.TrimSpace(name) == "":
-			return fieldErr(field, "empty field name")
-		case strings.TrimSpace(sel) == "":
-			return fieldErr(field, "empty selector")
-		}
-		if _, err := ParseSelector(sel); err != nil {
-			return fieldErr(field, "%v", err)
+		if err := validateSelector(fmt.Sprintf("selectors[%q]", name), name, sel); err != nil {
+			return err
 		}
 	}
 	hnames := slices.Sorted(maps.Keys(o.Headers))

@@ -255,16 +255,11 @@ func (o Options) validateRules() error {
 			// Named label:field, as --select types it.
 			field := fmt.Sprintf("label_selectors[%q]", label+":"+name)
 			sel := fields[name]
-			switch {
-			case !names[label]:
+			if !names[label] {
 				return fieldErr(field, "no label rule is named %.80q (labels)", label)
-			case strings.TrimSpace(name) == "":
-				return fieldErr(field, "empty field name")
-			case strings.TrimSpace(sel) == "":
-				return fieldErr(field, "empty selector")
 			}
-			if _, err := ParseSelector(sel); err != nil {
-				return fieldErr(field, "%v", err)
+			if err := validateSelector(field, name, sel); err != nil {
+				return err
 			}
 		}
 	}

@@ -296,12 +296,7 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.hits[r.URL.Path]++
 	s.mu.Unlock()
-	if !sleep(r.Context(), s.cfg.Latency) {
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	if !admit(w, r, s.cfg.Latency) {
 		return
 	}
 	if r.URL.Path == "/robots.txt" {
@@ -345,6 +340,20 @@ func render(p *page) string {
 }
 
 // sleep waits d unless ctx ends first; it reports whether d passed.
+// admit waits out the site's latency and answers 405 to a method other
+// than GET and HEAD; false: the request is answered (or gone).
+func admit(w http.ResponseWriter, r *http.Request, latency time.Duration) bool {
+	if !sleep(r.Context(), latency) {
+		return false
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return false
+	}
+	return true
+}
+
 func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return true

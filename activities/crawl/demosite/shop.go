@@ -246,12 +246,7 @@ func (s *Shop) ResetHits() { s.hits.reset() }
 // 404.
 func (s *Shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.hits.add(r)
-	if !sleep(r.Context(), s.cfg.Latency) {
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	if !admit(w, r, s.cfg.Latency) {
 		return
 	}
 	p := r.URL.Path

@@ -205,12 +205,4 @@ cmd_status() {
   return "${rc}"
 }
 
-case "${1:-}" in
-up) cmd_up ;;
-down) cmd_down ;;
-status) cmd_status ;;
-*)
-  echo "usage: $0 up|down|status" >&2
-  exit 2
-  ;;
-esac
+up_down_status "$@"

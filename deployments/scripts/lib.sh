@@ -68,3 +68,17 @@ pid_alive() {
 port_open() { # PORT on ${HOST}
   timeout 3 bash -c "exec 3<>/dev/tcp/${HOST}/$1" 2>/dev/null
 }
+
+# up_down_status "$@": run cmd_up, cmd_down or cmd_status, as the first
+# argument names; anything else prints the usage and exits 2.
+up_down_status() {
+  case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *)
+    echo "usage: $0 up|down|status" >&2
+    exit 2
+    ;;
+  esac
+}

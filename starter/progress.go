@@ -68,14 +68,26 @@ func (m *progressModel) observe(now time.Time, p workflows.JobProgress) {
 	if p.State == workflows.JobCompleted {
 		m.done = max(m.done, m.total)
 	}
-	// The rate: recorded pages over the last rateWindow. A count that
-	// went back (a re-run took its failed pages out) starts it over.
-	if n := len(m.samples); n > 0 && st.Recorded < m.samples[n-1].recorded {
-		m.samples = m.samples[:0]
+	// The rate: recorded pages over the last rateWindow, timed by when the
+	// job read its counters (StatsAt) where it says: a count the job has
+	// not read again since the last answer (its JobAwait is between
+	// workers after a fail-over) is no new sample, and would halve the
+	// rate if it were taken as read now. A count that went back (a re-run
+	// took its failed pages out) starts it over.
+	at := now
+	if !p.StatsAt.IsZero() {
+		at = p.StatsAt
 	}
-	m.samples = append(m.samples, rateSample{now, st.Recorded})
+	n := len(m.samples)
+	if n > 0 && st.Recorded < m.samples[n-1].recorded {
+		m.samples, n = m.samples[:0], 0
+	}
+	if n > 0 && !at.After(m.samples[n-1].at) {
+		return
+	}
+	m.samples = append(m.samples, rateSample{at, st.Recorded})
 	i := 0
-	for i < len(m.samples)-2 && now.Sub(m.samples[i+1].at) >= rateWindow {
+	for i < len(m.samples)-2 && at.Sub(m.samples[i+1].at) >= rateWindow {
 		i++
 	}
 	m.samples = m.samples[i:]

@@ -96,6 +96,34 @@ func TestProgressRateIsSteady(t *testing.T) {
 	assert.False(t, ok, "no rate before rateMinSpan")
 }
 
+// After a fail-over the job's counters are not read again until its
+// JobAwait runs on another worker: the answers repeat a count read
+// seconds ago. The rate stays what the pages were recorded at, instead
+// of falling as if none were recorded meanwhile.
+func TestProgressRateIgnoresCountsNotReadAgain(t *testing.T) {
+	m := &progressModel{growing: true}
+	start := time.Now()
+	const perSecond = 100
+	read := func(at time.Time) workflows.JobProgress {
+		n := int(at.Sub(start).Seconds() * perSecond)
+		p := progressOf(workflows.JobRunning, n+100, 100, n)
+		p.StatsAt = at
+		return p
+	}
+	var last workflows.JobProgress
+	for i := range 60 { // polls 300 ms apart; the job reads its counters every 0.6 s but in a 4 s stall
+		now := start.Add(time.Duration(i) * 300 * time.Millisecond)
+		stalled := now.Sub(start) >= 9*time.Second && now.Sub(start) < 13*time.Second
+		if i%2 == 0 && !stalled {
+			last = read(now)
+		}
+		m.observe(now, last)
+		if r, ok := m.rate(); ok && now.Sub(start) >= 3*time.Second {
+			assert.InDelta(t, perSecond, r, perSecond*0.15, "rate %v at %v", r, now.Sub(start))
+		}
+	}
+}
+
 // fakeTemporal is the part of a Temporal client crawl --wait uses: the
 // progress query (answered after queryDelay, or never within its 2 s
 // when queryDelay is longer, as when no worker answers), the job's result

@@ -58,8 +58,11 @@ type JobState struct {
 	Seq      int             `json:"seq"`
 	InFlight []jobs.BatchRef `json:"in_flight"`
 	Stats    jobs.Stats      `json:"stats"`
-	Batches  int             `json:"batches"`  // batches finished
-	Requeued int             `json:"requeued"` // batches re-queued after a Runner died with no backup
+	// StatsAt is when Stats were read from the store (the workflow's
+	// clock); zero for a job of a Baton that did not say.
+	StatsAt  time.Time `json:"stats_at,omitempty"`
+	Batches  int       `json:"batches"`  // batches finished
+	Requeued int       `json:"requeued"` // batches re-queued after a Runner died with no backup
 	// FailedBatches counts batches that could not run; LastError says why
 	// the last one failed.
 	FailedBatches int       `json:"failed_batches,omitempty"`

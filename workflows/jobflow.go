@@ -98,14 +98,14 @@ func (f *jobFlow) finish(state string) (JobProgress, error) {
 func (f *jobFlow) applyAssign(ar jobs.AssignResult) {
 	f.st.InFlight = append(f.st.InFlight, ar.Assigned...)
 	f.st.Seq += len(ar.Assigned)
-	f.st.Stats = ar.Stats
+	f.st.Stats, f.st.StatsAt = ar.Stats, workflow.Now(f.ctx)
 	f.st.InFlight = removeBatches(f.st.InFlight, ar.Done)
 	f.st.Batches += len(ar.Done)
 }
 
 // applyAwait counts the batches JobAwait or JobDrain saw end.
 func (f *jobFlow) applyAwait(aw jobs.AwaitResult) {
-	f.st.Stats = aw.Stats
+	f.st.Stats, f.st.StatsAt = aw.Stats, workflow.Now(f.ctx)
 	f.st.InFlight = removeBatches(f.st.InFlight, append(append(aw.Done, aw.Requeued...), aw.Failed...))
 	f.st.Batches += len(aw.Done)
 	f.st.Requeued += len(aw.Requeued)

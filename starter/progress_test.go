@@ -31,7 +31,7 @@ func progressOf(state string, seen, queued, recorded int) workflows.JobProgress 
 // A job that follows links grows as it goes: crawl --wait shows no share
 // of it until its size is fixed (max_pages seen), then a share that never
 // goes back, and 100 % when it completed, refused pages and all. The
-// issue's bar read 18 % → 5 % → 94 % and ended at 95 %.
+// bar must never read 18 % → 5 % → 94 % and end at 95 %.
 func TestProgressShareNeverGoesBack(t *testing.T) {
 	m := &progressModel{growing: true, maxPages: 200}
 	now := time.Now()

@@ -175,7 +175,7 @@ func crawled(t *testing.T, c *testsuite.Cluster, p *testsuite.Process, job strin
 	return by
 }
 
-// The scenario at the site: a 3-Runner crawl of one host with
+// At the site: a 3-Runner crawl of one host with
 // --parallelism 2 --delay 50ms keeps both, measured at the server: at
 // most 2 requests in flight at any moment, no two page requests started
 // closer than 50 ms, whichever Runners fetch them (batches of 8, so the

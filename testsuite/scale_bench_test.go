@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkClusterScale measures what a cluster costs ZooKeeper as it
-// grows (issue 9): at N = 10, 30 and 60 real baton-worker processes with
+// grows: at N = 10, 30 and 60 real baton-worker processes with
 // the reference timers, in two shapes — "backups" (N/3 Runners, the rest
 // Backups) and "all-runners" (All-are-Runner mode) — it reports
 //

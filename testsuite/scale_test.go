@@ -454,13 +454,13 @@ func cpuTime(t testing.TB, pid int) time.Duration {
 	return self
 }
 
-// TestSixtyInstancesNoFalseDeath is issue 9's acceptance check at a size
+// TestSixtyInstancesNoFalseDeath checks a cluster of the reference's scale at a size
 // `make test` can afford (about 100 s): 60 instances with the reference
 // timers — 20 Runners and 40 Backups, or All-are-Runner mode with
 // BATON_SCALE_SHAPE=all-runners — held for a minute without a false death,
 // then a SIGKILLed Runner taken over within the detection bound + 0.5 s.
-// BATON_SCALE_WINDOW overrides the window (e.g. 5m for the issue's
-// "several minutes").
+// BATON_SCALE_WINDOW overrides the window (e.g. 5m to hold it for
+// several minutes).
 func TestSixtyInstancesNoFalseDeath(t *testing.T) {
 	s := scaleRun{Runners: 20, Backups: 40, Settle: 5 * time.Second, Window: scaleWindow(t, 60*time.Second)}
 	switch shape := os.Getenv("BATON_SCALE_SHAPE"); shape {

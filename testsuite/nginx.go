@@ -14,8 +14,11 @@ import (
 // static files on a loopback port.
 type Nginx struct {
 	// URL is http://127.0.0.1:PORT (no trailing slash).
-	URL  string
-	proc *Process
+	URL string
+	// AccessLog is its access log: a line per request, "$msec $status
+	// $request_uri" (ReadAccessLog reads it).
+	AccessLog string
+	proc      *Process
 }
 
 // NginxBin finds nginx ($BATON_NGINX_BIN, then $PATH, then /usr/sbin).
@@ -49,7 +52,8 @@ error_log %[1]s/error.log warn;
 events { worker_connections 1024; }
 http {
   include /etc/nginx/mime.types;
-  access_log off;
+  log_format baton '$msec $status $request_uri';
+  access_log %[1]s/access.log baton;
   client_body_temp_path %[1]s/body;
   proxy_temp_path %[1]s/proxy;
   fastcgi_temp_path %[1]s/fastcgi;
@@ -66,7 +70,7 @@ http {
 	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
 		t.Fatalf("nginx: %v", err)
 	}
-	n := &Nginx{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	n := &Nginx{URL: fmt.Sprintf("http://127.0.0.1:%d", port), AccessLog: filepath.Join(dir, "access.log")}
 	n.proc = StartProcess(t, ProcessSpec{Name: "nginx", Path: bin, Args: []string{"-p", dir, "-c", conf, "-g", "daemon off;"}})
 	Eventually(t, 30*time.Second, "nginx answers", func() (bool, error) {
 		resp, err := http.Get(n.URL + "/")

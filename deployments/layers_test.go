@@ -90,6 +90,7 @@ var layers = []layer{
 		"worker/examples/jsonapi",
 		"worker/examples/shop",
 		"testsuite/testdata/faultycrawler",
+		"testsuite/testdata/barecolly",
 		"activities",
 		"deployments",
 	}},

@@ -3,6 +3,7 @@ package testsuite_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,8 +45,9 @@ import (
 //     with `make bench-deps`; about 1,170 pages, 0 ms).
 //
 // BATON_BENCH_STORES (sqlite,postgres), BATON_BENCH_SHAPES (3x8; 1x24
-// too), BATON_BENCH_ROUNDS (5). The clusters run with the default timers
-// and one Backup Runner. Run it with:
+// too), BATON_BENCH_ROUNDS (5), BATON_BENCH_PROFILE (a directory: CPU
+// profiles of the workers, see profiled). The clusters run with the
+// default timers and one Backup Runner. Run it with:
 //
 //	make bench BENCH=AgainstColly PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
 func BenchmarkAgainstColly(b *testing.B) {
@@ -70,7 +73,7 @@ func BenchmarkAgainstColly(b *testing.B) {
 						opts = append(opts, testsuite.WithPostgres(pg))
 					}
 					c := testsuite.NewCluster(b, runners, 1, opts...)
-					c.StartAll()
+					prof := startProfiled(b, c, site+"-"+store+"-"+shape)
 					c.WaitElected(90 * time.Second)
 					var rs []vsRound
 					for r := range rounds {
@@ -78,7 +81,9 @@ func BenchmarkAgainstColly(b *testing.B) {
 							pg.Admin(b, "VACUUM (ANALYZE)", "CHECKPOINT") // settled, as between an operator's crawls
 						}
 						cr := runColly(b, colly, srv)
+						done := prof.during(b, r)
 						br := runBaton(b, c, pg, srv, fmt.Sprintf("vs-%s-%s-%s-%d-%d", site, store, shape, time.Now().UnixNano(), r), runners*conc)
+						done()
 						if br.distinct != cr.distinct {
 							b.Errorf("round %d: Baton crawled %d distinct pages, bare Colly %d", r, br.distinct, cr.distinct)
 						}
@@ -90,6 +95,59 @@ func BenchmarkAgainstColly(b *testing.B) {
 			}
 		}
 	}
+}
+
+// profiled takes CPU profiles of the workers during the first round's
+// Baton crawl when BATON_BENCH_PROFILE names a directory (each worker
+// serves Go's profiler on a port of its own): BATON_BENCH_PROFILE_SECONDS
+// (10) from the crawl's start, written as CASE-worker-N.pprof.
+type profiled struct {
+	dir, name string
+	addrs     []string
+}
+
+func startProfiled(b *testing.B, c *testsuite.Cluster, name string) profiled {
+	p := profiled{dir: os.Getenv("BATON_BENCH_PROFILE"), name: name}
+	for i := 1; i <= c.Runner+c.Backup; i++ {
+		if p.dir == "" {
+			c.Start(i)
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", testsuite.FreePort(b))
+		p.addrs = append(p.addrs, addr)
+		c.StartWith(i, []string{"--pprof-addr", addr})
+	}
+	return p
+}
+
+// during starts the profiles of round r (only the first) and returns a
+// func that waits for them.
+func (p profiled) during(b *testing.B, r int) (wait func()) {
+	if p.dir == "" || r > 0 {
+		return func() {}
+	}
+	secs := envInt("BATON_BENCH_PROFILE_SECONDS", 10)
+	var wg sync.WaitGroup
+	for i, addr := range p.addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+			if err != nil {
+				b.Errorf("profile of worker %d: %v", i+1, err)
+				return
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(p.dir, fmt.Sprintf("%s-worker-%d.pprof", p.name, i+1)), data, 0o644)
+			}
+			if err != nil {
+				b.Errorf("profile of worker %d: %v", i+1, err)
+			}
+		}()
+	}
+	return wg.Wait
 }
 
 // benchSite is a server the benchmark crawls, with its access log.

@@ -1,6 +1,7 @@
 // Command barecolly is what a user would write instead of Baton for one
 // machine: Colly, asynchronous, following every link of the seed's host,
-// obeying robots.txt, with -parallelism requests at once. The benchmarks
+// obeying robots.txt, with -parallelism requests at once, each URL
+// fetched once. The benchmarks
 // run it as a process of its own, against the same server as Baton, so
 // its CPU is measured as Baton's is (the process's user and system time).
 // It prints one JSON line: the responses it had and how long it took.
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +33,19 @@ func main() {
 	cc.IgnoreRobotsTxt = false
 	_ = cc.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: *parallelism})
 	var responses, failures atomic.Int64
-	cc.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = e.Request.Visit(e.Attr("href")) })
+	// Colly's own visited check races under Async (two goroutines may both
+	// find a URL unvisited and fetch it twice); a user at full strength
+	// claims each absolute URL once before visiting it.
+	var claimed sync.Map
+	cc.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		u := e.Request.AbsoluteURL(e.Attr("href"))
+		if u == "" {
+			return
+		}
+		if _, dup := claimed.LoadOrStore(u, true); !dup {
+			_ = e.Request.Visit(u)
+		}
+	})
 	cc.OnHTML("title", func(*colly.HTMLElement) {})
 	cc.OnResponse(func(*colly.Response) { responses.Add(1) })
 	cc.OnError(func(*colly.Response, error) { failures.Add(1) })

@@ -35,15 +35,16 @@ func main() {
 	var responses, failures atomic.Int64
 	// Colly's own visited check races under Async (two goroutines may both
 	// find a URL unvisited and fetch it twice); a user at full strength
-	// claims each absolute URL once before visiting it.
+	// claims each absolute URL, its fragment removed, once before visiting it.
 	var claimed sync.Map
 	cc.OnHTML("a[href]", func(e *colly.HTMLElement) {
-		u := e.Request.AbsoluteURL(e.Attr("href"))
-		if u == "" {
+		u, err := url.Parse(e.Request.AbsoluteURL(e.Attr("href")))
+		if err != nil || u.Host == "" {
 			return
 		}
-		if _, dup := claimed.LoadOrStore(u, true); !dup {
-			_ = e.Request.Visit(u)
+		u.Fragment, u.RawFragment = "", ""
+		if _, dup := claimed.LoadOrStore(u.String(), true); !dup {
+			_ = e.Request.Visit(u.String())
 		}
 	})
 	cc.OnHTML("title", func(*colly.HTMLElement) {})

@@ -58,7 +58,10 @@ func OpenSQLiteExisting(ctx context.Context, dir string) (*Store, error) {
 
 func sqliteDSN(path string) string {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)"} {
+	// temp_store(MEMORY): a statement's journal (kept while a multi-row
+	// statement runs, to undo it alone) stays in memory instead of a
+	// temporary file opened, written and closed per statement.
+	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -71,6 +74,7 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8) // a connection reopened costs the file's opening and its schema's parsing
 	// Several workers opening the file at once take turns (a connection
 	// sets WAL mode under the file's lock).
 	for {
@@ -91,13 +95,14 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 }
 
 var sqliteDialect = &dialect{
-	name:         "sqlite",
-	seqCol:       "rowid",
-	itemSeqDDL:   "INTEGER PRIMARY KEY AUTOINCREMENT",
-	bigint:       "INTEGER",
-	nowMS:        "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
-	blob:         "BLOB",
-	serialWrites: true,
+	name:           "sqlite",
+	seqCol:         "rowid",
+	itemSeqDDL:     "INTEGER PRIMARY KEY AUTOINCREMENT",
+	bigint:         "INTEGER",
+	nowMS:          "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+	blob:           "BLOB",
+	serialWrites:   true,
+	preparedChunks: true,
 	// Another process holding the write lock is waited for here, in short
 	// jittered steps (SQLite's own busy handler sleeps up to 100 ms at a
 	// time, long after a short commit freed the lock).

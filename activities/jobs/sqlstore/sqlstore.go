@@ -60,6 +60,9 @@ type dialect struct {
 	lockItems string
 	// lockSchema serialises schema creation among processes.
 	lockSchema string
+	// preparedChunks: chunked statements come in power-of-two sizes and
+	// are prepared once per connection (tx.go: stmtIn).
+	preparedChunks bool
 	// serialWrites: one write transaction at a time per process (SQLite
 	// has one writer; waiting in Go is cheaper than its busy handler).
 	serialWrites bool
@@ -86,6 +89,7 @@ type core struct {
 	writeMu        sync.Mutex
 	maxPages       sync.Map // job → int
 	policies       sync.Map // job → hostPolicy
+	stmts          sync.Map // query → *sql.Stmt (dialect.preparedChunks)
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration

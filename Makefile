@@ -66,7 +66,7 @@ deps: ## Install ZooKeeper, PostgreSQL and Chromium (apt, if missing), the Tempo
 	BATON_STACK_DIR="$(STACK_DIR)" bash $(SCRIPTS)/install-warcio.sh
 	bash $(SCRIPTS)/install-chromium.sh
 
-bench-deps: ## Install what BenchmarkRealSite crawls: nginx and Debian's HTML manual of PostgreSQL (apt, if missing).
+bench-deps: ## Install what BenchmarkAgainstColly's real site is: nginx and Debian's HTML manual of PostgreSQL (apt, if missing).
 	bash $(SCRIPTS)/install-realsite.sh
 
 stack-up: deps ## Start the local stack (ZooKeeper :2181 with digest auth, credentials in .stack/zk-auth; Temporal :7233, UI :8233) and wait until healthy.

@@ -258,7 +258,7 @@ func BenchmarkPostgresCrawl(b *testing.B) {
 	}
 }
 
-// runs counts the runs of BenchmarkPostgresCrawl's and BenchmarkRealSite's
+// runs counts the runs of BenchmarkPostgresCrawl's
 // cases in this process (-count runs each again): their job IDs.
 var runs int
 

@@ -26,8 +26,10 @@ import (
 // directly. Both are counted at the server, from its access log; neither
 // goes through a proxy.
 //
-// For each site, store and cluster shape it runs rounds (default 5),
-// each a bare Colly crawl then a Baton crawl, and reports the medians:
+// For each site, store and cluster shape it starts a cluster and runs
+// rounds (BATON_BENCH_ROUNDS, 1), each a bare Colly crawl then a Baton
+// crawl, and reports their medians (run it with -count=5 for five runs,
+// each on a fresh cluster; make bench-report gives their medians):
 //   - pages/s: distinct pages the server served over the time from the
 //     command to its exit (`baton crawl URL --follow --wait`, as a user
 //     types it; the Colly program's process likewise), and their ratio;
@@ -39,21 +41,21 @@ import (
 // Sites (BATON_BENCH_SITES, comma-separated; default all):
 //   - latency: `baton demo-site` cross-linked (20 links a page), 20 ms a
 //     page, BATON_BENCH_PAGES pages (3,000);
-//   - cpu: the same at 0 ms and 10,000 pages: the machine's CPU is the
-//     limit;
+//   - cpu: the same at 0 ms and 10,000 pages (BATON_BENCH_CPU_PAGES):
+//     the machine's CPU is the limit;
 //   - real: Debian's HTML manual of PostgreSQL 15 on nginx (install it
 //     with `make bench-deps`; about 1,170 pages, 0 ms).
 //
 // BATON_BENCH_STORES (sqlite,postgres), BATON_BENCH_SHAPES (3x8; 1x24
-// too), BATON_BENCH_ROUNDS (5), BATON_BENCH_PROFILE (a directory: CPU
+// too), BATON_BENCH_PROFILE (a directory: CPU
 // profiles of the workers, see profiled). The clusters run with the
 // default timers and one Backup Runner. Run it with:
 //
-//	make bench BENCH=AgainstColly PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
+//	make bench BENCH=AgainstColly PKGS=./testsuite/ BENCH_FLAGS='-benchtime=1x -count=5'
 func BenchmarkAgainstColly(b *testing.B) {
 	colly := testsuite.BuildWorker(b, "./testsuite/testdata/barecolly")
 	_, starter := testsuite.BuildBinaries(b)
-	rounds := envInt("BATON_BENCH_ROUNDS", 5)
+	rounds := envInt("BATON_BENCH_ROUNDS", 1)
 	var pg *testsuite.Postgres
 	outer := b
 	for _, site := range envList("BATON_BENCH_SITES", "latency,cpu,real") {
@@ -276,6 +278,10 @@ func batonCPU(c *testsuite.Cluster, pg *testsuite.Postgres) map[string]time.Dura
 
 func runBaton(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, s benchSite, id string, parallelism int) crawlRun {
 	offset := testsuite.LogSize(s.log)
+	var pgLog int64
+	if pg != nil {
+		pgLog = pg.LogOffset()
+	}
 	before := batonCPU(c, pg)
 	args := append(c.StarterArgs(), "crawl", s.url+"/", "--id", id, "--follow", "--depth", "100",
 		"--max-pages", "0", "--parallelism", strconv.Itoa(parallelism), "--wait", "--quiet")
@@ -287,6 +293,11 @@ func runBaton(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, s benc
 		b.Fatalf("baton crawl: %v: %s", err, out)
 	}
 	after := batonCPU(c, pg)
+	if pg != nil {
+		if n := strings.Count(pg.LogSince(pgLog), "deadlock detected"); n > 0 {
+			b.Errorf("PostgreSQL logged %d deadlocks during job %s", n, id)
+		}
+	}
 	r := crawlRun{atSite: hitsSince(b, s, offset), wall: wall, parts: map[string]time.Duration{
 		"cli": cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}}
 	for k, v := range after {

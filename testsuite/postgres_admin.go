@@ -117,6 +117,19 @@ func (pg *Postgres) AdminInt(t testing.TB, query string, args ...any) int64 {
 	return n
 }
 
+// AdminText runs a query returning one text value as the superuser in
+// the client database.
+func (pg *Postgres) AdminText(t testing.TB, query string, args ...any) string {
+	t.Helper()
+	var v string
+	pg.inClientDB(t, func(ctx context.Context, db *pgx.Conn) {
+		if err := db.QueryRow(ctx, query, args...).Scan(&v); err != nil {
+			t.Fatalf("testsuite: postgres: admin: %s: %v", query, err)
+		}
+	})
+	return v
+}
+
 // inClientDB runs fn on a superuser connection to the client database,
 // with a context of 30 s.
 func (pg *Postgres) inClientDB(t testing.TB, fn func(context.Context, *pgx.Conn)) {

@@ -78,9 +78,13 @@ func BenchmarkAgainstColly(b *testing.B) {
 					prof := startProfiled(b, c, site+"-"+store+"-"+shape)
 					c.WaitElected(90 * time.Second)
 					var rs []vsRound
+					var pg0 pgWrites
+					if pg != nil {
+						pg0 = readPGWrites(b, pg)
+					}
 					for r := range rounds {
 						if pg != nil {
-							pg.Admin(b, "VACUUM (ANALYZE)", "CHECKPOINT") // settled, as between an operator's crawls
+							pg.Admin(b, "VACUUM (ANALYZE)") // settled, as between an operator's crawls
 						}
 						cr := runColly(b, colly, srv)
 						done := prof.during(b, r)
@@ -93,6 +97,9 @@ func BenchmarkAgainstColly(b *testing.B) {
 						b.Logf("round %d: %s", r, rs[len(rs)-1])
 					}
 					reportRounds(b, rs)
+					if pg != nil {
+						reportPGWrites(b, c, pg, pg0, rs)
+					}
 				})
 			}
 		}
@@ -150,6 +157,66 @@ func (p profiled) during(b *testing.B, r int) (wait func()) {
 		}()
 	}
 	return wg.Wait
+}
+
+// pgWrites is what PostgreSQL wrote so far: WAL bytes, transactions
+// that wrote (the next transaction ID) and rows inserted, updated or
+// deleted in the client database.
+type pgWrites struct {
+	wal, xacts, rows int64
+	tables           map[string][4]int64 // inserted, updated (HOT of them), deleted
+}
+
+func readPGWrites(b *testing.B, pg *testsuite.Postgres) pgWrites {
+	return pgWrites{
+		wal:   pg.AdminInt(b, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`),
+		xacts: pg.AdminInt(b, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`),
+		rows:  pg.AdminInt(b, `SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = current_database()`),
+		tables: tableWrites(pg.AdminText(b, `SELECT coalesce(string_agg(format('%s %s %s %s %s', relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del), ';'), '')
+			FROM pg_stat_user_tables`)),
+	}
+}
+
+func tableWrites(s string) map[string][4]int64 {
+	m := map[string][4]int64{}
+	for _, row := range strings.Split(s, ";") {
+		var name string
+		var n [4]int64
+		if _, err := fmt.Sscanf(row, "%s %d %d %d %d", &name, &n[0], &n[1], &n[2], &n[3]); err == nil {
+			m[name] = n
+		}
+	}
+	return m
+}
+
+// reportPGWrites reports PostgreSQL's writes per page recorded over the
+// case (the cluster's start and its rounds), read once the workers are
+// gone (a session's row counts reach pg_stat_database when it ends).
+func reportPGWrites(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, before pgWrites, rs []vsRound) {
+	pages := 0
+	for _, r := range rs {
+		pages += r.baton.distinct
+	}
+	for i := 1; i <= c.Runner+c.Backup; i++ {
+		c.Kill(i)
+	}
+	pg.Deadlocks(b) // waits for the workers' sessions to end
+	after := readPGWrites(b, pg)
+	per := func(n int64) float64 { return float64(n) / float64(max(pages, 1)) }
+	b.ReportMetric(per(after.wal-before.wal), "pg-wal-B/page")
+	b.ReportMetric(per(after.xacts-before.xacts), "pg-xacts/page")
+	b.ReportMetric(per(after.rows-before.rows), "pg-rows/page")
+	var tables []string
+	for _, name := range slices.Sorted(maps.Keys(after.tables)) {
+		a, z := after.tables[name], before.tables[name]
+		if a == z {
+			continue
+		}
+		tables = append(tables, fmt.Sprintf("%s +%.2f ~%.2f (HOT %.2f) -%.2f", name,
+			per(a[0]-z[0]), per(a[1]-z[1]), per(a[2]-z[2]), per(a[3]-z[3])))
+	}
+	b.Logf("PostgreSQL per page recorded: %.0f B of WAL, %.3f transactions that wrote, %.2f rows written (inserted +, updated ~, deleted -: %s)",
+		per(after.wal-before.wal), per(after.xacts-before.xacts), per(after.rows-before.rows), strings.Join(tables, "; "))
 }
 
 // benchSite is a server the benchmark crawls, with its access log.

@@ -98,6 +98,10 @@ var sqliteDialect = &dialect{
 	nowMS:        "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
 	blob:         "BLOB",
 	serialWrites: true,
+	pendingTrigger: []string{`CREATE TRIGGER IF NOT EXISTS baton_items_pending AFTER INSERT ON baton_items BEGIN
+		INSERT INTO baton_sink_pending (job, grp, seq) SELECT NEW.job, grp, NEW.seq FROM baton_jobs WHERE id = NEW.job
+		ON CONFLICT (job) DO UPDATE SET seq = MAX(seq, excluded.seq);
+	END`},
 	// Another process holding the write lock is waited for here, in short
 	// jittered steps (SQLite's own busy handler sleeps up to 100 ms at a
 	// time, long after a short commit freed the lock).

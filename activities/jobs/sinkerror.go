@@ -16,11 +16,14 @@ var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s"'<>]+`)
 // goes through it.
 func RedactURLs(s string) string {
 	return urlInText.ReplaceAllStringFunc(s, func(m string) string {
-		u, err := url.Parse(m)
+		// Punctuation that ends the URL ends the sentence around it.
+		trimmed := strings.TrimRight(m, ".,;:!?)]}")
+		tail := m[len(trimmed):]
+		u, err := url.Parse(trimmed)
 		if err != nil || u.Host == "" {
 			scheme, _, _ := strings.Cut(m, ":")
-			return scheme + "://…"
+			return scheme + "://…" + tail
 		}
-		return u.Scheme + "://" + u.Host
+		return u.Scheme + "://" + u.Host + tail
 	})
 }

@@ -419,9 +419,9 @@ func TestDelivererDoesNotAcknowledgeADeliveryThatOutlivedItsLease(t *testing.T) 
 func TestRedactURLs(t *testing.T) {
 	for in, want := range map[string]string{
 		`Post "https://user:pw@hooks.example:8443/T0/B0/s3cr3t?token=abc#x": EOF`: `Post "https://hooks.example:8443": EOF`,
-		`webhook hook: POST http://127.0.0.1:9/a?b=c: HTTP 500`:                    `webhook hook: POST http://127.0.0.1:9: HTTP 500`,
-		`s3://bucket/key?X-Amz-Signature=abc and ftp://h/p`:                         `s3://bucket and ftp://h`,
-		`no URL here`: `no URL here`,
+		`webhook hook: POST http://127.0.0.1:9/a?b=c: HTTP 500`:                   `webhook hook: POST http://127.0.0.1:9: HTTP 500`,
+		`s3://bucket/key?X-Amz-Signature=abc and ftp://h/p`:                       `s3://bucket and ftp://h`,
+		`no URL here`:           `no URL here`,
 		`bad url http://[::1/x`: `bad url http://…`,
 	} {
 		assert.Equal(t, want, jobs.RedactURLs(in), in)

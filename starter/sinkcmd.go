@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +41,7 @@ func sinkCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			Short:   short,
 			Long:    long,
 			Example: "  baton sink " + use + " shop1 webhook",
-			Args:    cobra.ExactArgs(2),
+			Args:    jobAndSink,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				job, sink := args[0], args[1]
 				if err := jobs.ValidID(job); err != nil {
@@ -83,6 +84,14 @@ waits with the sink's backoff.`,
 			"retrying", sinkStore.RetryDeadLetters),
 	)
 	return cmd
+}
+
+// jobAndSink wants two arguments: the job and the sink.
+func jobAndSink(cmd *cobra.Command, args []string) error {
+	if len(args) != 2 {
+		return usage("want JOB and SINK, got %d arguments (%s): '%s'", len(args), strings.Join(quoteAll(args), " "), useLine(cmd))
+	}
+	return nil
 }
 
 // sinkHasNoDeadLetters answers a skip or retry that found nothing to do:

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -113,6 +114,10 @@ func (d *Deliverer) Pass(ctx context.Context) int {
 	n := 0
 	for _, p := range pending {
 		spec, err := d.spec(ctx, p.Job)
+		if errors.Is(err, ErrNoJob) {
+			_ = d.Store.SinkJobDone(ctx, p.Job, p.Seq) // a job deleted: nothing to deliver
+			continue
+		}
 		if err != nil {
 			continue
 		}

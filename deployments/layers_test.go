@@ -91,6 +91,7 @@ var layers = []layer{
 		"worker/examples/shop",
 		"testsuite/testdata/faultycrawler",
 		"testsuite/testdata/barecolly",
+		"testsuite/testdata/sinkcrawler",
 		"activities",
 		"deployments",
 	}},

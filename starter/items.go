@@ -305,19 +305,40 @@ func jobSinks(ctx context.Context, g *globals, tf *temporalFlags, job string) []
 	return sinks
 }
 
-// printSinks writes a line per sink: delivered items, cursor, and the
-// failures of a sink that is failing.
+// printSinks writes a line per sink: delivered items, cursor, the
+// failures of a sink that is failing; then a line per dead letter, and
+// how to skip or retry them.
 func printSinks(w io.Writer, sinks []jobs.SinkState) error {
 	for _, s := range sinks {
 		line := fmt.Sprintf("SINK %s\tdelivered %d (cursor %d)", s.Sink, s.Delivered, s.Cursor)
 		if s.Holder != "" {
 			line += ", by " + s.Holder
 		}
+		if s.Skipped > 0 {
+			line += fmt.Sprintf(", %d skipped", s.Skipped)
+		}
 		if s.Failures > 0 {
-			line += fmt.Sprintf(", FAILING: %d failures, last: %s", s.Failures, s.LastError)
+			line += fmt.Sprintf(", FAILING: %d failures", s.Failures)
+			if !s.RetryAt.IsZero() {
+				line += ", next try " + s.RetryAt.Format(time.RFC3339)
+			}
+			line += ", last: " + s.LastError
+		}
+		if len(s.DeadLetters) > 0 {
+			line += fmt.Sprintf(", %d DEAD LETTERS (baton sink skip|retry %s %s)", len(s.DeadLetters), s.Job, s.Sink)
 		}
 		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
+		}
+		for _, d := range s.DeadLetters {
+			retry := ""
+			if d.Retry {
+				retry = " (to be retried)"
+			}
+			if _, err := fmt.Fprintf(w, "  DEAD LETTER %s\titems %d..%d (%d), %d failures, %s%s: %s\n", s.Sink, d.First, d.Last, d.Items,
+				d.Failures, d.At.Format(time.RFC3339), retry, d.LastError); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -115,7 +115,7 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 	tf := &temporalFlags{conn: connect.DefaultTemporal(), g: g}
 	tf.add(root)
 	flagenv.Document(root.PersistentFlags(), "BATON")
-	root.AddCommand(clusterCmd(g), taskCmd(g), crawlCmd(g, tf), demoSiteCmd(), storeCmd(g, tf), codecServerCmd(tf), scheduleCmd(g, tf))
+	root.AddCommand(clusterCmd(g), taskCmd(g), crawlCmd(g, tf), demoSiteCmd(), storeCmd(g, tf), sinkCmd(g, tf), codecServerCmd(tf), scheduleCmd(g, tf))
 	root.AddCommand(jobCmds(g, tf)...)
 	return root
 }

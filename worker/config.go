@@ -101,6 +101,11 @@ type Config struct {
 	MaxPageItemBytes     int64
 	MaxAbandonedHandlers int
 	MaxCommitBytes       int64
+	// MaxSinkBatchBytes caps the bytes of a sink's batch; SinkMaxFailures
+	// is how many refusals in a row dead-letter a batch of a sink that
+	// does not say (jobs.Deliverer).
+	MaxSinkBatchBytes int64
+	SinkMaxFailures   int
 }
 
 // DefaultBodiesDir is the bodies root under the data directory when
@@ -205,6 +210,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.MaxPageItemBytes, "max-page-item-bytes", c.MaxPageItemBytes, "operator limit: the most bytes of items (encoded JSON) one page of a user crawler may push in total; a page past it fails with the reason (0: "+strconv.Itoa(crawler.DefaultMaxPageItemBytes)+", 8 MiB)")
 	fs.IntVar(&c.MaxAbandonedHandlers, "max-abandoned-handlers", c.MaxAbandonedHandlers, "operator limit: user crawler handlers past their time budget that may still run on this worker; at the cap its Runner takes no pages of user crawlers until some return (0: "+strconv.Itoa(jobs.DefaultMaxAbandonedHandlers)+")")
 	fs.Int64Var(&c.MaxCommitBytes, "max-commit-bytes", c.MaxCommitBytes, "operator limit: the most bytes of items and stored bodies one group commit writes; a larger group is committed in several transactions (0: "+strconv.Itoa(jobs.DefaultMaxCommitBytes)+", 64 MiB)")
+	fs.Int64Var(&c.MaxSinkBatchBytes, "max-sink-batch-bytes", c.MaxSinkBatchBytes, "operator limit: the most bytes of items one delivery to a sink of a user crawler carries, whatever the sink asks (0: "+strconv.Itoa(jobs.DefaultMaxSinkBatchBytes)+", 16 MiB); an item larger goes alone")
+	fs.IntVar(&c.SinkMaxFailures, "sink-max-failures", c.SinkMaxFailures, "refusals in a row after which a batch of items is set aside as a dead letter (baton status; baton sink skip|retry) and the items after it delivered, for sinks that do not set their own (0: "+strconv.Itoa(crawler.DefaultSinkMaxFailures)+")")
 	fs.StringVar(&c.BodiesRoot, "bodies-root", c.BodiesRoot, "operator limit: the directory crawl jobs' --bodies-dir must stay under, a relative one resolved under it (default <data-dir>/bodies; / for anywhere)")
 }
 
@@ -312,6 +319,9 @@ func (c Config) Validate() error {
 		if b.bad {
 			return fmt.Errorf("--%s: is %v, must be >= 0 (0: no cap)", b.flag, b.val)
 		}
+	}
+	if c.MaxSinkBatchBytes < 0 || c.SinkMaxFailures < 0 {
+		return fmt.Errorf("--max-sink-batch-bytes (%d) and --sink-max-failures (%d) must be >= 0 (0: the default)", c.MaxSinkBatchBytes, c.SinkMaxFailures)
 	}
 	if _, err := c.Limits(); err != nil {
 		return err

@@ -323,12 +323,12 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	// Items of this worker's crawlers go to their sinks beside the crawl.
 	sinkCtx, stopSinks := context.WithCancel(ctx)
 	defer stopSinks()
-	for _, cr := range crawlers {
-		if len(cr.Sinks()) > 0 {
-			d := &jobs.Deliverer{Store: js, Crawlers: crawlers, Holder: cfg.Name, Log: log.With("component", "sinks"), Metrics: metrics.Baton, Client: engine.Client(false)}
-			go d.Run(sinkCtx)
-			break
-		}
+	// A worker carrying crawlers of its own marks their jobs delivered,
+	// sinks or none.
+	if len(crawlers) > 0 {
+		d := &jobs.Deliverer{Store: js, Crawlers: crawlers, Group: cfg.Group, Holder: cfg.Name, Log: log.With("component", "sinks"),
+			Metrics: metrics.Baton, Client: engine.Client(false), MaxBatchBytes: cfg.MaxSinkBatchBytes, MaxFailures: cfg.SinkMaxFailures}
+		go d.Run(sinkCtx)
 	}
 	ws := &workerSet{}
 	defer ws.stop()

@@ -42,16 +42,40 @@ func ItemID(job, url string, index int) string {
 }
 
 // DefaultSinkBatch is how many items a sink gets per delivery unless it
-// says otherwise.
-const DefaultSinkBatch = 100
+// says otherwise; DefaultSinkBatchBytes how many bytes of items (Size).
+// DefaultSinkMaxFailures is how many times a batch may be refused before
+// it is dead-lettered, unless the sink or the worker
+// (--sink-max-failures) says otherwise.
+const (
+	DefaultSinkBatch       = 100
+	DefaultSinkBatchBytes  = 1 << 20
+	DefaultSinkMaxFailures = 10
+)
+
+// ErrSinkUnavailable marks a failed delivery that says nothing of the
+// batch: the receiver could not be reached or asked to wait (a webhook's
+// connection error, 429, 502, 503, 504). Such a failure is retried with
+// backoff for as long as it lasts and never dead-letters the batch; any
+// other error of Deliver is a refusal of the batch. Wrap it: fmt.Errorf("…:
+// %w", crawler.ErrSinkUnavailable).
+var ErrSinkUnavailable = errors.New("sink unavailable")
 
 // Sink delivers a job's recorded items to the user's systems. One worker
-// at a time delivers a job's items to a sink (a lease in the job store),
-// in the order they were recorded, from a durable cursor that advances
-// only after Deliver returns nil: delivery is at least once (a worker that
-// dies mid-delivery leaves the batch to be delivered again). A failing
-// Deliver is retried with backoff; it never slows the crawl, and its last
-// error is shown by `baton status` and counted in metrics.
+// at a time delivers a job's items to a sink (a lease in the job store,
+// renewed while Deliver runs), in the order they were recorded, from a
+// durable cursor that advances only after Deliver returns nil: delivery
+// is at least once (a worker that dies mid-delivery, or whose lease ran
+// out, leaves the batch to be delivered again). A failing Deliver is
+// retried with backoff; it never slows the crawl, and its last error is
+// shown by `baton status` and counted in metrics. A batch refused
+// MaxFailures times in a row is set aside as a dead letter (shown by
+// `baton status`, skipped or retried with `baton sink skip|retry`) and
+// the items after it are delivered.
+//
+// A job's items go to the sinks of the crawler of its name that the
+// delivering worker carries, whatever version of it crawled the job: a
+// sink is known by its Name, and an upgraded crawler keeps delivering
+// the jobs of its older versions.
 type Sink struct {
 	// Name identifies the sink's cursor in the store (ValidName).
 	Name string
@@ -60,6 +84,20 @@ type Sink struct {
 	Deliver func(ctx context.Context, job string, items []StoredItem) error
 	// Batch is the most items per Deliver call (DefaultSinkBatch if 0).
 	Batch int
+	// MaxBytes is the most bytes of items per Deliver call, by Size
+	// (DefaultSinkBatchBytes if 0; the worker's --max-sink-batch-bytes
+	// caps it); an item larger than it is delivered alone.
+	MaxBytes int64
+	// MaxFailures is how many times in a row a batch may be refused
+	// before it is dead-lettered (0: the worker's --sink-max-failures;
+	// negative: never, the sink waits for the batch to be taken).
+	MaxFailures int
+}
+
+// Size is about the bytes of the item in a delivery's JSON: its value,
+// URL, label, job and ID, and the keys around them.
+func (it StoredItem) Size() int64 {
+	return int64(len(it.Value)+len(it.URL)+len(it.Label)+len(it.Job)+len(it.ID)) + 64
 }
 
 // Sink adds a sink for the items of every job of the crawler.
@@ -76,7 +114,9 @@ const SignatureHeader = "X-Baton-Signature-256"
 // Webhook is a sink that POSTs each batch as a JSON array to url, signed
 // with secret (SignatureHeader); an answer other than 2xx is a failed
 // delivery, and so is a redirect (never followed: the body and its
-// signature go to url only). client nil means the worker's client
+// signature go to url only). No answer, 429, 502, 503 and 504 are
+// ErrSinkUnavailable (retried, never dead-lettered); another status is a
+// refusal of the batch. client nil means the worker's client
 // (Client: under the operator's rules, no proxy from the environment)
 // with a 30 s timeout; a client of your own goes round those rules. An
 // error names the webhook's scheme and host, never its path or query
@@ -114,15 +154,29 @@ func Webhook(name, url string, secret []byte, client *http.Client) Sink {
 			if errors.As(err, &ue) {
 				err = ue.Err // its text holds the whole URL
 			}
-			return fmt.Errorf("webhook %s: POST %s: %v", name, where, err)
+			return fmt.Errorf("webhook %s: POST %s: %v: %w", name, where, err, ErrSinkUnavailable)
 		}
 		defer resp.Body.Close()
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("webhook %s: POST %s: HTTP %d", name, where, resp.StatusCode)
+		switch {
+		case resp.StatusCode/100 == 2:
+			return nil
+		case webhookUnavailable(resp.StatusCode):
+			return fmt.Errorf("webhook %s: POST %s: HTTP %d: %w", name, where, resp.StatusCode, ErrSinkUnavailable)
 		}
-		return nil
+		return fmt.Errorf("webhook %s: POST %s: HTTP %d", name, where, resp.StatusCode)
 	}}
+}
+
+// webhookUnavailable: the answer says the receiver cannot take anything
+// now (it asks to wait, or a proxy in front of it found it down), not
+// that it refused the batch.
+func webhookUnavailable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // VerifySignature reports whether sig (a SignatureHeader value) signs body

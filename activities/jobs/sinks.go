@@ -12,36 +12,58 @@ import (
 	"github.com/batoncrawl/baton/activities/telemetry"
 )
 
-// SinkStore is what a Deliverer needs of the store: the jobs, their specs,
-// their items and the sinks' leases.
-type SinkStore interface {
-	Jobs(ctx context.Context) ([]JobInfo, error)
+// DeliveryStore is what a Deliverer needs of the store: the jobs' specs,
+// their sinks' states, and the delivery of their items.
+type DeliveryStore interface {
 	Spec(ctx context.Context, job string) (Spec, error)
-	ItemStore
+	Sinks(ctx context.Context, job string) ([]SinkState, error)
+	SinkDelivery
 }
 
-// Deliverer delivers the recorded items of the jobs of this worker's
-// crawlers to their sinks (crawler.Sink), beside the crawl and never in
-// its way: each (job, sink) is delivered by one worker of the group at a
-// time (a lease in the store, renewed while it delivers), in Seq order,
-// from the sink's durable cursor, which moves only after Deliver returned
-// nil (at least once). A failing sink is retried with backoff (Backoff,
-// doubling up to MaxBackoff); its failures and last error are in the store
-// (baton status) and in metrics. Run it in its own goroutine; it returns
-// when ctx ends.
+// DefaultMaxSinkBatchBytes caps the bytes of one batch of any sink unless
+// the worker sets its own cap (--max-sink-batch-bytes).
+const DefaultMaxSinkBatchBytes = 16 << 20
+
+// Deliverer delivers the recorded items of the jobs of its group to the
+// sinks (crawler.Sink) of the crawlers this worker carries, beside the
+// crawl and never in its way: each (job, sink) is delivered by one worker
+// of the group at a time (a lease in the store, renewed while a batch is
+// delivered), in Seq order, from the sink's durable cursor, which moves
+// only after Deliver returned nil under a lease that still runs (at
+// least once). A failing sink is retried with backoff (Backoff, doubling
+// up to MaxBackoff); a batch it refused MaxFailures times in a row is
+// set aside as a dead letter and the items after it are delivered. Its
+// failures, last error and dead letters are in the store (baton status)
+// and in metrics.
+//
+// A job's items go to the sinks of the crawler of the job's name carried
+// here, whatever version the job was pinned to: a sink is known by its
+// name, so the jobs of a crawler's older versions are delivered after an
+// upgrade. Each pass reads only the jobs of the group with items to
+// deliver (SinkDelivery.PendingJobs). Run it in its own goroutine; it
+// returns when ctx ends.
 type Deliverer struct {
-	Store    SinkStore
+	Store    DeliveryStore
 	Crawlers map[string]*crawler.Crawler
+	// Group is the worker's group: only its jobs are delivered.
+	Group string
 	// Holder names this worker in the sinks' leases (its instance name).
 	Holder string
 	// Every is how often the jobs are looked at (default 1 s); Lease how
-	// long a lease lasts without renewal (default 30 s).
-	Every, Lease time.Duration
+	// long a lease lasts without renewal (default 30 s); Timeout how long
+	// one Deliver call may take (default 1 min).
+	Every, Lease, Timeout time.Duration
 	// Backoff is the first wait after a failed delivery (default 1 s),
 	// MaxBackoff the longest (default 1 min).
 	Backoff, MaxBackoff time.Duration
-	Log                 *slog.Logger
-	Metrics             *telemetry.Metrics
+	// MaxBatchBytes caps every sink's batch in bytes
+	// (DefaultMaxSinkBatchBytes if 0); MaxFailures is how many refusals
+	// in a row dead-letter a batch of a sink that does not say
+	// (crawler.DefaultSinkMaxFailures if 0).
+	MaxBatchBytes int64
+	MaxFailures   int
+	Log           *slog.Logger
+	Metrics       *telemetry.Metrics
 	// Client is the client sinks get (crawler.Client): the worker's,
 	// dialling under the operator's rules (crawl.Engine.Client); nil
 	// leaves crawler.Client's default.
@@ -70,54 +92,86 @@ func (d *Deliverer) Run(ctx context.Context) {
 	}
 }
 
-// Pass looks at every job once: for each job of a crawler carried here,
-// each of its sinks whose lease it gets is delivered to until it has no
-// more items or fails. It returns the items delivered.
-func (d *Deliverer) Pass(ctx context.Context) int {
-	log := d.Log
-	if log == nil {
-		log = slog.Default()
+func (d *Deliverer) log() *slog.Logger {
+	if d.Log == nil {
+		return slog.Default()
 	}
-	jobs, err := d.Store.Jobs(ctx)
+	return d.Log
+}
+
+// Pass looks once at each job of the group with items to deliver: for a
+// job of a crawler carried here, each sink whose lease it gets is
+// delivered to until it has no more items or fails; a job whose sinks all
+// have its items is marked delivered. It returns the items delivered.
+func (d *Deliverer) Pass(ctx context.Context) int {
+	pending, err := d.Store.PendingJobs(ctx, d.Group)
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Warn("sinks: list jobs", "err", err)
+			d.log().Warn("sinks: jobs with items to deliver", "err", err)
 		}
 		return 0
 	}
 	n := 0
-	for _, j := range jobs {
-		if j.Stats.Items == 0 {
-			continue // nothing to deliver, whatever its crawler
+	for _, p := range pending {
+		spec, err := d.spec(ctx, p.Job)
+		if errors.Is(err, ErrNoJob) {
+			_ = d.Store.SinkJobDone(ctx, p.Job, p.Seq) // a job deleted: nothing to deliver
+			continue
 		}
-		spec, err := d.spec(ctx, j.ID)
 		if err != nil {
 			continue
 		}
 		c := d.Crawlers[spec.Crawler]
-		if c == nil || (spec.CrawlerVersion != "" && c.Version() != spec.CrawlerVersion) {
-			continue
+		if c == nil {
+			continue // another worker's crawler
 		}
-		// Read-only first: a sink whose cursor has caught up with the
-		// job's items is neither leased nor written.
-		states, err := d.Store.Sinks(ctx, j.ID)
-		if err != nil {
-			continue
-		}
-		for _, s := range c.Sinks() {
-			var cursor int64
-			for _, st := range states {
-				if st.Sink == s.Name {
-					cursor = st.Cursor
-				}
+		got, done := d.deliverJob(ctx, p, c)
+		n += got
+		if done {
+			if err := d.Store.SinkJobDone(ctx, p.Job, p.Seq); err != nil && ctx.Err() == nil {
+				d.log().Warn("sinks: mark job delivered", "job", p.Job, "err", err)
 			}
-			if more, err := d.Store.Items(ctx, j.ID, cursor, 1); err != nil || len(more) == 0 {
-				continue
-			}
-			n += d.deliver(ctx, log.With("job", j.ID, "sink", s.Name), j.ID, s)
 		}
 	}
 	return n
+}
+
+// deliverJob delivers p's items to each of c's sinks that lacks some; it
+// returns the items delivered and whether every sink has them all.
+func (d *Deliverer) deliverJob(ctx context.Context, p PendingJob, c *crawler.Crawler) (int, bool) {
+	// Read-only first: a sink that has the job's items is neither
+	// leased nor written.
+	states, err := d.Store.Sinks(ctx, p.Job)
+	if err != nil {
+		return 0, false
+	}
+	n, done := 0, true
+	for _, s := range c.Sinks() {
+		st := SinkState{Job: p.Job, Sink: s.Name}
+		for _, x := range states {
+			if x.Sink == s.Name {
+				st = x
+			}
+		}
+		if caughtUp(st, p.Seq) {
+			continue
+		}
+		got, ok := d.deliver(ctx, d.log().With("job", p.Job, "sink", s.Name), st, s, p.Seq)
+		n += got
+		done = done && ok
+	}
+	return n, done
+}
+
+// caughtUp: the sink has every item up to seq, and no dead letter of it
+// waits to be retried.
+func caughtUp(st SinkState, seq int64) bool {
+	for _, dl := range st.DeadLetters {
+		if dl.Retry {
+			return false
+		}
+	}
+	return st.Cursor >= seq
 }
 
 func (d *Deliverer) spec(ctx context.Context, job string) (Spec, error) {
@@ -140,106 +194,39 @@ func (d *Deliverer) spec(ctx context.Context, job string) (Spec, error) {
 	return s, nil
 }
 
-// deliver delivers job's items to s while it holds the lease, has items
-// and succeeds; it returns how many it delivered.
-func (d *Deliverer) deliver(ctx context.Context, log *slog.Logger, job string, s crawler.Sink) int {
-	key := job + "\x00" + s.Name
+// waiting: the sink failed here and its backoff has not passed.
+func (d *Deliverer) waiting(key string) bool {
 	d.mu.Lock()
-	wait := d.next[key]
-	d.mu.Unlock()
-	if time.Now().Before(wait) {
-		return 0
-	}
-	lease := d.Lease
-	if lease <= 0 {
-		lease = 30 * time.Second
-	}
-	batch := s.Batch
-	if batch <= 0 {
-		batch = crawler.DefaultSinkBatch
-	}
-	st, err := d.Store.LeaseSink(ctx, job, s.Name, d.Holder, lease)
-	if errors.Is(err, ErrLeaseHeld) {
-		return 0
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("sink lease", "err", err)
-		}
-		return 0
-	}
-	delivered := 0
-	cursor := st.Cursor
-	for ctx.Err() == nil {
-		items, err := d.Store.Items(ctx, job, cursor, batch)
-		if err != nil || len(items) == 0 {
-			return delivered
-		}
-		out := make([]crawler.StoredItem, len(items))
-		for i, it := range items {
-			out[i] = it.StoredItem
-		}
-		dctx, cancel := context.WithTimeout(ctx, lease/2)
-		if d.Client != nil {
-			dctx = crawler.WithClient(dctx, d.Client)
-		}
-		err = deliverSafely(dctx, s, job, out)
-		cancel()
-		if err != nil {
-			d.Metrics.SinkDelivery(s.Name, false)
-			failures := st.Failures + 1
-			st.Failures = failures
-			backoff := d.Backoff
-			if backoff <= 0 {
-				backoff = time.Second
-			}
-			maxB := d.MaxBackoff
-			if maxB <= 0 {
-				maxB = time.Minute
-			}
-			for i := 1; i < failures && backoff < maxB; i++ {
-				backoff *= 2
-			}
-			backoff = min(backoff, maxB)
-			d.mu.Lock()
-			if d.next == nil {
-				d.next = map[string]time.Time{}
-			}
-			d.next[key] = time.Now().Add(backoff)
-			d.mu.Unlock()
-			log.Warn("sink delivery failed; retried with backoff", "err", err, "items", len(out), "failures", failures, "retry_in", backoff)
-			if ferr := d.Store.FailSink(ctx, job, s.Name, d.Holder, err.Error()); ferr != nil && ctx.Err() == nil && !errors.Is(ferr, ErrLeaseLost) {
-				log.Warn("sink: record failure", "err", ferr)
-			}
-			return delivered
-		}
-		d.Metrics.SinkDelivery(s.Name, true)
-		st.Failures = 0
-		last := items[len(items)-1].Seq
-		if err := d.Store.AckSink(ctx, job, s.Name, d.Holder, last, len(items)); err != nil {
-			// Lost the lease mid-delivery: the next holder delivers from
-			// the cursor again (at least once).
-			if ctx.Err() == nil {
-				log.Warn("sink: cursor not moved", "err", err)
-			}
-			return delivered
-		}
-		cursor = last
-		delivered += len(items)
-		// Renew the lease for the next round.
-		if _, err := d.Store.LeaseSink(ctx, job, s.Name, d.Holder, lease); err != nil {
-			return delivered
-		}
-	}
-	return delivered
+	defer d.mu.Unlock()
+	return time.Now().Before(d.next[key])
 }
 
-// deliverSafely calls s.Deliver, turning a panic into an error.
-func deliverSafely(ctx context.Context, s crawler.Sink, job string, items []crawler.StoredItem) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = errors.New("sink panicked")
-		}
-	}()
-	return s.Deliver(ctx, job, items)
+// wait records that the sink is not tried here again before backoff.
+func (d *Deliverer) wait(key string, backoff time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.next == nil {
+		d.next = map[string]time.Time{}
+	}
+	if backoff <= 0 {
+		delete(d.next, key)
+		return
+	}
+	d.next[key] = time.Now().Add(backoff)
+}
+
+// backoff is the wait after the failures-th failure in a row.
+func (d *Deliverer) backoff(failures int) time.Duration {
+	b := d.Backoff
+	if b <= 0 {
+		b = time.Second
+	}
+	maxB := d.MaxBackoff
+	if maxB <= 0 {
+		maxB = time.Minute
+	}
+	for i := 1; i < failures && b < maxB; i++ {
+		b *= 2
+	}
+	return min(b, maxB)
 }

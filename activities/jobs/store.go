@@ -124,8 +124,9 @@ type Recorded struct {
 //     secrets).
 //   - SupervisorStore: the job's workflow, which hands batches out and
 //     watches them (Activities).
-//   - RunnerStore: a Runner crawling a batch it holds (BatchRunner), and
-//     a worker delivering a job's items to its sinks.
+//   - RunnerStore: a Runner crawling a batch it holds (BatchRunner).
+//   - SinkDelivery: a worker delivering a job's items to its sinks
+//     (Deliverer); SinkOperator: the CLI's sink commands.
 //   - ItemStore: the items of user crawlers and their sinks' cursors;
 //     ReaderStore and RunnerStore take the part each needs.
 //
@@ -397,12 +398,4 @@ type RunnerStore interface {
 	// Control returns a job's control state: ControlRunning when none was
 	// set. It is one indexed read: Runners call it a few times a second.
 	Control(ctx context.Context, job string) (string, error)
-
-	// A worker delivers a job's items to its sinks: it leases a sink,
-	// reads the items past its cursor, and acknowledges what a sink took
-	// (or records its failure). As in ItemStore.
-	Items(ctx context.Context, job string, after int64, limit int) ([]ItemRecord, error)
-	LeaseSink(ctx context.Context, job, sink, holder string, ttl time.Duration) (SinkState, error)
-	AckSink(ctx context.Context, job, sink, holder string, upTo int64, n int) error
-	FailSink(ctx context.Context, job, sink, holder, reason string) error
 }

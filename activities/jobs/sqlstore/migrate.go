@@ -37,6 +37,9 @@ func (s *schemaStore) migrate(ctx context.Context) error {
 	if err := s.fillHosts(ctx); err != nil {
 		return err
 	}
+	if err := s.fillPending(ctx); err != nil {
+		return err
+	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		var v string
 		err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
@@ -155,4 +158,29 @@ func (s *schemaStore) fillHosts(ctx context.Context) error {
 		}
 		afterJob, afterURL = lastJob, lastURL
 	}
+}
+
+// pendingSince is the schema version that keeps baton_sink_pending: an
+// older store's jobs with items are listed at its upgrade.
+const pendingSince = 6
+
+// fillPending lists, for delivery, the jobs of a store older than
+// pendingSince that have items (the trigger lists those of the items
+// inserted since the upgrade): one statement, reading baton_items' index
+// by job; a job whose sinks have all its items is dropped from the list
+// by the next worker that delivers its crawler's items.
+func (s *schemaStore) fillPending(ctx context.Context) error {
+	if s.found == 0 || s.found >= pendingSince {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO baton_sink_pending (job, grp, seq)
+			SELECT i.job, j.grp, MAX(i.seq) FROM baton_items i JOIN baton_jobs j ON j.id = i.job WHERE true GROUP BY i.job, j.grp
+			ON CONFLICT (job) DO NOTHING`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("upgrade schema: jobs with items to deliver: %w", err)
+	}
+	return nil
 }

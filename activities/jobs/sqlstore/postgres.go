@@ -142,8 +142,18 @@ var postgresDialect = &dialect{
 	// behind PgBouncer in transaction mode), keyed by the job in the
 	// two-int4 key space, apart from lockSchema's bigint one. Two jobs
 	// whose names hash alike share it: they only wait for each other.
-	lockItems:  "SELECT pg_advisory_xact_lock(7, hashtext($1))",
-	nowMS:      "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+	lockItems: "SELECT pg_advisory_xact_lock(7, hashtext($1))",
+	nowMS:     "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+	// Once per statement, with the rows it inserted.
+	pendingTrigger: []string{`CREATE OR REPLACE FUNCTION baton_items_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO baton_sink_pending (job, grp, seq)
+				SELECT n.job, j.grp, MAX(n.seq) FROM baton_new_items n JOIN baton_jobs j ON j.id = n.job GROUP BY n.job, j.grp ORDER BY n.job
+			ON CONFLICT (job) DO UPDATE SET seq = GREATEST(baton_sink_pending.seq, excluded.seq);
+			RETURN NULL;
+		END $$`,
+		`CREATE OR REPLACE TRIGGER baton_items_pending AFTER INSERT ON baton_items
+			REFERENCING NEW TABLE AS baton_new_items FOR EACH STATEMENT EXECUTE FUNCTION baton_items_pending()`},
 	transient:  pgTransient,
 	retryFirst: 50 * time.Millisecond, retryMax: time.Second,
 }

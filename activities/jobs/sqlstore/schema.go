@@ -35,7 +35,12 @@ type schemaStore struct {
 //	5  baton_frontier.handout: the token of the hand-out that moved the
 //	   URL into its batch (a retried pull finds what its first try
 //	   handed out: handout.go)
-const schemaVersion = 5
+//	6  sinks you can operate: baton_sinks.epoch, .refusals, .retry_ms and
+//	   .skipped, baton_sink_dead (dead letters), baton_sink_pending (the
+//	   jobs with items to deliver, by group) and the trigger on
+//	   baton_items that keeps it; filled in for the items of an older
+//	   store at the upgrade
+const schemaVersion = 6
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -68,8 +73,21 @@ const schemaVersion = 5
 //	baton_sinks     one row per (job, sink): the holder of its lease and
 //	                until when (ms since the Unix epoch, the database's
 //	                clock), its cursor (the seq of the last item
-//	                delivered), how many were delivered, consecutive
-//	                failures and the last error
+//	                delivered or dead-lettered), how many were
+//	                delivered, the failures of the batch at the cursor
+//	                (consecutive; refusals among them) and the last error,
+//	                when it is tried again (retry_ms, the database's
+//	                clock), the items of dead letters skipped, and the
+//	                lease's epoch (changed each time it is taken anew)
+//	baton_sink_dead one row per (job, sink, last_seq): a dead letter, the
+//	                batch of items first_seq..last_seq a sink refused as
+//	                often as it allows: its items, failures, last error,
+//	                when (dead_ms) and whether it is to be retried
+//	baton_sink_pending one row per job with items its sinks may not all
+//	                have: its group and the highest seq of its items,
+//	                raised by a trigger on baton_items (whatever Baton
+//	                inserted them) and deleted by a worker once the
+//	                job's sinks have them all
 //	baton_host_leases one row per (job, host, batch) holding the host: the
 //	                batch's share of the host's parallelism and until when
 //	                (ms, the database's clock) the lease lasts unrenewed;
@@ -175,7 +193,27 @@ func schema(d *dialect) []string {
 			delivered {big} NOT NULL DEFAULT 0,
 			failures INTEGER NOT NULL DEFAULT 0,
 			last_error TEXT NOT NULL DEFAULT '',
+			epoch {big} NOT NULL DEFAULT 0,
+			refusals INTEGER NOT NULL DEFAULT 0,
+			retry_ms {big} NOT NULL DEFAULT 0,
+			skipped {big} NOT NULL DEFAULT 0,
 			PRIMARY KEY (job, sink))`,
+		`CREATE TABLE IF NOT EXISTS baton_sink_dead (
+			job TEXT NOT NULL,
+			sink TEXT NOT NULL,
+			last_seq {big} NOT NULL,
+			first_seq {big} NOT NULL,
+			items INTEGER NOT NULL,
+			failures INTEGER NOT NULL,
+			last_error TEXT NOT NULL DEFAULT '',
+			dead_ms {big} NOT NULL,
+			retry SMALLINT NOT NULL DEFAULT 0,
+			PRIMARY KEY (job, sink, last_seq))`,
+		`CREATE TABLE IF NOT EXISTS baton_sink_pending (
+			job TEXT PRIMARY KEY,
+			grp TEXT NOT NULL,
+			seq {big} NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS baton_sink_pending_grp ON baton_sink_pending (grp, job)`,
 		`CREATE TABLE IF NOT EXISTS baton_host_leases (
 			job TEXT NOT NULL,
 			host TEXT NOT NULL,
@@ -196,6 +234,7 @@ func schema(d *dialect) []string {
 			PRIMARY KEY (job, origin))`,
 		`CREATE INDEX IF NOT EXISTS baton_robots_host ON baton_robots (job, host)`,
 	}
+	stmts = append(stmts, d.pendingTrigger...)
 	for i, s := range stmts {
 		stmts[i] = r.Replace(s)
 	}
@@ -212,11 +251,15 @@ type column struct{ table, name, ddl string }
 // upgraded) writes rows the new one reads.
 func upgrades(d *dialect) []column {
 	return []column{
-		{"baton_frontier", "label", `label TEXT NOT NULL DEFAULT ''`},            // 3
-		{"baton_frontier", "data", `data TEXT`},                                  // 3
-		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 3
-		{"baton_frontier", "host", `host TEXT NOT NULL DEFAULT ''`},              // 4
-		{"baton_frontier", "handout", `handout TEXT`},                            // 5
+		{"baton_frontier", "label", `label TEXT NOT NULL DEFAULT ''`},               // 3
+		{"baton_frontier", "data", `data TEXT`},                                     // 3
+		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`},    // 3
+		{"baton_frontier", "host", `host TEXT NOT NULL DEFAULT ''`},                 // 4
+		{"baton_frontier", "handout", `handout TEXT`},                               // 5
+		{"baton_sinks", "epoch", `epoch ` + d.bigint + ` NOT NULL DEFAULT 0`},       // 6
+		{"baton_sinks", "refusals", `refusals INTEGER NOT NULL DEFAULT 0`},          // 6
+		{"baton_sinks", "retry_ms", `retry_ms ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 6
+		{"baton_sinks", "skipped", `skipped ` + d.bigint + ` NOT NULL DEFAULT 0`},   // 6
 	}
 }
 

@@ -103,6 +103,10 @@ var sqliteDialect = &dialect{
 	blob:           "BLOB",
 	serialWrites:   true,
 	preparedChunks: true,
+	pendingTrigger: []string{`CREATE TRIGGER IF NOT EXISTS baton_items_pending AFTER INSERT ON baton_items BEGIN
+		INSERT INTO baton_sink_pending (job, grp, seq) SELECT NEW.job, grp, NEW.seq FROM baton_jobs WHERE id = NEW.job
+		ON CONFLICT (job) DO UPDATE SET seq = MAX(seq, excluded.seq);
+	END`},
 	// Another process holding the write lock is waited for here, in short
 	// jittered steps (SQLite's own busy handler sleeps up to 100 ms at a
 	// time, long after a short commit freed the lock).

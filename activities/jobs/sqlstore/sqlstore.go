@@ -58,6 +58,9 @@ type dialect struct {
 	// come (a sink's cursor would skip it). SQLite commits one writer at
 	// a time.
 	lockItems string
+	// pendingTrigger keeps baton_sink_pending as items are inserted
+	// (schema.go): a job's row holds the highest seq of its items.
+	pendingTrigger []string
 	// lockSchema serialises schema creation among processes.
 	lockSchema string
 	// preparedChunks: chunked statements come in power-of-two sizes and

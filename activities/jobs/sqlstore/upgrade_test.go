@@ -139,7 +139,11 @@ func checkUpgraded(t *testing.T, s *sqlstore.Store, job string) {
 	st, err := s.LeaseSink(ctx, job, "hook", "w1", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), st.Cursor)
-	require.NoError(t, s.AckSink(ctx, job, "hook", "w1", its[1].Seq, 2))
+	require.NoError(t, s.AckSink(ctx, st.Lease("w1"), its[1].Seq, 2))
+	// Version 6: the items are listed for delivery by the trigger.
+	pend, err := s.PendingJobs(ctx, "storetest")
+	require.NoError(t, err)
+	assert.Contains(t, pend, jobs.PendingJob{Job: job, Seq: its[1].Seq})
 }
 
 func mustStats(t *testing.T, s jobs.Store, job string) jobs.Stats {

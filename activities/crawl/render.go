@@ -50,6 +50,7 @@ type hostLearning struct {
 // RenderStats count an Engine's rendered pages and why.
 type RenderStats struct {
 	Always      int64 // rendered under RenderAlways
+	Label       int64 // rendered for a user crawler's label (crawler.Rendered)
 	EmptyFields int64 // RenderAuto: a selected field was empty
 	NoLinks     int64 // RenderAuto: the page had no link to follow
 	Sampled     int64 // RenderAuto: re-checks of a host rendering added nothing to
@@ -148,16 +149,21 @@ func (e *Engine) renderAttempt(ctx context.Context, pr prepared, wantLinks bool,
 		r.err = err
 		return r
 	}
-	if why == RenderAlways {
+	req.Actions, req.Screenshot = o.RenderActions, o.RenderScreenshots
+	switch why {
+	case ReasonAlways:
 		e.count(func(s *RenderStats) { s.Always++ })
+	case ReasonLabel:
+		e.count(func(s *RenderStats) { s.Label++ })
 	}
 	res, err := rd.Render(ctx, req)
 	r.rendered = why
+	r.render = renderOutcome{scripts: res.Scripts, screenshot: res.Screenshot, crashes: res.Crashes, timedOut: errors.Is(err, render.ErrNotSettled)}
 	if err != nil {
 		e.count(func(s *RenderStats) { s.Failed++ })
 		r.err = err
 		var refused *render.RefusedError
-		r.transient = !errors.As(err, &refused) && !errors.Is(err, render.ErrNotSettled) && ctx.Err() == nil
+		r.transient = !errors.As(err, &refused) && !errors.Is(err, render.ErrNotSettled) && !errors.Is(err, render.ErrAction) && ctx.Err() == nil
 		return r
 	}
 	r.status, r.finalURL, r.contentType = res.Status, res.FinalURL, res.Header.Get("Content-Type")
@@ -236,20 +242,24 @@ func (e *Engine) renderAuto(ctx context.Context, pr prepared, res attemptResult,
 	why := ""
 	switch {
 	case emptyField(res.fields):
-		why = "auto: empty fields"
+		why = ReasonEmptyFields
 	case wantLinks && len(res.links) == 0:
-		why = "auto: no links"
+		why = ReasonNoLinks
 	default:
 		return res
 	}
 	host := pr.domain + " " + o.Label
-	if !e.autoDecide(host) {
+	yes, sample := e.autoDecide(host)
+	if !yes {
 		return res
 	}
 	e.count(func(s *RenderStats) {
-		if why == "auto: empty fields" {
+		switch {
+		case sample:
+			why = ReasonSample
+		case why == ReasonEmptyFields:
 			s.EmptyFields++
-		} else {
+		default:
 			s.NoLinks++
 		}
 	})
@@ -283,8 +293,9 @@ func addedSomething(plain, rendered attemptResult) bool {
 	return len(rendered.links) > len(plain.links)
 }
 
-// autoDecide reports whether a page of host should be rendered.
-func (e *Engine) autoDecide(host string) bool {
+// autoDecide reports whether a page of host should be rendered, and
+// whether as a re-check of a host rendering added nothing to.
+func (e *Engine) autoDecide(host string) (render, sample bool) {
 	r := &e.rendering
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -297,15 +308,15 @@ func (e *Engine) autoDecide(host string) bool {
 		r.hosts[host] = h
 	}
 	if h.useless < autoUseless {
-		return true
+		return true, false
 	}
 	h.skipped++
 	if h.skipped%autoSample == 0 {
 		r.stats.Sampled++
-		return true
+		return true, true
 	}
 	r.stats.Skipped++
-	return false
+	return false, false
 }
 
 // autoLearn records whether rendering a page of host added something.

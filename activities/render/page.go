@@ -95,6 +95,11 @@ func (p *Pool) renderIn(ctx context.Context, t *tab, req Request) (res Result, d
 	if err == nil {
 		err = pr.wait(dctx)
 	}
+	if err == nil {
+		if err = pr.act(pctx, &res); errors.Is(err, ErrAction) {
+			return res, true, err
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, false, fmt.Errorf("render: %w", ctx.Err())

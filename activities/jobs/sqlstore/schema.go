@@ -35,7 +35,9 @@ type schemaStore struct {
 //	5  baton_frontier.handout: the token of the hand-out that moved the
 //	   URL into its batch (a retried pull finds what its first try
 //	   handed out: handout.go)
-const schemaVersion = 5
+//	6  baton_counters.render_*: the pages recorded rendered, by reason,
+//	   and their renders' crashes and time-outs
+const schemaVersion = 6
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -51,7 +53,8 @@ const schemaVersion = 5
 //	baton_batches   one row per batch: holder, epoch, size, state, error
 //	baton_results   one row per (job, URL): the page record (JSON)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
-//	                seen, taken, requeued, recorded, failed, items
+//	                seen, taken, requeued, recorded, failed, items,
+//	                and the rendered pages by reason (render_*)
 //	baton_hashes    one row per (job, body hash): the URL of the page
 //	                recorded first with that body (duplicates point to it)
 //	baton_bodies    one row per (job, URL) whose body is kept: the body,
@@ -138,6 +141,13 @@ func schema(d *dialect) []string {
 			recorded {big} NOT NULL DEFAULT 0,
 			failed {big} NOT NULL DEFAULT 0,
 			items {big} NOT NULL DEFAULT 0,
+			render_always {big} NOT NULL DEFAULT 0,
+			render_auto_fields {big} NOT NULL DEFAULT 0,
+			render_auto_links {big} NOT NULL DEFAULT 0,
+			render_auto_sample {big} NOT NULL DEFAULT 0,
+			render_label {big} NOT NULL DEFAULT 0,
+			render_crashes {big} NOT NULL DEFAULT 0,
+			render_timeouts {big} NOT NULL DEFAULT 0,
 			PRIMARY KEY (job, shard))`,
 		`CREATE TABLE IF NOT EXISTS baton_hashes (
 			job TEXT NOT NULL,
@@ -211,13 +221,17 @@ type column struct{ table, name, ddl string }
 // Baton of the version before (still running while the workers are
 // upgraded) writes rows the new one reads.
 func upgrades(d *dialect) []column {
-	return []column{
+	cols := []column{
 		{"baton_frontier", "label", `label TEXT NOT NULL DEFAULT ''`},            // 3
 		{"baton_frontier", "data", `data TEXT`},                                  // 3
 		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 3
 		{"baton_frontier", "host", `host TEXT NOT NULL DEFAULT ''`},              // 4
 		{"baton_frontier", "handout", `handout TEXT`},                            // 5
 	}
+	for _, c := range renderColumns {
+		cols = append(cols, column{"baton_counters", c, c + ` ` + d.bigint + ` NOT NULL DEFAULT 0`}) // 6
+	}
+	return cols
 }
 
 // upgradedIndexes are the indexes on columns of upgrades: made after them.

@@ -150,6 +150,9 @@ func (e *Engine) renderAttempt(ctx context.Context, pr prepared, wantLinks bool,
 		return r
 	}
 	req.Actions, req.Screenshot = o.RenderActions, o.RenderScreenshots
+	if strings.HasPrefix(why, "auto") && o.RenderWait == "" {
+		req.Until = autoUntil(o, why)
+	}
 	switch why {
 	case ReasonAlways:
 		e.count(func(s *RenderStats) { s.Always++ })
@@ -340,4 +343,22 @@ func pageURL(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("rendered page's URL %q: not absolute", s)
 	}
 	return u, nil
+}
+
+// autoUntil is what ends the wait of a page rendered under RenderAuto
+// before the network is idle: each selected field there (with text, or
+// its attribute), and a link when the page had none. None when a field
+// is not CSS (the page then waits for the network to be idle).
+func autoUntil(o Options, why string) []render.Want {
+	var out []render.Want
+	for _, s := range o.compiled.selectorsFor(o.Label) {
+		if s.Kind != KindCSS {
+			return nil
+		}
+		out = append(out, render.Want{CSS: s.Expr, Attr: s.Attr})
+	}
+	if why == ReasonNoLinks {
+		out = append(out, render.Want{CSS: "a[href]", Attr: "href"})
+	}
+	return out
 }

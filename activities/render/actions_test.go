@@ -77,3 +77,22 @@ func TestFailedActionNamesTheStep(t *testing.T) {
 		t.Errorf("unknown action: %v", err)
 	}
 }
+
+// Under networkidle, Until ends the wait once its elements are there: a
+// page whose network is never idle renders, and one whose elements never
+// come fails when its budget ends.
+func TestUntilEndsTheNetworkIdleWait(t *testing.T) {
+	p := testPool(t, nil)
+	_, base := jsSite(t)
+	res, err := p.Render(context.Background(), Request{URL: base + "/js/never.html", Timeout: 5 * time.Second, Until: []Want{{CSS: "title"}, {CSS: "#app", Attr: "id"}}})
+	if err == nil && res.Title != "Never settles" {
+		t.Errorf("title %q", res.Title)
+	}
+	if err != nil {
+		t.Errorf("elements there, network busy: %v", err)
+	}
+	_, err = p.Render(context.Background(), Request{URL: base + "/js/never.html", Timeout: 2 * time.Second, Until: []Want{{CSS: "title"}, {CSS: "#app", Attr: "data-absent"}}})
+	if !errors.Is(err, ErrNotSettled) {
+		t.Errorf("an element never there: %v, want ErrNotSettled", err)
+	}
+}

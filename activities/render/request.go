@@ -81,6 +81,17 @@ type Request struct {
 	// Actions run in order once the page has settled, before its DOM is
 	// read (see Action).
 	Actions []Action
+	// Until, under WaitNetworkIdle, ends the wait early, once the page
+	// has loaded and every one of these elements is there: a CSS selector
+	// matching an element with text, or, with Attr, with that attribute.
+	// (A selector the browser cannot parse is never there.)
+	Until []Want
+}
+
+// Want is an element Request.Until waits for.
+type Want struct {
+	CSS  string
+	Attr string
 }
 
 // Result is what a page became.

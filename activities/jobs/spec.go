@@ -148,6 +148,9 @@ func (s Spec) Validate() error {
 	default:
 		return fmt.Errorf("bodies: %q: want %q or %q (or empty: none)", s.Bodies, BodiesStore, BodiesDir)
 	}
+	if s.Options.RenderScreenshots && s.Bodies != BodiesDir {
+		return errors.New("options.render_screenshots: screenshots are kept next to the bodies in a directory: give --bodies-dir")
+	}
 
 	if s.Crawler != "" && s.Crawler != crawler.BuiltinName {
 		if err := crawler.ValidName(s.Crawler); err != nil {
@@ -333,6 +336,10 @@ type PageRecord struct {
 	// BodyRef says where the page's body was stored (Spec.Bodies):
 	// "store" (Store.Body), or the file's path under the bodies directory.
 	BodyRef string `json:"body_ref,omitempty"`
+	// ScreenshotRef is the path, under the bodies directory, of the PNG of
+	// the rendered page's viewport (--render-screenshots), or "not
+	// stored: " and why.
+	ScreenshotRef string `json:"screenshot_ref,omitempty"`
 	// LinksRefused are links of the page the frontier did not take (a URL
 	// longer than MaxURLBytes), each with the reason.
 	LinksRefused []RefusedLink `json:"links_refused,omitempty"`

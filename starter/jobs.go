@@ -185,8 +185,12 @@ func printSummary(w io.Writer, p workflows.JobProgress) {
 	if d > 0 {
 		rate = float64(p.Stats.Recorded) / d.Seconds()
 	}
-	fmt.Fprintf(w, "job %s %s: %d pages (%d failed%s), %d batches, %d re-queued, in %v (%.1f pages/s)\n",
-		p.ID, p.State, p.Stats.Recorded, p.Stats.Failed, maxPagesNote(p), p.Batches, p.Requeued, d.Round(time.Millisecond), rate)
+	rendered := ""
+	if n := p.Stats.Render.Rendered; n > 0 {
+		rendered = fmt.Sprintf(", %d rendered", n)
+	}
+	fmt.Fprintf(w, "job %s %s: %d pages (%d failed%s)%s, %d batches, %d re-queued, in %v (%.1f pages/s)\n",
+		p.ID, p.State, p.Stats.Recorded, p.Stats.Failed, maxPagesNote(p), rendered, p.Batches, p.Requeued, d.Round(time.Millisecond), rate)
 	if p.FailedBatches > 0 {
 		fmt.Fprintf(w, "%d batches failed; the last because: %s\n", p.FailedBatches, p.LastError)
 	}

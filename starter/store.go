@@ -343,6 +343,9 @@ func printProgress(w io.Writer, p workflows.JobProgress) error {
 	if p.Stats.Items > 0 {
 		fmt.Fprintf(tw, "ITEMS\t%d recorded\n", p.Stats.Items)
 	}
+	if r := p.Stats.Render; r != (jobs.RenderStats{}) {
+		fmt.Fprintf(tw, "RENDERED\t%s\n", r.Summary())
+	}
 	fmt.Fprintf(tw, "BATCHES\t%d done, %d in flight, %d re-queued, %d failed\n", p.Batches, len(p.InFlight), p.Requeued, p.FailedBatches)
 	if !p.StartedAt.IsZero() {
 		fmt.Fprintf(tw, "STARTED\t%s\n", p.StartedAt.UTC().Format(time.RFC3339))

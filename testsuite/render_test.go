@@ -1,10 +1,13 @@
 package testsuite_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +85,59 @@ func TestRenderedCrawlSurvivesRunnerKill(t *testing.T) {
 		now, err := filepath.Glob(pattern)
 		return len(now) == 0 && render.Processes(left...) == 0, err
 	})
+}
+
+// A user crawler's own worker binary whose labels ask for rendering
+// (crawler.Rendered): the index's links written by script are found, and
+// each item page's handler gets the DOM after its button was clicked and
+// the reviews it loads were waited for, with a script's value. Every item
+// is pushed once, and the pages are recorded as rendered for their label.
+func TestOwnCrawlerRenderedLabels(t *testing.T) {
+	site := demosite.NewJS(demosite.JSConfig{Items: 10, JSEvery: 1})
+	srv := httptest.NewServer(site)
+	t.Cleanup(srv.Close)
+	c := testsuite.NewCluster(t, 1, 0, testsuite.FastTimers, testsuite.WithWorkerBinary("./testsuite/testdata/jscrawler"))
+	c.Start(1)
+	c.WaitElected(electTimeout)
+
+	p := startCrawl(c, "jsown", "--crawler", "jsshop", srv.URL+"/js/", "--timers", "fast")
+	require.NoError(t, p.Wait(3*time.Minute), p.Logs())
+	require.Equal(t, 0, p.ExitCode(), p.Logs())
+	assert.Contains(t, p.Logs(), "rendered     11 (label 11)", "the stats say how many pages were rendered and why")
+
+	js := c.OpenStore()
+	recs := readResults(t, js, "jsown")
+	require.Len(t, recs, 1+len(site.Items()), "the index and every item")
+	for _, r := range recs {
+		assert.Empty(t, r.Error, r.URL)
+		assert.True(t, r.Rendered, "%s rendered", r.URL)
+		assert.Equal(t, crawl.ReasonLabel, r.RenderReason, r.URL)
+	}
+	items, err := js.Items(context.Background(), "jsown", 0, 100)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, it := range items {
+		var v struct {
+			URL, Title, Price string
+			Reviews           []string
+			Counted           int
+			Rendered          bool
+		}
+		require.NoError(t, json.Unmarshal(it.Value, &v))
+		k := -1
+		_, _ = fmt.Sscanf(strings.TrimPrefix(v.URL, srv.URL), "/js/more/%d.html", &k)
+		require.GreaterOrEqual(t, k, 0, v.URL)
+		seen[v.URL]++
+		assert.Equal(t, demosite.ItemTitle(k), v.Title, v.URL)
+		assert.Equal(t, demosite.ItemPrice(k), v.Price, v.URL)
+		assert.Equal(t, demosite.ReviewsPerItem, v.Counted, v.URL)
+		assert.True(t, v.Rendered, v.URL)
+		if assert.Len(t, v.Reviews, demosite.ReviewsPerItem, v.URL) {
+			assert.Equal(t, demosite.ItemReview(k, 0), v.Reviews[0])
+		}
+	}
+	assert.Len(t, seen, len(site.Items()), "an item per item page")
+	for u, n := range seen {
+		assert.Equal(t, 1, n, "%s pushed %d times", u, n)
+	}
 }

@@ -39,6 +39,7 @@ type attemptResult struct {
 	transient   bool
 	retryAfter  time.Duration // -1: none
 	rendered    string        // why the page was rendered; empty: it was not
+	render      renderOutcome // what the render left besides the DOM
 }
 
 // attempt makes one request with a Colly collector of its own (its own

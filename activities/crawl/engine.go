@@ -80,6 +80,16 @@ type Page struct {
 	// rendered ("always", "auto: empty fields", "auto: no links", ...).
 	Rendered     bool   `json:"rendered,omitempty"`
 	RenderReason string `json:"render_reason,omitempty"`
+	// RenderCrashes counts the tabs that crashed rendering the page (it
+	// is rendered once more in a new tab after a crash);
+	// RenderTimedOut says the page did not settle within its budget.
+	RenderCrashes  int  `json:"render_crashes,omitempty"`
+	RenderTimedOut bool `json:"render_timed_out,omitempty"`
+	// Scripts are the values of a user crawler's Evaluate steps and
+	// Screenshot a PNG of the rendered viewport (RenderScreenshots or a
+	// crawler's Screenshot); never in JSON.
+	Scripts    map[string]json.RawMessage `json:"-"`
+	Screenshot []byte                     `json:"-"`
 }
 
 // OK reports whether the page was fetched without error.
@@ -264,7 +274,11 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		}
 		page.Attempts = attempt
 		if renderFirst(opts, b, sitemap) {
-			res = e.renderAttempt(ctx, pr, wantLinks, release, RenderAlways)
+			why := ReasonAlways
+			if opts.RenderReason != "" {
+				why = opts.RenderReason
+			}
+			res = e.renderAttempt(ctx, pr, wantLinks, release, why)
 		} else {
 			res = e.attempt(ctx, b, opts, base(), checkRedirect, depth > 0, wantLinks, sitemap, release)
 		}
@@ -291,6 +305,8 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 
 	res = e.renderAuto(ctx, pr, res, wantLinks, delay, sitemap)
 	page.Rendered, page.RenderReason = res.rendered != "", res.rendered
+	page.RenderCrashes, page.RenderTimedOut = res.render.crashes, res.render.timedOut
+	page.Scripts, page.Screenshot = res.render.scripts, res.render.screenshot
 	page.FinalURL = res.finalURL
 	page.StatusCode = res.status
 	page.ContentType = res.contentType

@@ -50,6 +50,7 @@ type hostLearning struct {
 // RenderStats count an Engine's rendered pages and why.
 type RenderStats struct {
 	Always      int64 // rendered under RenderAlways
+	Label       int64 // rendered for a user crawler's label (crawler.Rendered)
 	EmptyFields int64 // RenderAuto: a selected field was empty
 	NoLinks     int64 // RenderAuto: the page had no link to follow
 	Sampled     int64 // RenderAuto: re-checks of a host rendering added nothing to
@@ -148,16 +149,24 @@ func (e *Engine) renderAttempt(ctx context.Context, pr prepared, wantLinks bool,
 		r.err = err
 		return r
 	}
-	if why == RenderAlways {
+	req.Actions, req.Screenshot = o.RenderActions, o.RenderScreenshots
+	if strings.HasPrefix(why, "auto") && o.RenderWait == "" {
+		req.Until = autoUntil(o, why)
+	}
+	switch why {
+	case ReasonAlways:
 		e.count(func(s *RenderStats) { s.Always++ })
+	case ReasonLabel:
+		e.count(func(s *RenderStats) { s.Label++ })
 	}
 	res, err := rd.Render(ctx, req)
 	r.rendered = why
+	r.render = renderOutcome{scripts: res.Scripts, screenshot: res.Screenshot, crashes: res.Crashes, timedOut: errors.Is(err, render.ErrNotSettled)}
 	if err != nil {
 		e.count(func(s *RenderStats) { s.Failed++ })
 		r.err = err
 		var refused *render.RefusedError
-		r.transient = !errors.As(err, &refused) && !errors.Is(err, render.ErrNotSettled) && ctx.Err() == nil
+		r.transient = !errors.As(err, &refused) && !errors.Is(err, render.ErrNotSettled) && !errors.Is(err, render.ErrAction) && ctx.Err() == nil
 		return r
 	}
 	r.status, r.finalURL, r.contentType = res.Status, res.FinalURL, res.Header.Get("Content-Type")
@@ -236,20 +245,24 @@ func (e *Engine) renderAuto(ctx context.Context, pr prepared, res attemptResult,
 	why := ""
 	switch {
 	case emptyField(res.fields):
-		why = "auto: empty fields"
+		why = ReasonEmptyFields
 	case wantLinks && len(res.links) == 0:
-		why = "auto: no links"
+		why = ReasonNoLinks
 	default:
 		return res
 	}
 	host := pr.domain + " " + o.Label
-	if !e.autoDecide(host) {
+	yes, sample := e.autoDecide(host)
+	if !yes {
 		return res
 	}
 	e.count(func(s *RenderStats) {
-		if why == "auto: empty fields" {
+		switch {
+		case sample:
+			why = ReasonSample
+		case why == ReasonEmptyFields:
 			s.EmptyFields++
-		} else {
+		default:
 			s.NoLinks++
 		}
 	})
@@ -283,8 +296,9 @@ func addedSomething(plain, rendered attemptResult) bool {
 	return len(rendered.links) > len(plain.links)
 }
 
-// autoDecide reports whether a page of host should be rendered.
-func (e *Engine) autoDecide(host string) bool {
+// autoDecide reports whether a page of host should be rendered, and
+// whether as a re-check of a host rendering added nothing to.
+func (e *Engine) autoDecide(host string) (render, sample bool) {
 	r := &e.rendering
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -297,15 +311,15 @@ func (e *Engine) autoDecide(host string) bool {
 		r.hosts[host] = h
 	}
 	if h.useless < autoUseless {
-		return true
+		return true, false
 	}
 	h.skipped++
 	if h.skipped%autoSample == 0 {
 		r.stats.Sampled++
-		return true
+		return true, true
 	}
 	r.stats.Skipped++
-	return false
+	return false, false
 }
 
 // autoLearn records whether rendering a page of host added something.
@@ -329,4 +343,22 @@ func pageURL(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("rendered page's URL %q: not absolute", s)
 	}
 	return u, nil
+}
+
+// autoUntil is what ends the wait of a page rendered under RenderAuto
+// before the network is idle: each selected field there (with text, or
+// its attribute), and a link when the page had none. None when a field
+// is not CSS (the page then waits for the network to be idle).
+func autoUntil(o Options, why string) []render.Want {
+	var out []render.Want
+	for _, s := range o.compiled.selectorsFor(o.Label) {
+		if s.Kind != KindCSS {
+			return nil
+		}
+		out = append(out, render.Want{CSS: s.Expr, Attr: s.Attr})
+	}
+	if why == ReasonNoLinks {
+		out = append(out, render.Want{CSS: "a[href]", Attr: "href"})
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -33,6 +34,35 @@ type RenderOptions struct {
 	// RenderTabs sizes a worker's browser pool when this job starts it
 	// (the first job to render on a worker); zero: render.DefaultTabs.
 	RenderTabs int `json:"render_tabs,omitempty"`
+	// RenderScreenshots keeps a PNG of each rendered page's viewport
+	// with its body (Page.Screenshot).
+	RenderScreenshots bool `json:"render_screenshots,omitempty"`
+	// RenderActions run in a rendered page's tab before its DOM is read
+	// (a user crawler's label, crawler.Rendered); never in a spec.
+	RenderActions []render.Action `json:"-"`
+	// RenderReason, when set with RenderAlways, is the reason recorded
+	// with the pages rendered first (RenderLabel for a user crawler's
+	// label); never in a spec.
+	RenderReason string `json:"-"`
+}
+
+// Reasons a page was rendered (Page.RenderReason).
+const (
+	ReasonAlways      = RenderAlways
+	ReasonEmptyFields = "auto: empty fields"
+	ReasonNoLinks     = "auto: no links"
+	ReasonSample      = "auto: sample"
+	ReasonLabel       = "label"
+)
+
+// renderOutcome is what a render left besides the DOM: the crawler's
+// script values and screenshot, the crashes of its tab and whether it
+// did not settle in time.
+type renderOutcome struct {
+	scripts    map[string]json.RawMessage
+	screenshot []byte
+	crashes    int
+	timedOut   bool
 }
 
 func (r RenderOptions) validate() error {

@@ -178,7 +178,7 @@ func TestAutoLearnsRenderingAddsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered := 0
+	rendered, samples := 0, 0
 	const pages = 65
 	for k := range pages {
 		p := e.Fetch(context.Background(), roles.Request{URL: fmt.Sprintf("%s/page/%d.html", srv.URL, k)}, Auth{}, 0, opts)
@@ -188,6 +188,9 @@ func TestAutoLearnsRenderingAddsNothing(t *testing.T) {
 		if p.Rendered {
 			rendered++
 		}
+		if p.RenderReason == ReasonSample {
+			samples++
+		}
 	}
 	// 5 renders that add nothing, then 1 in 20 of the 60 pages left.
 	want := autoUseless + (pages-autoUseless)/autoSample
@@ -195,8 +198,8 @@ func TestAutoLearnsRenderingAddsNothing(t *testing.T) {
 		t.Errorf("rendered %d pages (%d renders), want %d", rendered, r.calls, want)
 	}
 	s := e.RenderStats()
-	if s.EmptyFields != int64(want) || s.Useless != int64(want) || s.Sampled != int64((pages-autoUseless)/autoSample) ||
-		s.Skipped != int64(pages-want) {
+	if s.EmptyFields != autoUseless || s.Useless != int64(want) || s.Sampled != int64((pages-autoUseless)/autoSample) ||
+		s.Skipped != int64(pages-want) || samples != (pages-autoUseless)/autoSample {
 		t.Errorf("stats %+v", s)
 	}
 }

@@ -85,6 +85,7 @@ func ValidName(name string) error {
 type Crawler struct {
 	name, version string
 	router        *Router
+	labels        map[string]labelConfig // how a label's pages are fetched (Rendered)
 	middleware    []Middleware
 	pipelines     []Pipeline
 	sinks         []Sink
@@ -127,12 +128,26 @@ func (c *Crawler) Name() string { return c.name }
 func (c *Crawler) Version() string { return c.version }
 
 // Handle registers h for requests labelled label ("" is the label of a
-// job's seeds unless they say otherwise).
-func (c *Crawler) Handle(label string, h Handler) { c.router.Handle(label, h) }
+// job's seeds unless they say otherwise); opts say how the label's pages
+// are fetched (Rendered: in headless Chromium).
+func (c *Crawler) Handle(label string, h Handler, opts ...HandleOption) {
+	c.router.Handle(label, h)
+	if len(opts) == 0 {
+		return
+	}
+	var lc labelConfig
+	for _, o := range opts {
+		o.applyHandle(&lc)
+	}
+	if c.labels == nil {
+		c.labels = map[string]labelConfig{}
+	}
+	c.labels[label] = lc
+}
 
 // HandleFunc registers f for requests labelled label.
-func (c *Crawler) HandleFunc(label string, f func(ctx context.Context, p *Page) error) {
-	c.router.Handle(label, HandlerFunc(f))
+func (c *Crawler) HandleFunc(label string, f func(ctx context.Context, p *Page) error, opts ...HandleOption) {
+	c.Handle(label, HandlerFunc(f), opts...)
 }
 
 // Use wraps every handler in mw, the first outermost.
@@ -156,6 +171,13 @@ func (c *Crawler) Validate() error {
 	}
 	if len(c.router.Labels()) == 0 && c.router.fallback == nil {
 		return fmt.Errorf("crawler %s: no handler", c.name)
+	}
+	for _, label := range c.router.Labels() {
+		if s := c.labels[label].render; s != nil {
+			if err := s.validate(); err != nil {
+				return fmt.Errorf("crawler %s: label %q: Rendered: %w", c.name, label, err)
+			}
+		}
 	}
 	for _, s := range c.sinks {
 		if err := ValidName(s.Name); err != nil {

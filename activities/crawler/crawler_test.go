@@ -183,3 +183,36 @@ func FuzzDecodeOptions(f *testing.F) {
 		_ = crawler.CheckSets("shop", c.OptionSpecs(), map[string]string{key: value})
 	})
 }
+
+func TestRenderedLabelIsChecked(t *testing.T) {
+	for _, c := range []struct {
+		opts []crawler.RenderOption
+		want string
+	}{
+		{[]crawler.RenderOption{crawler.WaitUntil("domready")}, `wait "domready"`},
+		{[]crawler.RenderOption{crawler.Click("")}, "action click: the selector is empty"},
+		{[]crawler.RenderOption{crawler.Evaluate("a", "1", 0), crawler.Evaluate("a", "2", 0)}, `two Evaluate steps named "a"`},
+		{[]crawler.RenderOption{crawler.AllowResources("video")}, `resource type "video"`},
+	} {
+		cr := crawler.New("js", "1")
+		cr.HandleFunc("detail", func(context.Context, *crawler.Page) error { return nil }, crawler.Rendered(c.opts...))
+		err := cr.Validate()
+		if err == nil || !strings.Contains(err.Error(), `label "detail": Rendered: `) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate: %v, want %q", err, c.want)
+		}
+	}
+	cr := crawler.New("js", "1")
+	cr.HandleFunc("plain", func(context.Context, *crawler.Page) error { return nil })
+	cr.HandleFunc("detail", func(context.Context, *crawler.Page) error { return nil },
+		crawler.Rendered(crawler.WaitUntil("load"), crawler.WaitFor("li"), crawler.RenderTimeout(time.Second)))
+	if err := cr.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cr.Rendering("plain"); ok {
+		t.Error("a label without Rendered is rendered")
+	}
+	spec, ok := cr.Rendering("detail")
+	if !ok || spec.Wait != "load" || len(spec.Actions) != 1 || spec.Timeout != time.Second {
+		t.Errorf("spec %+v: a WaitFor after an explicit WaitUntil is a step", spec)
+	}
+}

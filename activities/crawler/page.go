@@ -50,6 +50,13 @@ type Response struct {
 	Header     http.Header
 	Body       []byte
 	FinalURL   string
+	// Rendered: the page was rendered in headless Chromium (a label
+	// registered with Rendered) and Body is the DOM the browser built.
+	Rendered bool
+	// Scripts are the JSON values of the label's Evaluate steps, by name.
+	Scripts map[string]json.RawMessage
+	// Screenshot is a PNG of the rendered page's viewport (Screenshot).
+	Screenshot []byte
 }
 
 // Link is a URL a handler enqueued, resolved against the page.

@@ -52,11 +52,17 @@ func sitemapSite(t *testing.T) (*httptest.Server, *demosite.Site) {
 // is empty, one batch after another.
 func crawlJob(t *testing.T, st jobs.Store, spec jobs.Spec) {
 	t.Helper()
+	crawlJobOn(t, st, spec, crawl.NewEngine())
+}
+
+// crawlJobOn is crawlJob with the fetch engine e.
+func crawlJobOn(t *testing.T, st jobs.Store, spec jobs.Spec, e *crawl.Engine) {
+	t.Helper()
 	ctx := testCtx(t)
 	a := &jobs.Activities{Store: st}
 	_, err := a.JobStart(ctx, spec)
 	require.NoError(t, err)
-	br := &jobs.BatchRunner{Store: st, Pages: crawl.NewEngine(), Concurrency: 4}
+	br := &jobs.BatchRunner{Store: st, Pages: e, Concurrency: 4}
 	for seq := 0; ; seq++ {
 		require.Less(t, seq, 50, "the crawl does not end")
 		id := jobs.BatchID(spec.ID, seq)

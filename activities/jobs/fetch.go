@@ -84,6 +84,9 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 			}
 		}
 	}
+	if len(page.Screenshot) > 0 && spec.Bodies == BodiesDir {
+		pr.ScreenshotRef = writeScreenshot(jr.bodiesRoot, spec.BodiesPath, in.Job, e.URL, page.Screenshot)
+	}
 	rec.Page = &pr
 	if custom {
 		rec.Links, rec.Items = h.links, h.items
@@ -117,18 +120,24 @@ func BodyFile(job, url string) string {
 // since the job was checked cannot lead the write out of it.
 func writeBodyFile(root, dir, job, url string, body []byte) (string, error) {
 	rel := BodyFile(job, url)
+	return rel, writeUnder(root, dir, rel, CompressBody(body))
+}
+
+// writeUnder writes data to dir/rel, whole or not at all, under the
+// bodies root when there is one (writeBodyFile).
+func writeUnder(root, dir, rel string, data []byte) error {
 	if root != "" {
-		return rel, writeBodyFileIn(root, dir, rel, body)
+		return writeBodyFileIn(root, dir, rel, data)
 	}
 	path := filepath.Join(dir, rel)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", fmt.Errorf("bodies directory: %w", err)
+		return fmt.Errorf("bodies directory: %w", err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".body-*")
 	if err != nil {
-		return "", fmt.Errorf("bodies directory: %w", err)
+		return fmt.Errorf("bodies directory: %w", err)
 	}
-	_, werr := tmp.Write(CompressBody(body))
+	_, werr := tmp.Write(data)
 	cerr := tmp.Close()
 	if werr == nil {
 		werr = cerr
@@ -138,13 +147,13 @@ func writeBodyFile(root, dir, job, url string, body []byte) (string, error) {
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write body %s: %w", path, werr)
+		return fmt.Errorf("write body %s: %w", path, werr)
 	}
-	return rel, nil
+	return nil
 }
 
-// writeBodyFileIn is writeBodyFile under the bodies root.
-func writeBodyFileIn(root, dir, rel string, body []byte) error {
+// writeBodyFileIn is writeUnder under the bodies root.
+func writeBodyFileIn(root, dir, rel string, data []byte) error {
 	sub, err := filepath.Rel(root, dir)
 	if err != nil {
 		return fmt.Errorf("bodies directory %s: %w", dir, err)
@@ -168,7 +177,7 @@ func writeBodyFileIn(root, dir, rel string, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("bodies directory: %w", err)
 	}
-	_, werr := tmp.Write(CompressBody(body))
+	_, werr := tmp.Write(data)
 	cerr := tmp.Close()
 	if werr == nil {
 		werr = cerr

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/crawl"
@@ -132,6 +133,9 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
 	opts.KeepBody, opts.Follow = true, false
 	opts.RequestHook = jr.crawler.BeforeRequest
+	if spec, ok := jr.crawler.Rendering(e.Label); ok {
+		opts.RenderOptions = labelRender(opts.RenderOptions, spec)
+	}
 	filter := func(abs string, depth int) (string, error) {
 		if opts.MaxDepth > 0 && depth > opts.MaxDepth {
 			return "", fmt.Errorf("depth %d beyond %d", depth, opts.MaxDepth)
@@ -153,7 +157,8 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 			return page, handled{}
 		}
 		p := crawler.NewPage(ctx, crawler.Request{URL: e.URL, Label: e.Label, Depth: e.Depth, Data: e.Data},
-			crawler.Response{StatusCode: page.StatusCode, Header: page.Header, Body: page.Body, FinalURL: page.FinalURL}, filter).
+			crawler.Response{StatusCode: page.StatusCode, Header: page.Header, Body: page.Body, FinalURL: page.FinalURL,
+				Rendered: page.Rendered, Scripts: page.Scripts, Screenshot: page.Screenshot}, filter).
 			WithOptions(jr.options).WithMaxItemBytes(r.Limits.MaxPageItemBytes)
 		log := in.Log
 		if log == nil {
@@ -189,4 +194,22 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		r.Metrics.Items(jr.crawler.Name(), len(h.items))
 		return page, h
 	}
+}
+
+// labelRender is the job's render options for a page of a label its
+// crawler renders (crawler.Rendered): rendered first, with the label's
+// wait, budget, resources and steps (the job's --render-tabs and
+// --render-resources kept).
+func labelRender(o crawl.RenderOptions, spec crawler.RenderSpec) crawl.RenderOptions {
+	o.Render, o.RenderReason = crawl.RenderAlways, crawl.ReasonLabel
+	if spec.Wait != "" {
+		o.RenderWait = spec.Wait
+	}
+	if spec.Timeout > 0 {
+		o.RenderTimeout = spec.Timeout
+	}
+	o.RenderResources = append(slices.Clip(o.RenderResources), spec.Resources...)
+	o.RenderActions = spec.Actions
+	o.RenderScreenshots = o.RenderScreenshots || spec.Screenshot
+	return o
 }

@@ -25,6 +25,9 @@ type Report struct {
 	// whether the job took as many URLs as it allows (MaxPagesReached).
 	MaxPages        int  `json:"max_pages,omitempty"`
 	MaxPagesReached bool `json:"max_pages_reached,omitempty"`
+	// Render counts the pages rendered in headless Chromium, by reason,
+	// and their renders' crashes and time-outs (the job's counters).
+	Render RenderStats `json:"render,omitzero"`
 }
 
 // Add counts one record.
@@ -71,6 +74,7 @@ func BuildReport(ctx context.Context, s ReaderStore, job string) (Report, error)
 		return r, err
 	}
 	r.MaxPages, r.MaxPagesReached = spec.MaxPages, MaxPagesReached(spec, st)
+	r.Render = st.Render
 	return r, nil
 }
 
@@ -102,6 +106,9 @@ func (r Report) Write(w io.Writer) error {
   sitemaps     %d
   bodies kept  %d
 `, r.Pages, r.Failed, status, r.Bytes, r.Retries, r.Refused, r.Duplicates, r.Sitemaps, r.Bodies)
+	if err == nil && r.Render != (RenderStats{}) {
+		_, err = fmt.Fprintf(w, "  rendered     %s\n", r.Render.Summary())
+	}
 	if err == nil && r.MaxPagesReached {
 		_, err = fmt.Fprintf(w, "  max pages    %d reached: links beyond it were not crawled\n", r.MaxPages)
 	}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawler"
@@ -147,6 +148,9 @@ func (s Spec) Validate() error {
 	default:
 		return fmt.Errorf("bodies: %q: want %q or %q (or empty: none)", s.Bodies, BodiesStore, BodiesDir)
 	}
+	if s.Options.RenderScreenshots && s.Bodies != BodiesDir {
+		return errors.New("options.render_screenshots: screenshots are kept next to the bodies in a directory: give --bodies-dir")
+	}
 
 	if s.Crawler != "" && s.Crawler != crawler.BuiltinName {
 		if err := crawler.ValidName(s.Crawler); err != nil {
@@ -271,6 +275,48 @@ type Stats struct {
 	Recorded int `json:"recorded"` // pages in the results
 	Failed   int `json:"failed"`   // recorded pages with an error
 	Items    int `json:"items"`    // items recorded by a user crawler's pages
+	// Render counts the recorded pages rendered in headless Chromium, by
+	// reason (none when the job rendered no page).
+	Render RenderStats `json:"render,omitzero"`
+}
+
+// RenderStats count a job's recorded pages that were rendered, by the
+// reason they were (crawl.Page.RenderReason), and the crashes and
+// time-outs of their renders.
+type RenderStats struct {
+	Rendered        int `json:"rendered"`          // pages rendered, whatever the reason
+	Always          int `json:"always"`            // --render always
+	AutoEmptyFields int `json:"auto_empty_fields"` // --render auto: a selected field was empty
+	AutoNoLinks     int `json:"auto_no_links"`     // --render auto: the page had no link to follow
+	AutoSample      int `json:"auto_sample"`       // --render auto: a re-check of a host rendering added nothing to
+	Label           int `json:"label"`             // a user crawler's label asks for it (crawler.Rendered)
+	Crashes         int `json:"crashes"`           // tabs that crashed rendering a page (rendered again once)
+	TimedOut        int `json:"timed_out"`         // pages that did not settle within --render-timeout
+}
+
+// Summary is the counts in a line: "11 (label 11), 1 tab crash".
+func (r RenderStats) Summary() string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		name string
+	}{{r.Always, "always"}, {r.AutoEmptyFields, "auto: empty fields"}, {r.AutoNoLinks, "auto: no links"},
+		{r.AutoSample, "auto: sample"}, {r.Label, "label"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p.name, p.n))
+		}
+	}
+	s := fmt.Sprint(r.Rendered)
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	if r.Crashes > 0 {
+		s += fmt.Sprintf(", %d tab crashes", r.Crashes)
+	}
+	if r.TimedOut > 0 {
+		s += fmt.Sprintf(", %d timed out", r.TimedOut)
+	}
+	return s
 }
 
 // MaxPagesReached says whether a job with counters st took as many URLs
@@ -290,6 +336,10 @@ type PageRecord struct {
 	// BodyRef says where the page's body was stored (Spec.Bodies):
 	// "store" (Store.Body), or the file's path under the bodies directory.
 	BodyRef string `json:"body_ref,omitempty"`
+	// ScreenshotRef is the path, under the bodies directory, of the PNG of
+	// the rendered page's viewport (--render-screenshots), or "not
+	// stored: " and why.
+	ScreenshotRef string `json:"screenshot_ref,omitempty"`
 	// LinksRefused are links of the page the frontier did not take (a URL
 	// longer than MaxURLBytes), each with the reason.
 	LinksRefused []RefusedLink `json:"links_refused,omitempty"`

@@ -95,6 +95,11 @@ func (p *Pool) renderIn(ctx context.Context, t *tab, req Request) (res Result, d
 	if err == nil {
 		err = pr.wait(dctx)
 	}
+	if err == nil {
+		if err = pr.act(pctx, &res); errors.Is(err, ErrAction) {
+			return res, true, err
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, false, fmt.Errorf("render: %w", ctx.Err())
@@ -196,6 +201,7 @@ func (pr *pageRun) wait(ctx context.Context) error {
 	if w != WaitNetworkIdle {
 		return nil
 	}
+	until := untilExpr(pr.req.Until)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -205,12 +211,32 @@ func (pr *pageRun) wait(ctx context.Context) error {
 		if idle {
 			return nil
 		}
+		if until != "" {
+			if there, err := chromedp.Run(ctx, chromedp.Evaluate[bool](until)); err == nil && there {
+				return nil
+			}
+		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// untilExpr is a script true when every element of until is there.
+func untilExpr(until []Want) string {
+	if len(until) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("(() => { const has = (s, a) => { try { const e = document.querySelector(s); " +
+		"return !!e && (a ? e.hasAttribute(a) : e.textContent.trim() !== \"\"); } catch (_) { return false; } }; return true")
+	for _, w := range until {
+		fmt.Fprintf(&b, " && has(%s, %s)", jsString(w.CSS), jsString(w.Attr))
+	}
+	b.WriteString("; })()")
+	return b.String()
 }
 
 // selectorPoll is how often waitSelector looks for its element.

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -77,6 +78,20 @@ type Request struct {
 	// that checks the address it connects to (or that goes through the
 	// job's proxy) covers all the page's traffic. Nil: a plain dialler.
 	Dial DialFunc
+	// Actions run in order once the page has settled, before its DOM is
+	// read (see Action).
+	Actions []Action
+	// Until, under WaitNetworkIdle, ends the wait early, once the page
+	// has loaded and every one of these elements is there: a CSS selector
+	// matching an element with text, or, with Attr, with that attribute.
+	// (A selector the browser cannot parse is never there.)
+	Until []Want
+}
+
+// Want is an element Request.Until waits for.
+type Want struct {
+	CSS  string
+	Attr string
 }
 
 // Result is what a page became.
@@ -89,10 +104,12 @@ type Result struct {
 	Title    string
 	// Screenshot is a PNG, when asked.
 	Screenshot []byte
-	Refused    int // requests the policy refused
-	Blocked    int // requests of blocked resource types
-	Crashes    int // tabs that crashed rendering it
-	Duration   time.Duration
+	// Scripts are the JSON values of the page's eval actions, by name.
+	Scripts  map[string]json.RawMessage
+	Refused  int // requests the policy refused
+	Blocked  int // requests of blocked resource types
+	Crashes  int // tabs that crashed rendering it
+	Duration time.Duration
 }
 
 // ErrNotSettled is wrapped by the error of a page that did not reach its
@@ -159,6 +176,11 @@ func (r Request) withDefaults(c Config) (Request, error) {
 	}
 	if err := ParseResources(r.Resources); err != nil {
 		return r, fmt.Errorf("render: %w", err)
+	}
+	for _, a := range r.Actions {
+		if err := a.Validate(); err != nil {
+			return r, fmt.Errorf("render: %w", err)
+		}
 	}
 	if r.Wait == "" {
 		r.Wait = WaitNetworkIdle

@@ -37,6 +37,12 @@ func DefaultJSConfig() JSConfig { return JSConfig{Items: 12, JSEvery: 1} }
 //	/js/reach.html?to=HOST:PORT  a script that fetches
 //	                   http://HOST:PORT/js/data/0.json and writes a link to
 //	                   http://HOST:PORT/js/item/0.html
+//	/js/more/K.html    item K written by script, with a button
+//	                   "button.reviews" whose click fetches /js/data/K.json
+//	                   and writes ReviewsPerItem <li class="review">
+//	/js/feed.html      an infinite list: 10 <li class="entry">, 10 more
+//	                   each time the window is scrolled to its bottom, up
+//	                   to FeedEntries
 //	/robots.txt        allows everything
 type JSSite struct {
 	cfg  JSConfig
@@ -122,9 +128,66 @@ fetch("http://" + to + "/js/data/0.json").then(r => r.json()).then(d => { docume
 const a = document.createElement("a"); a.href = "http://" + to + "/js/item/0.html"; a.textContent = "elsewhere";
 document.getElementById("app").appendChild(a);
 </script></body></html>`, strconv.Quote(to))
+	case p == "/js/feed.html":
+		fmt.Fprintf(w, jsHead, "Feed")
+		fmt.Fprintf(w, `<ul id="feed"></ul><div style="height: 2000px"></div><script>
+const feed = document.getElementById("feed");
+function more() {
+  for (let i = 0; i < 10 && feed.children.length < %d; i++) {
+    const li = document.createElement("li"); li.className = "entry"; li.textContent = "entry " + feed.children.length;
+    feed.appendChild(li);
+  }
+}
+more();
+let loading = false;
+window.addEventListener("scroll", () => {
+  if (loading || window.innerHeight + window.scrollY < document.documentElement.scrollHeight - 5) return;
+  loading = true;
+  fetch("/js/data/0.json").then(() => { more(); loading = false; });
+});
+</script></body></html>`, FeedEntries)
+	case strings.HasPrefix(p, "/js/more/"):
+		s.serveMore(w, r)
 	default:
 		s.serveItem(w, r)
 	}
+}
+
+// ReviewsPerItem is how many reviews a click writes on /js/more/K.html;
+// FeedEntries is the length of /js/feed.html's list, scrolled to its end.
+const (
+	ReviewsPerItem = 3
+	FeedEntries    = 50
+)
+
+// ItemReview is the text of review j of item k.
+func ItemReview(k, j int) string { return fmt.Sprintf("Review %d of item %d", j, k) }
+
+// serveMore serves /js/more/K.html: item K written by script, and its
+// reviews written once "button.reviews" is clicked.
+func (s *JSSite) serveMore(w http.ResponseWriter, r *http.Request) {
+	k := itemNumber(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/js/more/"), ".html"), s.cfg.Items)
+	if k < 0 {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	fmt.Fprintf(w, jsHead, html.EscapeString(ItemTitle(k)))
+	fmt.Fprintf(w, `<ul id="reviews"></ul><script>
+fetch("/js/data/%d.json").then(r => r.json()).then(d => {
+  const app = document.getElementById("app");
+  app.innerHTML = '<h1 class="title"></h1><p>Price: <span class="price"></span></p><button class="reviews">Reviews</button>';
+  app.querySelector("h1.title").textContent = d.title;
+  app.querySelector("span.price").textContent = d.price;
+  app.querySelector("button.reviews").addEventListener("click", () => {
+    fetch("/js/data/%d.json").then(r => r.json()).then(() => {
+      for (let j = 0; j < %d; j++) {
+        const li = document.createElement("li"); li.className = "review"; li.textContent = "Review " + j + " of item %d";
+        document.getElementById("reviews").appendChild(li);
+      }
+    });
+  });
+});
+</script></body></html>`, k, k, ReviewsPerItem, k)
 }
 
 // serveItem serves /js/item/K.html and /js/data/K.json.

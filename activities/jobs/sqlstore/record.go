@@ -302,6 +302,7 @@ func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finis
 			if r.Page.Error != "" {
 				c.failed++
 			}
+			c.render.add(&r.Page.Page)
 			// The items go with the page only when the page is new to
 			// the results: a page recorded again (a retried write, a
 			// new holder's fetch after a hand-over) adds none.

@@ -3,9 +3,11 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -156,14 +158,17 @@ func (p *pipedRecord) commit(ctx context.Context, tx dbtx, w *writes, mine [][]a
 	// The results with the writer's counter (data-modifying CTEs, each
 	// run once and to completion); the links it added counted with the
 	// first.
-	sts := s.chunked(`WITH wrote AS (`+resultsHead, nil, resultsTuple, resultsTail+`, failed), counted AS (`+countsInsert+
-		`SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS INTEGER), 0, COUNT(*), COUNT(*) FILTER (WHERE failed = 1), 0 FROM wrote`+
-		countsAdd+`) SELECT url FROM wrote`, results, g.job, g.shard, 0, 0)
+	counted := `, failed), counted AS (` + countsInsert +
+		`SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS INTEGER), 0, COUNT(*), COUNT(*) FILTER (WHERE failed = 1), 0 FROM wrote` + countsAdd
+	if rendersAny(g.rs) {
+		counted = pipeRenderCounted
+	}
+	sts := s.chunked(`WITH wrote AS (`+resultsHead, nil, resultsTuple, resultsTail+counted+`) SELECT url FROM wrote`, results, g.job, g.shard, 0, 0)
 	if len(sts) > 0 {
 		args := sts[0].args
 		args[len(args)-2], args[len(args)-1] = added, len(p.taken)
 	} else if added > 0 {
-		if err := w.exec(ctx, "record: counters", s.q(countSQL), g.job, g.shard, added, len(p.taken), 0, 0, 0, 0); err != nil {
+		if err := w.exec(ctx, "record: counters", s.q(countSQL), append([]any{g.job, g.shard, added, len(p.taken), 0, 0, 0, 0}, renderCounts{}.values()...)...); err != nil {
 			return nil, err
 		}
 	}
@@ -202,4 +207,29 @@ func readURLs(br pgx.BatchResults, n int) (map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// pipeRenderCounted counts the pages a pipelined commit wrote, as the
+// plain statement does, and those of them rendered, by reason, read from
+// their records (a commit with no rendered page uses the plain one).
+var pipeRenderCounted = `, failed, record), counted AS (INSERT INTO baton_counters (job, shard, seen, taken, requeued, recorded, failed, items, ` +
+	strings.Join(renderColumns, ", ") + `) ` +
+	`SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS INTEGER), 0, COUNT(*), COUNT(*) FILTER (WHERE failed = 1), 0, ` +
+	reasonCount(crawl.ReasonAlways) + `, ` + reasonCount(crawl.ReasonEmptyFields) + `, ` + reasonCount(crawl.ReasonNoLinks) + `, ` +
+	reasonCount(crawl.ReasonSample) + `, ` + reasonCount(crawl.ReasonLabel) + `, ` +
+	`COALESCE(SUM(COALESCE((record::jsonb->>'render_crashes')::bigint, 0)), 0), ` +
+	`COUNT(*) FILTER (WHERE (record::jsonb->>'render_timed_out') = 'true') FROM wrote` + countsAdd + addColumns(renderColumns)
+
+func reasonCount(reason string) string {
+	return `COUNT(*) FILTER (WHERE (record::jsonb->>'render_reason') = '` + reason + `')`
+}
+
+// rendersAny reports whether a page of rs was rendered.
+func rendersAny(rs []jobs.Record) bool {
+	for _, r := range rs {
+		if r.Page != nil && (r.Page.RenderReason != "" || r.Page.RenderCrashes > 0 || r.Page.RenderTimedOut) {
+			return true
+		}
+	}
+	return false
 }

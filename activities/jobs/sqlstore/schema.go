@@ -38,8 +38,9 @@ type schemaStore struct {
 //	6  sinks you can operate: baton_sinks.epoch, .refusals, .retry_ms and
 //	   .skipped, baton_sink_dead (dead letters), baton_sink_pending (the
 //	   jobs with items to deliver, by group) and the trigger on
-//	   baton_items that keeps it; filled in for the items of an older
-//	   store at the upgrade
+//	   baton_items that keeps it, filled in for the items of an older
+//	   store at the upgrade; baton_counters.render_*: the pages recorded
+//	   rendered, by reason, and their renders' crashes and time-outs
 const schemaVersion = 6
 
 // The schema, one for both engines (types differ only where noted by the
@@ -56,7 +57,8 @@ const schemaVersion = 6
 //	baton_batches   one row per batch: holder, epoch, size, state, error
 //	baton_results   one row per (job, URL): the page record (JSON)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
-//	                seen, taken, requeued, recorded, failed, items
+//	                seen, taken, requeued, recorded, failed, items,
+//	                and the rendered pages by reason (render_*)
 //	baton_hashes    one row per (job, body hash): the URL of the page
 //	                recorded first with that body (duplicates point to it)
 //	baton_bodies    one row per (job, URL) whose body is kept: the body,
@@ -156,6 +158,13 @@ func schema(d *dialect) []string {
 			recorded {big} NOT NULL DEFAULT 0,
 			failed {big} NOT NULL DEFAULT 0,
 			items {big} NOT NULL DEFAULT 0,
+			render_always {big} NOT NULL DEFAULT 0,
+			render_auto_fields {big} NOT NULL DEFAULT 0,
+			render_auto_links {big} NOT NULL DEFAULT 0,
+			render_auto_sample {big} NOT NULL DEFAULT 0,
+			render_label {big} NOT NULL DEFAULT 0,
+			render_crashes {big} NOT NULL DEFAULT 0,
+			render_timeouts {big} NOT NULL DEFAULT 0,
 			PRIMARY KEY (job, shard))`,
 		`CREATE TABLE IF NOT EXISTS baton_hashes (
 			job TEXT NOT NULL,
@@ -250,7 +259,7 @@ type column struct{ table, name, ddl string }
 // Baton of the version before (still running while the workers are
 // upgraded) writes rows the new one reads.
 func upgrades(d *dialect) []column {
-	return []column{
+	cols := []column{
 		{"baton_frontier", "label", `label TEXT NOT NULL DEFAULT ''`},               // 3
 		{"baton_frontier", "data", `data TEXT`},                                     // 3
 		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`},    // 3
@@ -261,6 +270,10 @@ func upgrades(d *dialect) []column {
 		{"baton_sinks", "retry_ms", `retry_ms ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 6
 		{"baton_sinks", "skipped", `skipped ` + d.bigint + ` NOT NULL DEFAULT 0`},   // 6
 	}
+	for _, c := range renderColumns {
+		cols = append(cols, column{"baton_counters", c, c + ` ` + d.bigint + ` NOT NULL DEFAULT 0`}) // 6
+	}
+	return cols
 }
 
 // upgradedIndexes are the indexes on columns of upgrades: made after them.

@@ -91,6 +91,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"HostLeaseHandOver", testHostLeaseHandOver},
 		{"HostLeaseRelease", testHostLeaseRelease},
 		{"HostLeasesLookPastAHeldHost", testHostLeasesLookPastAHeldHost},
+		{"RenderStats", testRenderStats},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,6 +41,7 @@ type crawlFlags struct {
 	crawlerName                string
 	sets, labels, links        []string
 	followAllow, followDeny    []string
+	secretParams               []string
 
 	sf  secretFlags // --cookie-file, --auth-file, --header-file: secrets.go
 	rf  renderFlags // --render, --render-wait, ...: renderflags.go
@@ -156,6 +157,7 @@ func (cf *crawlFlags) addRequestFlags(f *pflag.FlagSet) {
 	_ = f.MarkDeprecated("max-body", "use --max-body-bytes")
 	f.StringArrayVar(&cf.cookies, "cookie", nil, "cookie name=value sent with every request (repeatable)")
 	f.StringArrayVar(&cf.authz, "authorization", nil, "authorization: Bearer=TOKEN, Basic=B64 or Header=value (repeatable)")
+	f.StringSliceVar(&cf.secretParams, "secret-params", nil, "query parameters whose values in the seed URLs are secrets (token,sig): sealed with the seeds' user:password into the job store, shown as REDACTED, sent only to the seed's own scheme, host and port")
 }
 
 // addPolitenessFlags: how the job treats the sites it crawls.
@@ -187,6 +189,9 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 		return jobs.Submission{}, linkFlags{}, err
 	}
 	if w := cf.argvSecretsWarning(); w != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), w)
+	}
+	if w := seedSecretsWarning(args, cf.secretParams); w != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), w)
 	}
 	timers, err := cf.timers(cmd)
@@ -228,7 +233,8 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 	}
 	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
 		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir, Options: opts,
-		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel}, lf, nil
+		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel,
+		SecretParams: cf.secretParams}, lf, nil
 }
 
 // secretPairs reads --cookie, --authorization and --header with their
@@ -274,6 +280,21 @@ func (cf *crawlFlags) argvSecretsWarning() string {
 	}
 	return "warning: secrets on the command line are shown by ps and kept in shell histories: " + strings.Join(flags, ", ") +
 		"; they are sealed in the job store all the same"
+}
+
+// seedSecretsWarning warns of seed arguments that hold a secret (a
+// user:password, a parameter of --secret-params): ps shows them too.
+func seedSecretsWarning(seeds, params []string) string {
+	n := 0
+	for _, u := range seeds {
+		if _, secs, err := crawl.SplitURLSecrets(u, params, nil); err == nil && len(secs) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("warning: %d seed URLs on the command line hold a user:password or a --secret-params value, shown by ps and kept in shell histories (use --seeds-file); they are sealed in the job store all the same", n)
 }
 
 // timers is the job's timer profile: the group's (the workers'), unless
@@ -474,7 +495,7 @@ func (cf *crawlFlags) submit(cmd *cobra.Command, g *globals, tf *temporalFlags, 
 
 // memo is what the job's workflow shows of its submission in Temporal.
 func (cf *crawlFlags) memo(spec jobs.Spec, args []string, lf linkFlags) map[string]any {
-	memo := map[string]any{"seeds": args, "follow": cf.follow, "depth": cf.depth, "max_pages": cf.maxPages,
+	memo := map[string]any{"seeds": spec.Seeds, "follow": cf.follow, "depth": cf.depth, "max_pages": cf.maxPages,
 		"selectors": lf.fields}
 	if cf.seedsFile != "" {
 		memo["seeds_file"], memo["seeds_stored"] = cf.seedsFile, spec.SeedsStored

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/batoncrawl/baton/activities/connect/security"
+	"github.com/batoncrawl/baton/activities/crawl"
 )
 
 // Secrets are the parts of a job that open doors on other sites: its
@@ -29,11 +31,18 @@ type Secrets struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	// ProxyUserinfo is the proxy URL's user:password.
 	ProxyUserinfo string `json:"proxy_userinfo,omitempty"`
+	// URLs are the seeds' user:password and secret query parameters
+	// (--secret-params): the spec's URLs carry crawl.Redacted instead.
+	URLs []crawl.URLSecret `json:"urls,omitempty"`
+	// CrawlerOptions are the --set values of the keys the job's crawler
+	// declares secret (crawler.SecretSetting).
+	CrawlerOptions map[string]string `json:"crawler_options,omitempty"`
 }
 
 // Empty reports whether there is no secret.
 func (s Secrets) Empty() bool {
-	return len(s.Cookie) == 0 && len(s.Authorization) == 0 && len(s.Headers) == 0 && s.ProxyUserinfo == ""
+	return len(s.Cookie) == 0 && len(s.Authorization) == 0 && len(s.Headers) == 0 && s.ProxyUserinfo == "" &&
+		len(s.URLs) == 0 && len(s.CrawlerOptions) == 0
 }
 
 // Names lists what the secrets are without their values, for the Spec
@@ -57,13 +66,27 @@ func (s Secrets) Names() []string {
 	if s.ProxyUserinfo != "" {
 		out = append(out, "proxy credentials")
 	}
+	for _, u := range s.URLs {
+		if u.Param == "" {
+			out = append(out, "user:password of "+u.Origin)
+		} else {
+			out = append(out, "parameter "+u.Param+" of "+u.Origin)
+		}
+	}
+	add("setting", s.CrawlerOptions)
 	return out
 }
 
 // Values lists every secret value (for tests and log scrubbing).
 func (s Secrets) Values() []string {
 	var out []string
-	for _, m := range []map[string]string{s.Cookie, s.Authorization, s.Headers} {
+	for _, u := range s.URLs {
+		out = append(out, u.Value)
+		if _, pw, ok := strings.Cut(u.Value, ":"); ok && u.Param == "" && pw != "" {
+			out = append(out, pw)
+		}
+	}
+	for _, m := range []map[string]string{s.Cookie, s.Authorization, s.Headers, s.CrawlerOptions} {
 		for _, v := range m {
 			out = append(out, v)
 		}
@@ -105,6 +128,13 @@ func (s Secrets) Apply(spec Spec) Spec {
 	}
 	if len(s.Headers) > 0 {
 		spec.Options.Headers = s.Headers
+	}
+	spec.URLSecrets = crawl.NewURLSecrets(s.URLs)
+	if len(s.CrawlerOptions) > 0 {
+		opts := make(map[string]string, len(spec.CrawlerOptions)+len(s.CrawlerOptions))
+		maps.Copy(opts, spec.CrawlerOptions)
+		maps.Copy(opts, s.CrawlerOptions)
+		spec.CrawlerOptions = opts
 	}
 	if s.ProxyUserinfo != "" && spec.Options.Proxy != "" {
 		if u, err := url.Parse(spec.Options.Proxy); err == nil {

@@ -42,6 +42,7 @@ type crawlFlags struct {
 	sets, labels, links        []string
 	followAllow, followDeny    []string
 	secretParams               []string
+	secretSets                 []string // the crawler's secret --set keys
 
 	sf  secretFlags // --cookie-file, --auth-file, --header-file: secrets.go
 	rf  renderFlags // --render, --render-wait, ...: renderflags.go
@@ -234,7 +235,7 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
 		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir, Options: opts,
 		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel,
-		SecretParams: cf.secretParams}, lf, nil
+		SecretParams: cf.secretParams, SecretSettings: cf.secretSets}, lf, nil
 }
 
 // secretPairs reads --cookie, --authorization and --header with their
@@ -334,7 +335,7 @@ func (cf *crawlFlags) crawler(cmd *cobra.Command, g *globals, lf linkFlags) (ver
 	if sets, err = parsePairs("set", cf.sets); err != nil {
 		return "", nil, err
 	}
-	if version, err = pickCrawler(cmd.Context(), g, cf.crawlerName, sets); err != nil {
+	if version, cf.secretSets, err = pickCrawler(cmd.Context(), g, cf.crawlerName, sets); err != nil {
 		return "", nil, err
 	}
 	cf.crawlerName, _, _ = strings.Cut(cf.crawlerName, "@")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -73,6 +74,9 @@ type Submission struct {
 	// (inline, in the seed file, sitemaps) are secrets, sealed with the
 	// seeds' user:password (crawl.SplitURLSecrets).
 	SecretParams []string
+	// SecretSettings are the keys of CrawlerOptions the crawler declares
+	// secret (crawler.OptionSpec.Secret): sealed, never in the spec.
+	SecretSettings []string
 }
 
 // Plan is a checked Submission: the spec that travels (no secrets in it),
@@ -174,7 +178,8 @@ func (s Submission) Build() (Plan, error) {
 
 // splitURLSecrets takes the user:password and the secret parameters out
 // of the seeds and sitemaps (the seed file's are redacted as Queue writes
-// them) into the secrets.
+// them), and the secret settings out of the crawler's options, into the
+// secrets.
 func (s Submission) splitURLSecrets(spec Spec, sec Secrets) (Spec, Secrets, error) {
 	var err error
 	redact := func(what string, list []string) ([]string, error) {
@@ -203,6 +208,16 @@ func (s Submission) splitURLSecrets(spec Spec, sec Secrets) (Spec, Secrets, erro
 			return nil
 		}); err != nil {
 			return spec, sec, err
+		}
+	}
+	for k, v := range spec.CrawlerOptions {
+		if slices.Contains(s.SecretSettings, k) {
+			if sec.CrawlerOptions == nil {
+				sec.CrawlerOptions = map[string]string{}
+				spec.CrawlerOptions = maps.Clone(spec.CrawlerOptions)
+			}
+			sec.CrawlerOptions[k] = v
+			delete(spec.CrawlerOptions, k)
 		}
 	}
 	spec.Secrets = sec.Names()

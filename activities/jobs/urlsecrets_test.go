@@ -58,3 +58,17 @@ func TestSubmissionSealsURLSecrets(t *testing.T) {
 	assert.Contains(t, err.Error(), "seed 2")
 	assert.NotContains(t, err.Error(), "val-")
 }
+
+// The --set values of the keys a crawler declares secret are sealed; the
+// others stay in the spec. A Runner gets them all back.
+func TestSubmissionSealsSecretSettings(t *testing.T) {
+	plan, err := jobs.Submission{ID: "j", Group: "g", Options: crawl.DefaultOptions(), Seeds: []string{"http://127.0.0.1:1/"},
+		Crawler: "login", CrawlerOptions: map[string]string{"user": "ann", "password": "pw-sec-9"}, SecretSettings: []string{"password"}}.Build()
+	require.NoError(t, err)
+	enc, err := json.Marshal(plan.Spec)
+	require.NoError(t, err)
+	assert.NotContains(t, string(enc), "pw-sec-9")
+	assert.Equal(t, map[string]string{"user": "ann"}, plan.Spec.CrawlerOptions)
+	assert.Equal(t, []string{"setting password"}, plan.Spec.Secrets)
+	assert.Equal(t, map[string]string{"user": "ann", "password": "pw-sec-9"}, plan.Secrets.Apply(plan.Spec).CrawlerOptions)
+}

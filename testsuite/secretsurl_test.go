@@ -1,6 +1,7 @@
 package testsuite_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/testsuite"
 )
 
@@ -80,4 +82,16 @@ func TestCrawlURLAndSettingSecretsStaySecret(t *testing.T) {
 			assert.NotContains(t, text, s, "a secret value in the %s", name)
 		}
 	}
+
+	// The sealed row goes with the job.
+	js := c.OpenStore()
+	_, _, err := js.Secrets(context.Background(), "url-secrets")
+	require.NoError(t, err, "the job's secrets are sealed in the store")
+	r5 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "jobs", "delete", "url-secrets")...)
+	require.Equal(t, 0, r5.code, r5.stderr)
+	assert.Contains(t, r5.stdout, "deleted job url-secrets")
+	_, _, err = js.Secrets(context.Background(), "url-secrets")
+	require.ErrorIs(t, err, jobs.ErrNoSecrets)
+	r6 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "results", "url-secrets")...)
+	assert.NotEqual(t, 0, r6.code, "the job's results are gone: %s", r6.stdout)
 }

@@ -158,6 +158,11 @@ type Store interface {
 	// Leases returns the host leases a batch holds and that have not
 	// expired (Wait as a Pull would answer it), by host.
 	Leases(ctx context.Context, job, batch string) ([]HostLease, error)
+	// DeleteJob deletes every row of a job in every table — its spec,
+	// frontier, results, items, counters, sealed secrets — in one
+	// transaction, and returns how many rows there were; ErrNoJob when it
+	// has none. Whoever calls it makes sure no Runner still crawls it.
+	DeleteJob(ctx context.Context, job string) (int64, error)
 	// Close releases the store.
 	Close() error
 }

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"crypto/cipher"
+	"crypto/hpke"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -168,15 +169,20 @@ var (
 	ErrNoSecrets = errors.New("no secrets stored for the job")
 )
 
-// Sealer seals and opens a job's Secrets with the group's key (AES-256-GCM,
-// the job's ID as additional data, so sealed secrets cannot be moved to
-// another job). Safe for concurrent use.
+// Sealer seals and opens a job's Secrets with the group's key pair (see
+// envelope.go: a data key per job, wrapped for the group's public key;
+// the job's ID binds both, so sealed secrets cannot be moved to another
+// job). A Sealer of a private key (NewSealer: the workers' key file)
+// seals and opens; one of the public key alone (NewPublicSealer: what a
+// submitter needs) only seals. Safe for concurrent use.
 type Sealer struct {
-	aead cipher.AEAD
+	aead cipher.AEAD // the earlier format's: sealed directly with the key
+	priv hpke.PrivateKey
+	pub  []byte
 	id   string
 }
 
-// NewSealer makes a Sealer of a 32-byte key.
+// NewSealer makes a Sealer of a 32-byte private key.
 func NewSealer(key []byte) (*Sealer, error) {
 	if len(key) != SecretsKeyBytes {
 		return nil, fmt.Errorf("secrets key: %d bytes, want %d", len(key), SecretsKeyBytes)
@@ -185,42 +191,105 @@ func NewSealer(key []byte) (*Sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets key: %w", err)
 	}
-	return &Sealer{aead: aead, id: id}, nil
+	priv, pub, err := publicKeyOf(key)
+	if err != nil {
+		return nil, fmt.Errorf("secrets key: %w", err)
+	}
+	return &Sealer{aead: aead, priv: priv, pub: pub, id: id}, nil
+}
+
+// NewPublicSealer makes a Sealer that only seals, for the group's public
+// key pub (PublicKey) of the key keyID.
+func NewPublicSealer(keyID string, pub []byte) (*Sealer, error) {
+	if _, err := hpkeKEM.NewPublicKey(pub); err != nil {
+		return nil, fmt.Errorf("the group's public secrets key: %w", err)
+	}
+	return &Sealer{pub: pub, id: keyID}, nil
 }
 
 // KeyID names the key (a hash of it, not the key): the store keeps it with
 // sealed secrets, ZooKeeper with the group, so a mismatch is named.
 func (s *Sealer) KeyID() string { return s.id }
 
-// Seal encrypts secrets for job.
+// PublicKey is the group's public key: what a submitter seals with.
+func (s *Sealer) PublicKey() []byte { return s.pub }
+
+// Seal encrypts secrets for job under a fresh data key of its own.
 func (s *Sealer) Seal(job string, sec Secrets) ([]byte, error) {
 	plain, err := json.Marshal(sec)
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	return s.aead.Seal(nonce, nonce, plain, []byte(job)), nil
+	return sealEnvelope(s.pub, job, plain)
 }
 
-// Open decrypts job's sealed secrets; ErrSecretsKey if the key is not the
-// one they were sealed with (or they were changed).
+// Open decrypts job's sealed secrets, of either format; ErrSecretsKey if
+// the key is not the one they were sealed for (or they were changed).
 func (s *Sealer) Open(job string, sealed []byte) (Secrets, error) {
 	var sec Secrets
-	n := s.aead.NonceSize()
-	if len(sealed) < n+s.aead.Overhead() {
-		return sec, fmt.Errorf("job %s: sealed secrets of %d bytes: %w", job, len(sealed), ErrSecretsKey)
-	}
-	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(job))
+	plain, err := s.open(job, sealed)
 	if err != nil {
-		return sec, fmt.Errorf("job %s: %w", job, ErrSecretsKey)
+		return sec, err
 	}
 	if err := json.Unmarshal(plain, &sec); err != nil {
 		return sec, fmt.Errorf("job %s: sealed secrets: %w", job, err)
 	}
 	return sec, nil
+}
+
+func (s *Sealer) open(job string, sealed []byte) ([]byte, error) {
+	if s.priv == nil {
+		return nil, fmt.Errorf("job %s: the group's public key opens nothing: %w", job, ErrSecretsKey)
+	}
+	wrapped, data, ok, err := envelope(sealed)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, err)
+	}
+	if ok {
+		return openEnvelope(s.priv, job, wrapped, data)
+	}
+	n := s.aead.NonceSize()
+	if len(sealed) < n+s.aead.Overhead() {
+		return nil, fmt.Errorf("job %s: sealed secrets of %d bytes: %w", job, len(sealed), ErrSecretsKey)
+	}
+	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(job))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, ErrSecretsKey)
+	}
+	return plain, nil
+}
+
+// Rewrap returns job's sealed secrets for the key of to: the data key
+// unwrapped with s and wrapped for to, the sealed data unchanged. Secrets
+// of the earlier format (sealed directly with the group's key) are
+// sealed again in an envelope.
+func (s *Sealer) Rewrap(job string, sealed []byte, to *Sealer) ([]byte, error) {
+	wrapped, data, ok, err := envelope(sealed)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, err)
+	}
+	if !ok {
+		plain, err := s.open(job, sealed)
+		if err != nil {
+			return nil, err
+		}
+		return sealEnvelope(to.pub, job, plain)
+	}
+	if s.priv == nil {
+		return nil, fmt.Errorf("job %s: the group's public key opens nothing: %w", job, ErrSecretsKey)
+	}
+	dk, err := hpke.Open(s.priv, hpkeKDF, hpkeAEAD, wrapInfo(job), wrapped)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, ErrSecretsKey)
+	}
+	pk, err := hpkeKEM.NewPublicKey(to.pub)
+	if err != nil {
+		return nil, err
+	}
+	if wrapped, err = hpke.Seal(pk, hpkeKDF, hpkeAEAD, wrapInfo(job), dk); err != nil {
+		return nil, err
+	}
+	return frame(wrapped, data), nil
 }
 
 // DefaultSecretsKeyFile is the secrets key's file in a data directory.

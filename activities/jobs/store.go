@@ -163,6 +163,10 @@ type Store interface {
 	// transaction, and returns how many rows there were; ErrNoJob when it
 	// has none. Whoever calls it makes sure no Runner still crawls it.
 	DeleteJob(ctx context.Context, job string) (int64, error)
+	// ReplaceSecrets swaps a job's sealed secrets of the key from for
+	// sealed ones of the key to (a key rotation: Sealer.Rewrap); when they
+	// are not of the key from (any more), ErrNoSecrets.
+	ReplaceSecrets(ctx context.Context, job, from, to string, sealed []byte) error
 	// Close releases the store.
 	Close() error
 }

@@ -96,6 +96,15 @@ func testSecrets(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	assert.Equal(t, "key1", id)
 	assert.Equal(t, sealed, got)
+
+	// A rotation swaps them, once, from the key they are of.
+	require.ErrorIs(t, f.s.ReplaceSecrets(f.ctx, job, "key0", "key2", []byte("re-wrapped")), jobs.ErrNoSecrets)
+	require.NoError(t, f.s.ReplaceSecrets(f.ctx, job, "key1", "key2", []byte("re-wrapped")))
+	require.ErrorIs(t, f.s.ReplaceSecrets(f.ctx, job, "key1", "key2", []byte("re-wrapped")), jobs.ErrNoSecrets)
+	id, got, err = f.s.Secrets(f.ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, "key2", id)
+	assert.Equal(t, []byte("re-wrapped"), got)
 }
 
 // testDeleteJob: a job's rows go, in every table, its sealed secrets

@@ -87,6 +87,7 @@ var layers = []layer{
 		"worker/examples/jsonapi",
 		"worker/examples/shop",
 		"testsuite/testdata/faultycrawler",
+		"testsuite/testdata/logincrawler",
 		"activities",
 		"deployments",
 	}},

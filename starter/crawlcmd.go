@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -202,6 +203,16 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 	sub, lf, err := cf.submissionFor(cmd, g, args, hdr)
 	if err != nil {
 		return jobs.Submission{}, lf, err
+	}
+	var given []string
+	for _, kv := range cf.sets {
+		if k, _, _ := strings.Cut(kv, "="); slices.Contains(cf.secretSets, strings.TrimSpace(k)) {
+			given = append(given, strings.TrimSpace(k))
+		}
+	}
+	if len(given) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --set %s: secret options of crawler %s on the command line are shown by ps and kept in shell histories; they are sealed in the job store all the same\n",
+			strings.Join(given, ", "), cf.crawlerName)
 	}
 	sub.ID, sub.Cookie, sub.Authorization, sub.Timers = cf.id, ck, az, timers
 	if cf.seedsFile != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,10 @@ func TestCrawlURLAndSettingSecretsStaySecret(t *testing.T) {
 	c.StartAll()
 	c.WaitElected(90 * time.Second)
 	seed := strings.Replace(site.URL, "http://", "http://ann:"+userPass+"@", 1) + "/page1?token=" + token
-	r := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "crawl", "--id", "url-secrets", "--wait", "--crawler", "login",
+	// The submitter holds no private key: it seals with the group's
+	// public key, which the worker published.
+	noKey := filepath.Join(t.TempDir(), "absent.key")
+	r := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "crawl", "--id", "url-secrets", "--wait", "--crawler", "login", "--secrets-key-file", noKey,
 		"--set", "user=ann", "--set", "password="+password, "--secret-params", "token,sig", seed)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	r2 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "status", "url-secrets", "--output", "json")...)
@@ -83,10 +87,30 @@ func TestCrawlURLAndSettingSecretsStaySecret(t *testing.T) {
 		}
 	}
 
-	// The sealed row goes with the job.
+	// A key rotation re-wraps the job's data key for the new key, which
+	// opens it; the old one does not any more.
 	js := c.OpenStore()
-	_, _, err := js.Secrets(context.Background(), "url-secrets")
+	oldID, _, err := js.Secrets(context.Background(), "url-secrets")
 	require.NoError(t, err, "the job's secrets are sealed in the store")
+	newKey := filepath.Join(t.TempDir(), "new.key")
+	rk := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "store", "rotate-key", "--new-key-file", newKey)...)
+	require.Equal(t, 0, rk.code, rk.stderr)
+	assert.Contains(t, rk.stdout, "1 jobs' data keys re-wrapped")
+	next, err := jobs.LoadSecretsKey(newKey)
+	require.NoError(t, err)
+	keyID, sealed, err := js.Secrets(context.Background(), "url-secrets")
+	require.NoError(t, err)
+	assert.Equal(t, next.KeyID(), keyID)
+	assert.NotEqual(t, oldID, keyID)
+	opened, err := next.Open("url-secrets", sealed)
+	require.NoError(t, err)
+	assert.Equal(t, password, opened.CrawlerOptions["password"])
+	old, err := jobs.LoadSecretsKey(filepath.Join(c.DataDir, jobs.DefaultSecretsKeyFile))
+	require.NoError(t, err)
+	_, err = old.Open("url-secrets", sealed)
+	require.ErrorIs(t, err, jobs.ErrSecretsKey)
+
+	// The sealed row goes with the job.
 	r5 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "jobs", "delete", "url-secrets")...)
 	require.Equal(t, 0, r5.code, r5.stderr)
 	assert.Contains(t, r5.stdout, "deleted job url-secrets")

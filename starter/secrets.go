@@ -29,7 +29,7 @@ func (s *secretFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.cookieFile, "cookie-file", "", "read cookies from FILE: name=value per line ('#' comments); kept off the command line")
 	f.StringVar(&s.authFile, "auth-file", "", "read authorization from FILE: Bearer=TOKEN, Basic=B64 or Header=value per line ('#' comments)")
 	f.StringVar(&s.headerFile, "header-file", "", "read request headers from FILE: 'Name: value' per line ('#' comments)")
-	f.StringVar(&s.keyFile, "secrets-key-file", "", "the group's secrets key (default <data-dir>/secrets.key, the workers' one): a job's cookies, authorization, headers and proxy credentials are sealed with it into the job store, never put in the workflow")
+	f.StringVar(&s.keyFile, "secrets-key-file", "", "the group's private secrets key (default <data-dir>/secrets.key, the workers' one); without it, a job's secrets are sealed for the group's public key the workers publish in ZooKeeper. Either way they go sealed into the job store, never into the workflow")
 }
 
 // readSecretFile reads lines of name SEP value. An error names the file and

@@ -27,7 +27,15 @@ func TestCrawlURLAndSettingSecretsStaySecret(t *testing.T) {
 	const token, password, userPass = "tok-4e1d9a", "login-pw-77b3", "basic-pw-0c5e"
 	var mu sync.Mutex
 	var logins, pages []string
+	release := make(chan struct{})
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch r.URL.Path {
@@ -53,6 +61,7 @@ func TestCrawlURLAndSettingSecretsStaySecret(t *testing.T) {
 		}
 	}))
 	t.Cleanup(site.Close)
+	t.Cleanup(func() { close(release) })
 
 	c := testsuite.NewCluster(t, 1, 0, testsuite.FastTimers, testsuite.WithWorkerBinary("./testsuite/testdata/logincrawler"))
 	c.StartAll()
@@ -118,4 +127,13 @@ func TestCrawlURLAndSettingSecretsStaySecret(t *testing.T) {
 	require.ErrorIs(t, err, jobs.ErrNoSecrets)
 	r6 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "results", "url-secrets")...)
 	assert.NotEqual(t, 0, r6.code, "the job's results are gone: %s", r6.stdout)
+
+	// A running job is not deleted.
+	r7 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "crawl", "--id", "running-job", site.URL+"/hang")...)
+	require.Equal(t, 0, r7.code, r7.stderr)
+	r8 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "jobs", "delete", "running-job")...)
+	assert.Equal(t, 2, r8.code, r8.stdout)
+	assert.Contains(t, r8.stderr, "job running-job is running: cancel it first")
+	r9 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "cancel", "running-job")...)
+	assert.Equal(t, 0, r9.code, r9.stderr)
 }

@@ -93,6 +93,7 @@ var layers = []layer{
 		"testsuite/testdata/barecolly",
 		"testsuite/testdata/sinkcrawler",
 		"testsuite/testdata/jscrawler",
+		"testsuite/testdata/logincrawler",
 		"activities",
 		"deployments",
 	}},

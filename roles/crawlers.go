@@ -11,6 +11,8 @@ type CrawlerOption struct {
 	Key     string `json:"key"`
 	Kind    string `json:"kind"`
 	Default string `json:"default,omitempty"`
+	// Secret: the value is sealed with the job's secrets (crawl --set).
+	Secret bool `json:"secret,omitempty"`
 }
 
 // CrawlerInfo is one crawler a worker carries: its name, version, the

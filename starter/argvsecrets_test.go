@@ -21,3 +21,13 @@ func TestArgvSecretsWarning(t *testing.T) {
 	assert.NotContains(t, w, "--authorization")
 	assert.NotContains(t, w, "s3cr3t", "the warning never repeats a secret")
 }
+
+// Seed arguments holding a user:password or a --secret-params value are
+// warned of, by count, never by value.
+func TestSeedSecretsWarning(t *testing.T) {
+	assert.Empty(t, seedSecretsWarning([]string{"https://a.example/?token=t"}, nil), "no parameter named")
+	w := seedSecretsWarning([]string{"https://a.example/?token=tok-arg-1", "https://bob:pw-arg-2@b.example/", "https://c.example/"}, []string{"token"})
+	assert.Contains(t, w, "2 seed URLs")
+	assert.Contains(t, w, "--seeds-file")
+	assert.NotContains(t, w, "-arg-")
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,8 @@ type crawlFlags struct {
 	crawlerName                string
 	sets, labels, links        []string
 	followAllow, followDeny    []string
+	secretParams               []string
+	secretSets                 []string // the crawler's secret --set keys
 
 	sf  secretFlags // --cookie-file, --auth-file, --header-file: secrets.go
 	rf  renderFlags // --render, --render-wait, ...: renderflags.go
@@ -156,6 +159,7 @@ func (cf *crawlFlags) addRequestFlags(f *pflag.FlagSet) {
 	_ = f.MarkDeprecated("max-body", "use --max-body-bytes")
 	f.StringArrayVar(&cf.cookies, "cookie", nil, "cookie name=value sent with every request (repeatable)")
 	f.StringArrayVar(&cf.authz, "authorization", nil, "authorization: Bearer=TOKEN, Basic=B64 or Header=value (repeatable)")
+	f.StringSliceVar(&cf.secretParams, "secret-params", nil, "query parameters whose values in the seed URLs are secrets (token,sig): sealed with the seeds' user:password into the job store, shown as REDACTED, sent only to the seed's own scheme, host and port")
 }
 
 // addPolitenessFlags: how the job treats the sites it crawls.
@@ -189,6 +193,9 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 	if w := cf.argvSecretsWarning(); w != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), w)
 	}
+	if w := seedSecretsWarning(args, cf.secretParams); w != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), w)
+	}
 	timers, err := cf.timers(cmd)
 	if err != nil {
 		return jobs.Submission{}, linkFlags{}, err
@@ -196,6 +203,16 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 	sub, lf, err := cf.submissionFor(cmd, g, args, hdr)
 	if err != nil {
 		return jobs.Submission{}, lf, err
+	}
+	var given []string
+	for _, kv := range cf.sets {
+		if k, _, _ := strings.Cut(kv, "="); slices.Contains(cf.secretSets, strings.TrimSpace(k)) {
+			given = append(given, strings.TrimSpace(k))
+		}
+	}
+	if len(given) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --set %s: secret options of crawler %s on the command line are shown by ps and kept in shell histories; they are sealed in the job store all the same\n",
+			strings.Join(given, ", "), cf.crawlerName)
 	}
 	sub.ID, sub.Cookie, sub.Authorization, sub.Timers = cf.id, ck, az, timers
 	if cf.seedsFile != "" {
@@ -228,7 +245,8 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 	}
 	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
 		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir, Options: opts,
-		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel}, lf, nil
+		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel,
+		SecretParams: cf.secretParams, SecretSettings: cf.secretSets}, lf, nil
 }
 
 // secretPairs reads --cookie, --authorization and --header with their
@@ -276,6 +294,21 @@ func (cf *crawlFlags) argvSecretsWarning() string {
 		"; they are sealed in the job store all the same"
 }
 
+// seedSecretsWarning warns of seed arguments that hold a secret (a
+// user:password, a parameter of --secret-params): ps shows them too.
+func seedSecretsWarning(seeds, params []string) string {
+	n := 0
+	for _, u := range seeds {
+		if _, secs, err := crawl.SplitURLSecrets(u, params, nil); err == nil && len(secs) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("warning: %d seed URLs on the command line hold a user:password or a --secret-params value, shown by ps and kept in shell histories (use --seeds-file); they are sealed in the job store all the same", n)
+}
+
 // timers is the job's timer profile: the group's (the workers'), unless
 // the deprecated --timers names one.
 func (cf *crawlFlags) timers(cmd *cobra.Command) (roles.Timers, error) {
@@ -313,7 +346,7 @@ func (cf *crawlFlags) crawler(cmd *cobra.Command, g *globals, lf linkFlags) (ver
 	if sets, err = parsePairs("set", cf.sets); err != nil {
 		return "", nil, err
 	}
-	if version, err = pickCrawler(cmd.Context(), g, cf.crawlerName, sets); err != nil {
+	if version, cf.secretSets, err = pickCrawler(cmd.Context(), g, cf.crawlerName, sets); err != nil {
 		return "", nil, err
 	}
 	cf.crawlerName, _, _ = strings.Cut(cf.crawlerName, "@")
@@ -474,7 +507,7 @@ func (cf *crawlFlags) submit(cmd *cobra.Command, g *globals, tf *temporalFlags, 
 
 // memo is what the job's workflow shows of its submission in Temporal.
 func (cf *crawlFlags) memo(spec jobs.Spec, args []string, lf linkFlags) map[string]any {
-	memo := map[string]any{"seeds": args, "follow": cf.follow, "depth": cf.depth, "max_pages": cf.maxPages,
+	memo := map[string]any{"seeds": spec.Seeds, "follow": cf.follow, "depth": cf.depth, "max_pages": cf.maxPages,
 		"selectors": lf.fields}
 	if cf.seedsFile != "" {
 		memo["seeds_file"], memo["seeds_stored"] = cf.seedsFile, spec.SeedsStored

@@ -61,24 +61,24 @@ func describeCrawlers(byName map[string]map[string][]string) string {
 // rolling upgrade, or want when given as name@version. The --set options
 // are checked against that version's advertised options. Errors are
 // usage errors naming the crawlers the group has.
-func pickCrawler(ctx context.Context, g *globals, name string, sets map[string]string) (version string, err error) {
+func pickCrawler(ctx context.Context, g *globals, name string, sets map[string]string) (version string, secret []string, err error) {
 	want := ""
 	name, want, _ = strings.Cut(name, "@")
 	if err := crawler.ValidName(name); err != nil {
-		return "", usage("--crawler: %v", err)
+		return "", nil, usage("--crawler: %v", err)
 	}
 	c, closeFn, err := g.dial(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer closeFn()
 	byName, infos, err := groupCrawlers(ctx, c)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	versions := byName[name]
 	if len(versions) == 0 || (want != "" && len(versions[want]) == 0) {
-		return "", unknownCrawler(name, want, g.group, byName)
+		return "", nil, unknownCrawler(name, want, g.group, byName)
 	}
 	version = want
 	if version == "" {
@@ -91,12 +91,15 @@ func pickCrawler(ctx context.Context, g *globals, name string, sets map[string]s
 	info := infos[name+"@"+version]
 	specs := make([]crawler.OptionSpec, len(info.Options))
 	for i, o := range info.Options {
-		specs[i] = crawler.OptionSpec{Key: o.Key, Kind: o.Kind, Default: o.Default}
+		specs[i] = crawler.OptionSpec{Key: o.Key, Kind: o.Kind, Default: o.Default, Secret: o.Secret}
+		if o.Secret {
+			secret = append(secret, o.Key)
+		}
 	}
 	if err := crawler.CheckSets(name, specs, sets); err != nil {
-		return "", usage("--set: %v", err)
+		return "", nil, usage("--set: %v", err)
 	}
-	return version, nil
+	return version, secret, nil
 }
 
 // unknownCrawler is the usage error of a --crawler no worker of the group

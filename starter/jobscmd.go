@@ -78,6 +78,7 @@ func jobsCmd(g *globals, tf *temporalFlags) *cobra.Command {
 	listOut = addOutputFlag(list)
 	list.Flags().BoolVarP(&listQuiet, "quiet", "q", false, "print only the job IDs, one a line")
 	list.Flags().StringVar(&listSchedule, "schedule", "", "list only the runs of this schedule (baton schedule list)")
+	list.AddCommand(jobsDeleteCmd(g, tf))
 	return list
 }
 

@@ -131,3 +131,25 @@ func TestScheduleTemplateRefusesSecretsAndSeedsFile(t *testing.T) {
 		}
 	}
 }
+
+// A schedule's seed with a user:password or a --secret-params value is
+// refused, naming what, never the value: the schedule keeps its job in
+// Temporal, where a secret must not go.
+func TestScheduleTemplateRefusesURLSecrets(t *testing.T) {
+	g := &globals{group: "g1"}
+	for _, args := range [][]string{
+		{"http://ann:pw-sched-1@127.0.0.1:8000/"},
+		{"--secret-params", "token", "http://127.0.0.1:8000/?token=tok-sched-2"},
+	} {
+		var tpl crawlTemplate
+		cmd := &cobra.Command{Use: "create"}
+		tpl.add(cmd.Flags())
+		require.NoError(t, cmd.ParseFlags(args))
+		_, err := tpl.spec(cmd, g, "n", cmd.Flags().Args())
+		if assert.Error(t, err, args) {
+			assert.Contains(t, err.Error(), "a schedule's job carries no secrets", args)
+			assert.Contains(t, err.Error(), "of http://127.0.0.1:8000", args)
+			assert.NotContains(t, err.Error(), "-sched-", args)
+		}
+	}
+}

@@ -29,7 +29,7 @@ func (s *secretFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.cookieFile, "cookie-file", "", "read cookies from FILE: name=value per line ('#' comments); kept off the command line")
 	f.StringVar(&s.authFile, "auth-file", "", "read authorization from FILE: Bearer=TOKEN, Basic=B64 or Header=value per line ('#' comments)")
 	f.StringVar(&s.headerFile, "header-file", "", "read request headers from FILE: 'Name: value' per line ('#' comments)")
-	f.StringVar(&s.keyFile, "secrets-key-file", "", "the group's secrets key (default <data-dir>/secrets.key, the workers' one): a job's cookies, authorization, headers and proxy credentials are sealed with it into the job store, never put in the workflow")
+	f.StringVar(&s.keyFile, "secrets-key-file", "", "the group's private secrets key (default <data-dir>/secrets.key, the workers' one); without it, a job's secrets are sealed for the group's public key the workers publish in ZooKeeper. Either way they go sealed into the job store, never into the workflow")
 }
 
 // readSecretFile reads lines of name SEP value. An error names the file and
@@ -88,29 +88,12 @@ func (s *secretFlags) keyPath(st *storeFlags) string {
 	return filepath.Join(st.dataDir, jobs.DefaultSecretsKeyFile)
 }
 
-// storeSecrets seals a job's secrets with the group's key into the job
+// storeSecrets seals a job's secrets for the group's key into the job
 // store, before the job is submitted.
 func storeSecrets(ctx context.Context, g *globals, tf *temporalFlags, sf *secretFlags, job string, sec jobs.Secrets) error {
-	path := sf.keyPath(&tf.st)
-	sealer, err := jobs.LoadSecretsKey(path)
-	if errors.Is(err, jobs.ErrNoSecretsKey) {
-		return usage("the job has secrets (%s) and there is no secrets key at %s: give the workers' key with --secrets-key-file (a worker makes one in its data directory at its first start)",
-			strings.Join(sec.Names(), ", "), path)
-	}
+	sealer, err := groupSealer(ctx, g, sf.keyPath(&tf.st), sec)
 	if err != nil {
-		return usage("%v", err)
-	}
-	// Sealed with the key the group's workers hold, or refused: secrets
-	// no Runner can open would fail the job later.
-	if c, closeZK, err := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout)); err == nil {
-		p := jobs.SecretsKeyPath(g.zk.Root, g.group)
-		data, _, gerr := c.Store.Get(ctx, p)
-		closeZK()
-		if gerr == nil {
-			if err := jobs.CheckSecretsKey(g.group, p, data, sealer.KeyID()); err != nil {
-				return usage("%v", err)
-			}
-		}
+		return err
 	}
 	sealed, err := sealer.Seal(job, sec)
 	if err != nil {
@@ -122,4 +105,39 @@ func storeSecrets(ctx context.Context, g *globals, tf *temporalFlags, sf *secret
 	}
 	defer js.Close()
 	return js.PutSecrets(ctx, job, sealer.KeyID(), sealed)
+}
+
+// groupSealer is what the CLI seals with: the key file at path when there
+// is one (checked against the group's key: secrets no Runner can open
+// would fail the job later), else the group's public key, which its
+// workers publish in ZooKeeper (a submitter needs no private key).
+func groupSealer(ctx context.Context, g *globals, path string, sec jobs.Secrets) (*jobs.Sealer, error) {
+	sealer, err := jobs.LoadSecretsKey(path)
+	if err != nil && !errors.Is(err, jobs.ErrNoSecretsKey) {
+		return nil, usage("%v", err)
+	}
+	c, closeZK, zerr := g.dialWithin(ctx, min(3*time.Second, g.connectTimeout))
+	if zerr == nil {
+		defer closeZK()
+	}
+	if sealer != nil {
+		if zerr == nil {
+			p := jobs.SecretsKeyPath(g.zk.Root, g.group)
+			if data, _, gerr := c.Store.Get(ctx, p); gerr == nil {
+				if err := jobs.CheckSecretsKey(g.group, p, data, sealer.KeyID()); err != nil {
+					return nil, usage("%v", err)
+				}
+			}
+		}
+		return sealer, nil
+	}
+	if zerr == nil {
+		p := jobs.SecretsPublicKeyPath(g.zk.Root, g.group)
+		if data, _, gerr := c.Store.Get(ctx, p); gerr == nil {
+			return jobs.ParsePublicSecretsKey(p, data)
+		}
+	}
+	return nil, usage("the job has secrets (%s) and there is no secrets key at %s nor a public key of group %s in ZooKeeper: "+
+		"start a worker of the group once (it publishes the group's public key), or give the workers' key with --secrets-key-file",
+		strings.Join(sec.Names(), ", "), path, g.group)
 }

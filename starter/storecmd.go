@@ -71,5 +71,6 @@ that may only read and write rows (the CLI's read commands: only read).`,
 			return nil
 		},
 	})
+	cmd.AddCommand(rotateKeyCmd(g, tf))
 	return cmd
 }

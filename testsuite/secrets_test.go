@@ -69,11 +69,34 @@ func TestCrawlSecretsStaySecret(t *testing.T) {
 	}
 	mu.Unlock()
 
-	where := map[string]string{"CLI output": r.stdout + r.stderr + r2.stdout + r2.stderr + r3.stdout + r3.stderr}
-	// The job's workflow history, every event.
+	where := secretPlaces(t, c, "secret-job", r.stdout+r.stderr+r2.stdout+r2.stderr+r3.stdout+r3.stderr)
+
+	// A CLI with another key than the group's workers is refused before it
+	// submits anything (no Runner could open what it sealed).
+	other := filepath.Join(dir, "other.key")
+	require.NoError(t, os.WriteFile(other, []byte(strings.Repeat("ab", 32)+"\n"), 0o600))
+	r4 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "crawl", "--id", "other-key", "--secrets-key-file", other,
+		"--cookie", "session="+secrets[0], site.URL+"/a")...)
+	assert.Equal(t, 2, r4.code, r4.stderr)
+	assert.Contains(t, r4.stderr, "another secrets key")
+	where["CLI output"] += r4.stdout + r4.stderr
+	for name, text := range where {
+		for _, s := range secrets {
+			assert.NotContains(t, text, s, "a secret value in the %s", name)
+		}
+	}
+}
+
+// secretPlaces gathers where a secret must never be: the CLI's output
+// (cli), the job's workflow history (every event, read through the
+// Temporal client), every znode under the cluster's root, the store's
+// files and the first worker's log.
+func secretPlaces(t *testing.T, c *testsuite.Cluster, job, cli string) map[string]string {
+	t.Helper()
+	where := map[string]string{"CLI output": cli}
 	tc := c.Temporal.Client(t)
 	var hist strings.Builder
-	it := tc.GetWorkflowHistory(context.Background(), workflows.JobWorkflowID(c.Group, "secret-job"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := tc.GetWorkflowHistory(context.Background(), workflows.JobWorkflowID(c.Group, job), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	events := 0
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -83,7 +106,6 @@ func TestCrawlSecretsStaySecret(t *testing.T) {
 	}
 	require.NotZero(t, events)
 	where["workflow history"] = hist.String()
-	// Every znode under the root.
 	conn, _, err := zk.Connect(strings.Split(c.ZKHosts(), ","), 10*time.Second, zk.WithLogInfo(false))
 	require.NoError(t, err)
 	defer conn.Close()
@@ -105,7 +127,6 @@ func TestCrawlSecretsStaySecret(t *testing.T) {
 	walk(c.Root)
 	require.NotZero(t, znodes.Len())
 	where["ZooKeeper"] = znodes.String()
-	// The store's files, the workers' logs.
 	require.NoError(t, filepath.Walk(c.DataDir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && !fi.IsDir() && !strings.HasSuffix(p, ".key") {
 			data, _ := os.ReadFile(p)
@@ -114,19 +135,5 @@ func TestCrawlSecretsStaySecret(t *testing.T) {
 		return nil
 	}))
 	where["worker log"] = c.Process(1).Logs()
-
-	// A CLI with another key than the group's workers is refused before it
-	// submits anything (no Runner could open what it sealed).
-	other := filepath.Join(dir, "other.key")
-	require.NoError(t, os.WriteFile(other, []byte(strings.Repeat("ab", 32)+"\n"), 0o600))
-	r4 := runCLI(t, c.Starter, nil, append(c.StarterArgs(), "crawl", "--id", "other-key", "--secrets-key-file", other,
-		"--cookie", "session="+secrets[0], site.URL+"/a")...)
-	assert.Equal(t, 2, r4.code, r4.stderr)
-	assert.Contains(t, r4.stderr, "another secrets key")
-	where["CLI output"] += r4.stdout + r4.stderr
-	for name, text := range where {
-		for _, s := range secrets {
-			assert.NotContains(t, text, s, "a secret value in the %s", name)
-		}
-	}
+	return where
 }

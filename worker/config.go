@@ -195,7 +195,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded SQLite job store (crawl frontiers and results); one host's workers share it")
 	fs.StringVar(&c.Store, "store", c.Store, "job store: empty for SQLite under --data-dir, or postgres://user@host:port/database for workers on several machines")
 	c.StoreSecurity.AddFlags(fs)
-	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "the group's key for crawl jobs' secrets (cookies, authorization, headers, proxy credentials), the same file on every worker and CLI (default <data-dir>/secrets.key, made 0600 at first start)")
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "the group's private key for crawl jobs' secrets (cookies, authorization, headers, proxy credentials, URL secrets, secret crawler options), the same file on every worker; submitters seal with its public key, published in ZooKeeper (default <data-dir>/secrets.key, made 0600 at first start)")
 	fs.IntVar(&c.StoreMaxConns, "store-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL connections this worker keeps at most (keep workers × this below the server's max_connections)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "requests a Runner keeps in flight (per-domain --parallelism and delay of each job still apply)")
 	fs.BoolVar(&c.DenyPrivate, "deny-private", c.DenyPrivate, "refuse private, loopback and link-local addresses for every request of every job and Task on this worker (seeds, redirects, sitemaps, robots.txt, links, the job's proxy, crawler start hooks, handlers' own requests and sinks), whatever the job asks")

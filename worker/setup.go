@@ -88,6 +88,8 @@ func groupKeys(dctx context.Context, cfg Config, log *slog.Logger, store metadat
 		// Not fatal: a worker with another key still crawls every job
 		// without secrets; one with secrets fails here, saying why.
 		log.Error("this worker cannot open the secrets of the group's jobs", "err", err)
+	} else if err := jobs.PublishSecretsKey(dctx, store, cfg.ZK.Root, cfg.Group, sealer); err != nil {
+		log.Error("the group's public secrets key is not published: submitters need the key file", "err", err)
 	}
 	limits, err := cfg.Limits()
 	if err != nil {

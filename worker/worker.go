@@ -253,7 +253,7 @@ func advertised(crawlers map[string]*crawler.Crawler) roles.Crawlers {
 		c := crawlers[n]
 		ci := roles.CrawlerInfo{Name: n, Version: c.Version(), Labels: c.Labels()}
 		for _, o := range c.OptionSpecs() {
-			ci.Options = append(ci.Options, roles.CrawlerOption{Key: o.Key, Kind: o.Kind, Default: o.Default})
+			ci.Options = append(ci.Options, roles.CrawlerOption{Key: o.Key, Kind: o.Kind, Default: o.Default, Secret: o.Secret})
 		}
 		cr.List = append(cr.List, ci)
 	}

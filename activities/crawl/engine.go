@@ -238,7 +238,7 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 
 	pr, errText := e.prepare(ctx, req, auth, depth, opts, sitemap)
 	if errText != "" {
-		page.Error = errText
+		page.Error = auth.URLSecrets.Scrub(errText)
 		return page
 	}
 	opts, b, base, checkRedirect := pr.opts, pr.b, pr.base, pr.checkRedirect
@@ -325,6 +325,7 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 		page.Links = res.links
 		page.Sitemaps = res.sitemaps
 	}
+	auth.URLSecrets.redactPage(&page)
 	return page
 }
 

@@ -19,6 +19,9 @@ import (
 type Auth struct {
 	Cookie        map[string]string `json:"cookie,omitempty"`
 	Authorization map[string]string `json:"authorization,omitempty"`
+	// URLSecrets are put back into the request's URL for its own origin
+	// (a job's sealed seed tokens and user:password); in memory only.
+	URLSecrets *URLSecrets `json:"-"`
 }
 
 // AuthOf returns the Auth of a Task.
@@ -43,6 +46,7 @@ func buildRequest(r roles.Request, auth Auth) (*built, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(r.URL)
+	u = auth.URLSecrets.Restore(u)
 	if len(r.Parameters) > 0 {
 		q := u.Query()
 		for k, v := range r.Parameters {

@@ -18,6 +18,11 @@ type OptionSpec struct {
 	Key     string `json:"key"`
 	Kind    string `json:"kind"` // string, int, float, bool, duration, strings
 	Default string `json:"default,omitempty"`
+	// Secret: a job's value is sealed with its secrets into the job
+	// store, never in its spec or workflow, and reaches the crawler's
+	// code only when a Runner decodes the job's options. A field tagged
+	// baton:"secret" is one; its default is not advertised.
+	Secret bool `json:"secret,omitempty"`
 }
 
 // optionsSchema is a crawler's options type and its defaults.
@@ -61,7 +66,11 @@ func (c *Crawler) Options(defaults any) {
 			panic(fmt.Sprintf("crawler %s: option %s: type %s is not supported", c.name, key, f.Type))
 		}
 		s.index[key] = i
-		s.specs = append(s.specs, OptionSpec{Key: key, Kind: kind, Default: format(s.def.Field(i))})
+		o := OptionSpec{Key: key, Kind: kind, Default: format(s.def.Field(i))}
+		if f.Tag.Get("baton") == "secret" {
+			o.Secret, o.Default = true, ""
+		}
+		s.specs = append(s.specs, o)
 	}
 	sort.Slice(s.specs, func(i, j int) bool { return s.specs[i].Key < s.specs[j].Key })
 	c.options = s
@@ -96,6 +105,9 @@ func (c *Crawler) DecodeOptions(sets map[string]string) (any, error) {
 			return nil, fmt.Errorf("option %q: crawler %s has %s", k, c.name, keysOf(s.specs))
 		}
 		if err := set(v.Elem().Field(i), sets[k]); err != nil {
+			if s.secret(k) {
+				return nil, fmt.Errorf("option %s (secret, not shown): %w", k, err)
+			}
 			return nil, fmt.Errorf("option %s=%q: %w", k, sets[k], err)
 		}
 	}
@@ -124,11 +136,27 @@ func CheckSets(crawler string, specs []OptionSpec, sets map[string]string) error
 			return fmt.Errorf("option %q: crawler %s has %s", k, crawler, keysOf(specs))
 		}
 		if err := checkKind(kind, sets[k]); err != nil {
+			if SecretKeys(specs)[k] {
+				return fmt.Errorf("option %s (secret, not shown): %w", k, err)
+			}
 			return fmt.Errorf("option %s=%q: %w", k, sets[k], err)
 		}
 	}
 	return nil
 }
+
+// SecretKeys are the keys of the secret options among specs.
+func SecretKeys(specs []OptionSpec) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range specs {
+		if o.Secret {
+			out[o.Key] = true
+		}
+	}
+	return out
+}
+
+func (s *optionsSchema) secret(key string) bool { return SecretKeys(s.specs)[key] }
 
 func kindOf(t reflect.Type) string {
 	if t == reflect.TypeOf(time.Duration(0)) {

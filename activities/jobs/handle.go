@@ -67,7 +67,7 @@ func (jr *jobRun) start(ctx context.Context, log *slog.Logger) error {
 
 // auth is the job's credentials with the session's cookies added.
 func (jr *jobRun) auth() crawl.Auth {
-	a := crawl.Auth{Cookie: jr.spec.Cookie, Authorization: jr.spec.Authorization}
+	a := crawl.Auth{Cookie: jr.spec.Cookie, Authorization: jr.spec.Authorization, URLSecrets: jr.spec.URLSecrets}
 	if len(jr.session) > 0 {
 		merged := make(map[string]string, len(a.Cookie)+len(jr.session))
 		for k, v := range a.Cookie {
@@ -189,7 +189,7 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 		h := handled{items: out.Items, skipped: out.Skipped}
 		h.links = make([]Entry, 0, len(out.Links))
 		for _, l := range out.Links {
-			h.links = append(h.links, Entry{URL: l.URL, Depth: e.Depth + 1, Label: l.Label, Data: l.Data})
+			h.links = append(h.links, Entry{URL: auth.URLSecrets.Redact(l.URL), Depth: e.Depth + 1, Label: l.Label, Data: l.Data})
 		}
 		r.Metrics.Items(jr.crawler.Name(), len(h.items))
 		return page, h

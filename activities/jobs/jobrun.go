@@ -81,7 +81,7 @@ func (r *BatchRunner) openSecrets(ctx context.Context, s Spec) (Spec, error) {
 		return s, fmt.Errorf("%w: it has secrets and this worker has no secrets key (--secrets-key-file)", ErrBadSpec)
 	}
 	if keyID != r.Sealer.KeyID() {
-		return s, fmt.Errorf("%w: its secrets were sealed with key %s, this worker has key %s: give every worker and CLI of the group the same --secrets-key-file",
+		return s, fmt.Errorf("%w: its secrets were sealed for key %s, this worker has key %s: give every worker of the group the group's --secrets-key-file (after baton store rotate-key, the new one)",
 			ErrBadSpec, keyID, r.Sealer.KeyID())
 	}
 	sec, err := r.Sealer.Open(s.ID, sealed)

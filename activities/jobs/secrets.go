@@ -2,12 +2,14 @@ package jobs
 
 import (
 	"crypto/cipher"
+	"crypto/hpke"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/batoncrawl/baton/activities/connect/security"
+	"github.com/batoncrawl/baton/activities/crawl"
 )
 
 // Secrets are the parts of a job that open doors on other sites: its
@@ -29,11 +32,18 @@ type Secrets struct {
 	Headers       map[string]string `json:"headers,omitempty"`
 	// ProxyUserinfo is the proxy URL's user:password.
 	ProxyUserinfo string `json:"proxy_userinfo,omitempty"`
+	// URLs are the seeds' user:password and secret query parameters
+	// (--secret-params): the spec's URLs carry crawl.Redacted instead.
+	URLs []crawl.URLSecret `json:"urls,omitempty"`
+	// CrawlerOptions are the --set values of the keys the job's crawler
+	// declares secret (crawler.SecretSetting).
+	CrawlerOptions map[string]string `json:"crawler_options,omitempty"`
 }
 
 // Empty reports whether there is no secret.
 func (s Secrets) Empty() bool {
-	return len(s.Cookie) == 0 && len(s.Authorization) == 0 && len(s.Headers) == 0 && s.ProxyUserinfo == ""
+	return len(s.Cookie) == 0 && len(s.Authorization) == 0 && len(s.Headers) == 0 && s.ProxyUserinfo == "" &&
+		len(s.URLs) == 0 && len(s.CrawlerOptions) == 0
 }
 
 // Names lists what the secrets are without their values, for the Spec
@@ -57,13 +67,27 @@ func (s Secrets) Names() []string {
 	if s.ProxyUserinfo != "" {
 		out = append(out, "proxy credentials")
 	}
+	for _, u := range s.URLs {
+		if u.Param == "" {
+			out = append(out, "user:password of "+u.Origin)
+		} else {
+			out = append(out, "parameter "+u.Param+" of "+u.Origin)
+		}
+	}
+	add("setting", s.CrawlerOptions)
 	return out
 }
 
 // Values lists every secret value (for tests and log scrubbing).
 func (s Secrets) Values() []string {
 	var out []string
-	for _, m := range []map[string]string{s.Cookie, s.Authorization, s.Headers} {
+	for _, u := range s.URLs {
+		out = append(out, u.Value)
+		if _, pw, ok := strings.Cut(u.Value, ":"); ok && u.Param == "" && pw != "" {
+			out = append(out, pw)
+		}
+	}
+	for _, m := range []map[string]string{s.Cookie, s.Authorization, s.Headers, s.CrawlerOptions} {
 		for _, v := range m {
 			out = append(out, v)
 		}
@@ -106,6 +130,13 @@ func (s Secrets) Apply(spec Spec) Spec {
 	if len(s.Headers) > 0 {
 		spec.Options.Headers = s.Headers
 	}
+	spec.URLSecrets = crawl.NewURLSecrets(s.URLs)
+	if len(s.CrawlerOptions) > 0 {
+		opts := make(map[string]string, len(spec.CrawlerOptions)+len(s.CrawlerOptions))
+		maps.Copy(opts, spec.CrawlerOptions)
+		maps.Copy(opts, s.CrawlerOptions)
+		spec.CrawlerOptions = opts
+	}
 	if s.ProxyUserinfo != "" && spec.Options.Proxy != "" {
 		if u, err := url.Parse(spec.Options.Proxy); err == nil {
 			user, pw, hasPw := strings.Cut(s.ProxyUserinfo, ":")
@@ -138,15 +169,20 @@ var (
 	ErrNoSecrets = errors.New("no secrets stored for the job")
 )
 
-// Sealer seals and opens a job's Secrets with the group's key (AES-256-GCM,
-// the job's ID as additional data, so sealed secrets cannot be moved to
-// another job). Safe for concurrent use.
+// Sealer seals and opens a job's Secrets with the group's key pair (see
+// envelope.go: a data key per job, wrapped for the group's public key;
+// the job's ID binds both, so sealed secrets cannot be moved to another
+// job). A Sealer of a private key (NewSealer: the workers' key file)
+// seals and opens; one of the public key alone (NewPublicSealer: what a
+// submitter needs) only seals. Safe for concurrent use.
 type Sealer struct {
-	aead cipher.AEAD
+	aead cipher.AEAD // the earlier format's: sealed directly with the key
+	priv hpke.PrivateKey
+	pub  []byte
 	id   string
 }
 
-// NewSealer makes a Sealer of a 32-byte key.
+// NewSealer makes a Sealer of a 32-byte private key.
 func NewSealer(key []byte) (*Sealer, error) {
 	if len(key) != SecretsKeyBytes {
 		return nil, fmt.Errorf("secrets key: %d bytes, want %d", len(key), SecretsKeyBytes)
@@ -155,42 +191,105 @@ func NewSealer(key []byte) (*Sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets key: %w", err)
 	}
-	return &Sealer{aead: aead, id: id}, nil
+	priv, pub, err := publicKeyOf(key)
+	if err != nil {
+		return nil, fmt.Errorf("secrets key: %w", err)
+	}
+	return &Sealer{aead: aead, priv: priv, pub: pub, id: id}, nil
+}
+
+// NewPublicSealer makes a Sealer that only seals, for the group's public
+// key pub (PublicKey) of the key keyID.
+func NewPublicSealer(keyID string, pub []byte) (*Sealer, error) {
+	if _, err := hpkeKEM.NewPublicKey(pub); err != nil {
+		return nil, fmt.Errorf("the group's public secrets key: %w", err)
+	}
+	return &Sealer{pub: pub, id: keyID}, nil
 }
 
 // KeyID names the key (a hash of it, not the key): the store keeps it with
 // sealed secrets, ZooKeeper with the group, so a mismatch is named.
 func (s *Sealer) KeyID() string { return s.id }
 
-// Seal encrypts secrets for job.
+// PublicKey is the group's public key: what a submitter seals with.
+func (s *Sealer) PublicKey() []byte { return s.pub }
+
+// Seal encrypts secrets for job under a fresh data key of its own.
 func (s *Sealer) Seal(job string, sec Secrets) ([]byte, error) {
 	plain, err := json.Marshal(sec)
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	return s.aead.Seal(nonce, nonce, plain, []byte(job)), nil
+	return sealEnvelope(s.pub, job, plain)
 }
 
-// Open decrypts job's sealed secrets; ErrSecretsKey if the key is not the
-// one they were sealed with (or they were changed).
+// Open decrypts job's sealed secrets, of either format; ErrSecretsKey if
+// the key is not the one they were sealed for (or they were changed).
 func (s *Sealer) Open(job string, sealed []byte) (Secrets, error) {
 	var sec Secrets
-	n := s.aead.NonceSize()
-	if len(sealed) < n+s.aead.Overhead() {
-		return sec, fmt.Errorf("job %s: sealed secrets of %d bytes: %w", job, len(sealed), ErrSecretsKey)
-	}
-	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(job))
+	plain, err := s.open(job, sealed)
 	if err != nil {
-		return sec, fmt.Errorf("job %s: %w", job, ErrSecretsKey)
+		return sec, err
 	}
 	if err := json.Unmarshal(plain, &sec); err != nil {
 		return sec, fmt.Errorf("job %s: sealed secrets: %w", job, err)
 	}
 	return sec, nil
+}
+
+func (s *Sealer) open(job string, sealed []byte) ([]byte, error) {
+	if s.priv == nil {
+		return nil, fmt.Errorf("job %s: the group's public key opens nothing: %w", job, ErrSecretsKey)
+	}
+	wrapped, data, ok, err := envelope(sealed)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, err)
+	}
+	if ok {
+		return openEnvelope(s.priv, job, wrapped, data)
+	}
+	n := s.aead.NonceSize()
+	if len(sealed) < n+s.aead.Overhead() {
+		return nil, fmt.Errorf("job %s: sealed secrets of %d bytes: %w", job, len(sealed), ErrSecretsKey)
+	}
+	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(job))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, ErrSecretsKey)
+	}
+	return plain, nil
+}
+
+// Rewrap returns job's sealed secrets for the key of to: the data key
+// unwrapped with s and wrapped for to, the sealed data unchanged. Secrets
+// of the earlier format (sealed directly with the group's key) are
+// sealed again in an envelope.
+func (s *Sealer) Rewrap(job string, sealed []byte, to *Sealer) ([]byte, error) {
+	wrapped, data, ok, err := envelope(sealed)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, err)
+	}
+	if !ok {
+		plain, err := s.open(job, sealed)
+		if err != nil {
+			return nil, err
+		}
+		return sealEnvelope(to.pub, job, plain)
+	}
+	if s.priv == nil {
+		return nil, fmt.Errorf("job %s: the group's public key opens nothing: %w", job, ErrSecretsKey)
+	}
+	dk, err := hpke.Open(s.priv, hpkeKDF, hpkeAEAD, wrapInfo(job), wrapped)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", job, ErrSecretsKey)
+	}
+	pk, err := hpkeKEM.NewPublicKey(to.pub)
+	if err != nil {
+		return nil, err
+	}
+	if wrapped, err = hpke.Seal(pk, hpkeKDF, hpkeAEAD, wrapInfo(job), dk); err != nil {
+		return nil, err
+	}
+	return frame(wrapped, data), nil
 }
 
 // DefaultSecretsKeyFile is the secrets key's file in a data directory.

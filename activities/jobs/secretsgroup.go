@@ -2,9 +2,11 @@ package jobs
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/batoncrawl/baton/activities/metadata"
 )
@@ -39,4 +41,43 @@ func CheckSecretsKey(group, p string, recorded []byte, keyID string) error {
 			"copy the group's key file here (or use another --group): %s", ErrOtherSecretsKey, group, recorded, keyID, p)
 	}
 	return nil
+}
+
+// SecretsPublicKeyPath is the znode where a group publishes its public
+// secrets key, "KEYID HEX": what a submitter seals its jobs' secrets with,
+// without holding the workers' private key file.
+func SecretsPublicKeyPath(root, group string) string {
+	return SecretsKeyPath(root, group) + ".pub"
+}
+
+// PublishSecretsKey records s's public key as the group's, replacing
+// another one (after a rotation, the workers' key is the group's). Call
+// it once BindSecretsKey accepted s.
+func PublishSecretsKey(ctx context.Context, meta metadata.Store, root, group string, s *Sealer) error {
+	p := SecretsPublicKeyPath(root, group)
+	data := []byte(s.KeyID() + " " + hex.EncodeToString(s.PublicKey()))
+	return bindZnode(ctx, meta, p, "the public secrets key of group "+group, data, func(cur []byte) error {
+		if string(cur) == string(data) {
+			return nil
+		}
+		_, v, err := meta.Get(ctx, p)
+		if err == nil {
+			_, err = meta.Set(ctx, p, data, v)
+		}
+		if err != nil {
+			return fmt.Errorf("record the public secrets key of group %s in %s: %w", group, p, err)
+		}
+		return nil
+	})
+}
+
+// ParsePublicSecretsKey reads the data of SecretsPublicKeyPath into a
+// Sealer that only seals.
+func ParsePublicSecretsKey(p string, data []byte) (*Sealer, error) {
+	id, h, ok := strings.Cut(strings.TrimSpace(string(data)), " ")
+	pub, err := hex.DecodeString(h)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("znode %s: want \"KEYID HEX\", got %d bytes", p, len(data))
+	}
+	return NewPublicSealer(id, pub)
 }

@@ -77,6 +77,9 @@ type Spec struct {
 	// Baseline is the job this one is a new run of (a schedule's last
 	// completed run): the job whose records a conditional refetch reads.
 	Baseline string `json:"baseline,omitempty"`
+	// URLSecrets are the job's opened URL secrets (Secrets.Apply), in a
+	// Runner's memory only: put back into requests for their origin.
+	URLSecrets *crawl.URLSecrets `json:"-"`
 }
 
 // Where Spec.Bodies keeps the response bodies.

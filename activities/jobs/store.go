@@ -159,6 +159,15 @@ type Store interface {
 	// Leases returns the host leases a batch holds and that have not
 	// expired (Wait as a Pull would answer it), by host.
 	Leases(ctx context.Context, job, batch string) ([]HostLease, error)
+	// DeleteJob deletes every row of a job in every table — its spec,
+	// frontier, results, items, counters, sealed secrets — in one
+	// transaction, and returns how many rows there were; ErrNoJob when it
+	// has none. Whoever calls it makes sure no Runner still crawls it.
+	DeleteJob(ctx context.Context, job string) (int64, error)
+	// ReplaceSecrets swaps a job's sealed secrets of the key from for
+	// sealed ones of the key to (a key rotation: Sealer.Rewrap); when they
+	// are not of the key from (any more), ErrNoSecrets.
+	ReplaceSecrets(ctx context.Context, job, from, to string, sealed []byte) error
 	// Close releases the store.
 	Close() error
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -69,6 +70,13 @@ type Submission struct {
 	Crawler, CrawlerVersion string
 	CrawlerOptions          map[string]string
 	SeedLabel               string
+	// SecretParams name the query parameters whose values in the seeds
+	// (inline, in the seed file, sitemaps) are secrets, sealed with the
+	// seeds' user:password (crawl.SplitURLSecrets).
+	SecretParams []string
+	// SecretSettings are the keys of CrawlerOptions the crawler declares
+	// secret (crawler.OptionSpec.Secret): sealed, never in the spec.
+	SecretSettings []string
 }
 
 // Plan is a checked Submission: the spec that travels (no secrets in it),
@@ -157,11 +165,63 @@ func (s Submission) Build() (Plan, error) {
 	// Cookies, authorization, headers and the proxy's credentials go
 	// sealed into the job store; the spec that travels names them only.
 	spec, secrets := SplitSecrets(spec)
+	var err error
+	if spec, secrets, err = s.splitURLSecrets(spec, secrets); err != nil {
+		return Plan{}, err
+	}
 	p := Plan{Spec: spec, Secrets: secrets}
 	if spec.SeedsStored > 0 {
 		p.File, p.StoredSitemaps = s.File, stored
 	}
 	return p, nil
+}
+
+// splitURLSecrets takes the user:password and the secret parameters out
+// of the seeds and sitemaps (the seed file's are redacted as Queue writes
+// them), and the secret settings out of the crawler's options, into the
+// secrets.
+func (s Submission) splitURLSecrets(spec Spec, sec Secrets) (Spec, Secrets, error) {
+	var err error
+	redact := func(what string, list []string) ([]string, error) {
+		out := make([]string, len(list))
+		for i, u := range list {
+			if out[i], sec.URLs, err = crawl.SplitURLSecrets(u, s.SecretParams, sec.URLs); err != nil {
+				return nil, badSubmission("%s %d: %v", what, i+1, err)
+			}
+		}
+		return out, nil
+	}
+	if spec.Seeds, err = redact("seed", spec.Seeds); err != nil {
+		return spec, sec, err
+	}
+	if spec.Sitemaps, err = redact("sitemap", spec.Sitemaps); err != nil {
+		return spec, sec, err
+	}
+	if s.File != nil {
+		line := 0
+		if err := s.File.Each(func(u string) error {
+			line++
+			_, sec.URLs, err = crawl.SplitURLSecrets(u, s.SecretParams, sec.URLs)
+			if err != nil {
+				return badSubmission("seeds file URL %d: %v", line, err)
+			}
+			return nil
+		}); err != nil {
+			return spec, sec, err
+		}
+	}
+	for k, v := range spec.CrawlerOptions {
+		if slices.Contains(s.SecretSettings, k) {
+			if sec.CrawlerOptions == nil {
+				sec.CrawlerOptions = map[string]string{}
+				spec.CrawlerOptions = maps.Clone(spec.CrawlerOptions)
+			}
+			sec.CrawlerOptions[k] = v
+			delete(spec.CrawlerOptions, k)
+		}
+	}
+	spec.Secrets = sec.Names()
+	return spec, sec, nil
 }
 
 // SeedEntries returns the frontier entries a job starts with: its seeds
@@ -242,8 +302,9 @@ func (p Plan) Queue(ctx context.Context, st SeedWriter) (int, error) {
 		batch = batch[:0]
 		return nil
 	}
+	urlSecrets := crawl.NewURLSecrets(p.Secrets.URLs)
 	err = p.File.Each(func(u string) error {
-		n, err := p.Spec.Options.NormalizeURL(u)
+		n, err := p.Spec.Options.NormalizeURL(urlSecrets.Redact(u))
 		if err != nil {
 			return fmt.Errorf("%w: seed %q: %w", ErrBadSubmission, u, err)
 		}

@@ -52,3 +52,20 @@ func (s *secretStore) Secrets(ctx context.Context, job string) (keyID string, se
 	}
 	return keyID, sealed, nil
 }
+
+// ReplaceSecrets swaps a job's sealed secrets for those of another key
+// (a key rotation), if they are still those of the key from; else
+// jobs.ErrNoSecrets.
+func (s *secretStore) ReplaceSecrets(ctx context.Context, job, from, to string, sealed []byte) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE baton_secrets SET key_id = ?, sealed = ? WHERE job = ? AND key_id = ?`),
+			to, sealed, job, from)
+		if err != nil {
+			return fmt.Errorf("job %s: replace its secrets: %w", job, err)
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return fmt.Errorf("job %s has no secrets sealed for key %s in %s: %w", job, from, s.id, jobs.ErrNoSecrets)
+		}
+		return nil
+	})
+}

@@ -96,6 +96,35 @@ func testSecrets(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	assert.Equal(t, "key1", id)
 	assert.Equal(t, sealed, got)
+
+	// A rotation swaps them, once, from the key they are of.
+	require.ErrorIs(t, f.s.ReplaceSecrets(f.ctx, job, "key0", "key2", []byte("re-wrapped")), jobs.ErrNoSecrets)
+	require.NoError(t, f.s.ReplaceSecrets(f.ctx, job, "key1", "key2", []byte("re-wrapped")))
+	require.ErrorIs(t, f.s.ReplaceSecrets(f.ctx, job, "key1", "key2", []byte("re-wrapped")), jobs.ErrNoSecrets)
+	id, got, err = f.s.Secrets(f.ctx, job)
+	require.NoError(t, err)
+	assert.Equal(t, "key2", id)
+	assert.Equal(t, []byte("re-wrapped"), got)
+}
+
+// testDeleteJob: a job's rows go, in every table, its sealed secrets
+// included; another job's stay.
+func testDeleteJob(t *testing.T, f *fixture) {
+	job, other := f.newJob("j", 0, "a", "b"), f.newJob("k", 0, "a")
+	require.NoError(t, f.s.PutSecrets(f.ctx, job, "key1", []byte("sealed")))
+	require.NoError(t, f.s.PutSecrets(f.ctx, other, "key1", []byte("sealed")))
+	n, err := f.s.DeleteJob(f.ctx, job)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, int64(4), "the job, its two URLs, its secrets")
+	_, _, err = f.s.Secrets(f.ctx, job)
+	require.ErrorIs(t, err, jobs.ErrNoSecrets)
+	_, err = f.s.Spec(f.ctx, job)
+	require.ErrorIs(t, err, jobs.ErrNoJob)
+	_, err = f.s.DeleteJob(f.ctx, job)
+	require.ErrorIs(t, err, jobs.ErrNoJob)
+	_, _, err = f.s.Secrets(f.ctx, other)
+	require.NoError(t, err, "another job's secrets stay")
+	assert.Equal(t, jobs.Stats{Seen: 1, Queued: 1}, f.stats(other))
 }
 
 func testIdentity(t *testing.T, f *fixture) {

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"MaxPagesSeedsAndRequeue", testMaxPagesSeedsRequeue},
 		{"MaxPagesKnownLinks", testMaxPagesKnownLinks},
 		{"Secrets", testSecrets},
+		{"DeleteJob", testDeleteJob},
 		{"AddSeeds", testAddSeeds},
 		{"ClaimEpochs", testClaimEpochs},
 		{"FinishBatch", testFinishBatch},

@@ -35,7 +35,10 @@ type schemaStore struct {
 //	5  baton_frontier.handout: the token of the hand-out that moved the
 //	   URL into its batch (a retried pull finds what its first try
 //	   handed out: handout.go)
-const schemaVersion = 5
+//	6  recrawls: baton_revisit (validators, content hash, change, WARC
+//	   original per job and URL) and baton_items.origin (items carried
+//	   over from a baseline keep their IDs)
+const schemaVersion = 6
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -79,6 +82,12 @@ const schemaVersion = 5
 //	                fetched: its status, body, the Crawl-delay for the
 //	                job's agent and until when it is fresh; or a claim
 //	                on its fetch (status -1, no body) until it expires
+//	baton_revisit   one row per (job, URL) recorded: what the next run of
+//	                the crawl needs of the page (ETag, Last-Modified, the
+//	                hash of its extracted content, a user crawler's links,
+//	                its adaptive interval and next fetch time in ms, the
+//	                WARC response record holding it) and its change
+//	                against the job's baseline with the bytes a 304 saved
 //
 // Every statement is CREATE … IF NOT EXISTS, so an upgrade runs them all
 // and an older store gains the tables it lacks; the columns added to a
@@ -164,6 +173,7 @@ func schema(d *dialect) []string {
 			idx INTEGER NOT NULL,
 			label TEXT NOT NULL DEFAULT '',
 			value TEXT NOT NULL,
+			origin TEXT,
 			UNIQUE (job, url, idx))`,
 		`CREATE INDEX IF NOT EXISTS baton_items_order ON baton_items (job, seq)`,
 		`CREATE TABLE IF NOT EXISTS baton_sinks (
@@ -195,6 +205,22 @@ func schema(d *dialect) []string {
 			expires_ms {big} NOT NULL,
 			PRIMARY KEY (job, origin))`,
 		`CREATE INDEX IF NOT EXISTS baton_robots_host ON baton_robots (job, host)`,
+		`CREATE TABLE IF NOT EXISTS baton_revisit (
+			job TEXT NOT NULL,
+			url TEXT NOT NULL,
+			etag TEXT NOT NULL DEFAULT '',
+			last_modified TEXT NOT NULL DEFAULT '',
+			content_hash TEXT NOT NULL DEFAULT '',
+			change TEXT NOT NULL DEFAULT '',
+			saved_bytes {big} NOT NULL DEFAULT 0,
+			links TEXT,
+			interval_ms {big} NOT NULL DEFAULT 0,
+			next_ms {big} NOT NULL DEFAULT 0,
+			warc_id TEXT NOT NULL DEFAULT '',
+			warc_uri TEXT NOT NULL DEFAULT '',
+			warc_date TEXT NOT NULL DEFAULT '',
+			warc_digest TEXT NOT NULL DEFAULT '',
+			PRIMARY KEY (job, url))`,
 	}
 	for i, s := range stmts {
 		stmts[i] = r.Replace(s)
@@ -217,6 +243,7 @@ func upgrades(d *dialect) []column {
 		{"baton_counters", "items", `items ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 3
 		{"baton_frontier", "host", `host TEXT NOT NULL DEFAULT ''`},              // 4
 		{"baton_frontier", "handout", `handout TEXT`},                            // 5
+		{"baton_items", "origin", `origin TEXT`},                                 // 6
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 // crawlFlags are the flags of `baton crawl`, by group: the job, the
 // crawler, scope, extraction, requests, politeness and storage.
 type crawlFlags struct {
-	id, profile                string
+	id, profile, baseline      string
 	selects, domains, cookies  []string
 	authz, headers, sitemaps   []string
 	follow, ignoreRobots, wait bool
@@ -75,6 +75,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if err != nil {
 				return submitError(err)
 			}
+			if err := checkBaseline(cmd.Context(), g, tf, sub.Baseline); err != nil {
+				return err
+			}
 			if err := co.check(cmd, cf.wait); err != nil {
 				return err
 			}
@@ -109,6 +112,7 @@ func (cf *crawlFlags) addSpecFlags(f *pflag.FlagSet) {
 // addJobFlags: the job's ID, --wait and the deprecated timer profile.
 func (cf *crawlFlags) addJobFlags(f *pflag.FlagSet) {
 	f.StringVar(&cf.id, "id", "", "job ID (default: generated)")
+	f.StringVar(&cf.baseline, "baseline", "", "crawl again against this earlier job: requests carry its pages' validators (If-None-Match, If-Modified-Since), a 304 takes its page, and each page is recorded new, changed or unchanged (docs/recrawl.md)")
 	f.StringVar(&cf.profile, "timers", "default", "timer profile (default or fast)")
 	_ = f.MarkDeprecated("timers", "the job uses the group's timer profile, as its workers are configured")
 	f.BoolVar(&cf.wait, "wait", false, "wait for the job, show a live progress bar (on stderr), then its stats; exit code 4 if it ends cancelled or failed")
@@ -198,6 +202,7 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 		return jobs.Submission{}, lf, err
 	}
 	sub.ID, sub.Cookie, sub.Authorization, sub.Timers = cf.id, ck, az, timers
+	sub.Baseline = cf.baseline
 	if cf.seedsFile != "" {
 		if sub.File, err = jobs.ScanSeedFile(cf.seedsFile, cmd.InOrStdin()); err != nil {
 			return jobs.Submission{}, lf, submitError(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -52,11 +53,17 @@ func sitemapSite(t *testing.T) (*httptest.Server, *demosite.Site) {
 // is empty, one batch after another.
 func crawlJob(t *testing.T, st jobs.Store, spec jobs.Spec) {
 	t.Helper()
+	crawlJobWith(t, st, spec, nil)
+}
+
+// crawlJobWith is crawlJob on a worker carrying crawlers.
+func crawlJobWith(t *testing.T, st jobs.Store, spec jobs.Spec, crawlers map[string]*crawler.Crawler) {
+	t.Helper()
 	ctx := testCtx(t)
 	a := &jobs.Activities{Store: st}
 	_, err := a.JobStart(ctx, spec)
 	require.NoError(t, err)
-	br := &jobs.BatchRunner{Store: st, Pages: crawl.NewEngine(), Concurrency: 4}
+	br := &jobs.BatchRunner{Store: st, Pages: crawl.NewEngine(), Concurrency: 4, Crawlers: crawlers}
 	for seq := 0; ; seq++ {
 		require.Less(t, seq, 50, "the crawl does not end")
 		id := jobs.BatchID(spec.ID, seq)

@@ -32,6 +32,11 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	// start after a hand-over (the job's parallelism and delay hold across
 	// its Runners).
 	leases.limit(e.URL, &opts)
+	base, err := r.baselineOf(ctx, spec, e)
+	if err != nil {
+		return Record{}, err
+	}
+	opts.RequestHook = conditional(base, opts.RequestHook)
 	var page crawl.Page
 	var h handled
 	custom := jr.crawler != nil && e.Depth != SitemapDepth
@@ -40,7 +45,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		opts.KeepBody = false
 		page = r.Pages.FetchSitemap(ctx, req, auth, opts)
 	case custom:
-		page, h = r.fetchHandled(ctx, in, jr, auth, e, opts)
+		page, h = r.fetchHandled(ctx, in, jr, auth, e, opts, base)
 		if h.stop != nil {
 			return Record{}, h.stop
 		}
@@ -57,6 +62,10 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		r.Metrics.PageError(in.Job)
 		r.Metrics.RobotsRefusal(in.Job)
 		return rec, nil
+	}
+	unchanged := notModified(page, base)
+	if unchanged {
+		page = unchangedPage(page, base, opts.Follow && e.Depth < opts.MaxDepth)
 	}
 	r.Metrics.Page(in.Job, page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
 	r.Metrics.Retries(in.Job, page.Attempts)
@@ -84,9 +93,25 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 			}
 		}
 	}
+	rec.Revisit = revisitOf(page, base, contentHash(page, h, custom, unchanged), custom)
+	pr.Change = rec.Revisit.Change
 	rec.Page = &pr
+	if custom && unchanged {
+		// The handler did not run: the baseline's links and items stand
+		// for the page's (the items keep their IDs).
+		rec.Links = make([]Entry, len(base.Revisit.Links))
+		for i, l := range base.Revisit.Links {
+			l.Depth = e.Depth + 1
+			rec.Links[i] = l
+		}
+		rec.Revisit.Links = base.Revisit.Links
+		rec.CarryItemsFrom = spec.Baseline
+		pr.Items, pr.Skipped = base.Page.Items, base.Page.Skipped
+		return rec, nil
+	}
 	if custom {
 		rec.Links, rec.Items = h.links, h.items
+		rec.Revisit.Links = h.links
 		return rec, nil
 	}
 	rec.Links = make([]Entry, 0, len(page.Links)+len(page.Sitemaps))
@@ -101,6 +126,18 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		rec.Links = append(rec.Links, Entry{URL: l, Depth: SitemapDepth})
 	}
 	return rec, nil
+}
+
+// contentHash is the hash of a page's extracted content, "" for a page
+// that failed or was answered 304 (its baseline's stands).
+func contentHash(page crawl.Page, h handled, custom, unchanged bool) string {
+	switch {
+	case unchanged || page.Error != "" || h.err != nil:
+		return ""
+	case custom:
+		return handledHash(h)
+	}
+	return builtinHash(page)
 }
 
 // BodyFile is the path, relative to a bodies directory, of the file that

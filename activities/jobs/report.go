@@ -25,6 +25,10 @@ type Report struct {
 	// whether the job took as many URLs as it allows (MaxPagesReached).
 	MaxPages        int  `json:"max_pages,omitempty"`
 	MaxPagesReached bool `json:"max_pages_reached,omitempty"`
+	// Baseline is the job's baseline (Spec.Baseline) and Changes its
+	// pages' changes against it; nil without a baseline.
+	Baseline string       `json:"baseline,omitempty"`
+	Changes  *ChangeStats `json:"changes,omitempty"`
 }
 
 // Add counts one record.
@@ -71,6 +75,13 @@ func BuildReport(ctx context.Context, s ReaderStore, job string) (Report, error)
 		return r, err
 	}
 	r.MaxPages, r.MaxPagesReached = spec.MaxPages, MaxPagesReached(spec, st)
+	if spec.Baseline != "" {
+		ch, err := s.Changes(ctx, job, spec.Baseline)
+		if err != nil {
+			return r, err
+		}
+		r.Baseline, r.Changes = spec.Baseline, &ch
+	}
 	return r, nil
 }
 
@@ -104,6 +115,9 @@ func (r Report) Write(w io.Writer) error {
 `, r.Pages, r.Failed, status, r.Bytes, r.Retries, r.Refused, r.Duplicates, r.Sitemaps, r.Bodies)
 	if err == nil && r.MaxPagesReached {
 		_, err = fmt.Fprintf(w, "  max pages    %d reached: links beyond it were not crawled\n", r.MaxPages)
+	}
+	if err == nil && r.Changes != nil {
+		_, err = fmt.Fprintf(w, "  changes      %s\n", r.Changes.Line(r.Baseline))
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/batoncrawl/baton/activities/archive"
@@ -75,4 +76,11 @@ type RevisitReader interface {
 	// BaselinePage returns job's page of url with its revisit row; ok
 	// false when job has no page of url.
 	BaselinePage(ctx context.Context, job, url string) (p BaselinePage, ok bool, err error)
+}
+
+// Line says c in one line: "3 new, 1 changed, 96 unchanged, 2 gone
+// against BASELINE; 1843200 bytes not downloaded".
+func (c ChangeStats) Line(baseline string) string {
+	return fmt.Sprintf("%d new, %d changed, %d unchanged, %d gone against %s; %d bytes not downloaded",
+		c.New, c.Changed, c.Unchanged, c.Gone, baseline, c.SavedBytes)
 }

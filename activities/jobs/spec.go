@@ -301,6 +301,10 @@ type PageRecord struct {
 	// recorded with it; Skipped is the reason a handler gave to skip it.
 	Items   int    `json:"items,omitempty"`
 	Skipped string `json:"skipped,omitempty"`
+	// Change is the page's change against the job's baseline
+	// (ChangeNew, ChangeChanged, ChangeUnchanged): a page answered 304 is
+	// unchanged, and holds the baseline's title, fields and links.
+	Change string `json:"change,omitempty"`
 }
 
 // BatchRef is one batch in flight: which Runner it was given to.

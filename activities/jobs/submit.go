@@ -65,6 +65,9 @@ type Submission struct {
 	// WARCDir archives every response in WARC files under a directory of
 	// the Runner's machine (Spec.WARCPath).
 	WARCDir string
+	// Baseline is the job this one crawls again (Spec.Baseline): its
+	// requests are conditional on the baseline's validators.
+	Baseline string
 	// Crawler, CrawlerVersion, CrawlerOptions, SeedLabel: as in Spec.
 	Crawler, CrawlerVersion string
 	CrawlerOptions          map[string]string
@@ -150,7 +153,7 @@ func (s Submission) Build() (Plan, error) {
 	case s.BodiesDir != "":
 		spec.Bodies, spec.BodiesPath = BodiesDir, s.BodiesDir
 	}
-	spec.WARCPath = s.WARCDir
+	spec.WARCPath, spec.Baseline = s.WARCDir, s.Baseline
 	if err := spec.Validate(); err != nil {
 		return Plan{}, invalidSpec{err}
 	}

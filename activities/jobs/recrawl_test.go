@@ -1,0 +1,268 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batoncrawl/baton/activities/crawl"
+	"github.com/batoncrawl/baton/activities/crawler"
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// recrawlSite is a site that changes between two runs: /etag answers 304
+// to its ETag, /lm to its Last-Modified only, /changing changes its price
+// (and ETag) with the version, /same has no validator and the same price
+// under a new timestamp, /gone is linked and served in version 1 only,
+// /new in version 2 only. /deep is linked from /etag alone: a 304 must
+// still lead there.
+type recrawlSite struct {
+	srv     *httptest.Server
+	version atomic.Int32
+	mu      sync.Mutex
+	full    map[string]int // 200 answers by path
+	not     map[string]int // 304 answers by path
+	ims     map[string]string
+}
+
+func newRecrawlSite(t *testing.T) *recrawlSite {
+	s := &recrawlSite{full: map[string]int{}, not: map[string]int{}, ims: map[string]string{}}
+	s.version.Store(1)
+	const modified = "Fri, 27 Nov 2026 03:00:00 GMT"
+	page := func(title, price, links string) string {
+		return fmt.Sprintf(`<html><head><title>%s</title></head><body><p class="price">%s</p>%s<!-- %d --></body></html>`,
+			title, price, links, time.Now().UnixNano())
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := s.version.Load()
+		w.Header().Set("Content-Type", "text/html")
+		etag, body := "", ""
+		switch r.URL.Path {
+		case "/robots.txt":
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, "User-agent: *\nAllow: /\n")
+			return
+		case "/":
+			links := `<a href="/etag">e</a><a href="/lm">l</a><a href="/changing">c</a><a href="/same">s</a>`
+			if v == 1 {
+				links += `<a href="/gone">g</a>`
+			} else {
+				links += `<a href="/new">n</a>`
+			}
+			etag, body = fmt.Sprintf(`"home-%d"`, v), page("Home", "-", links)
+		case "/etag":
+			etag, body = `"etag-1"`, page("Etag", "10", `<a href="/deep">d</a>`)
+		case "/deep":
+			etag, body = `W/"deep-1"`, page("Deep", "11", "")
+		case "/lm":
+			w.Header().Set("Last-Modified", modified)
+			s.mu.Lock()
+			s.ims[r.URL.Path] = r.Header.Get("If-Modified-Since")
+			s.mu.Unlock()
+			if r.Header.Get("If-Modified-Since") == modified {
+				s.count(r.URL.Path, http.StatusNotModified)
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			body = page("LM", "12", "")
+		case "/changing":
+			etag, body = fmt.Sprintf(`"changing-%d"`, v), page("Changing", fmt.Sprint(20+v), "")
+		case "/same":
+			body = page("Same", "30", "")
+		case "/gone", "/new":
+			if (r.URL.Path == "/gone") != (v == 1) {
+				http.NotFound(w, r)
+				return
+			}
+			body = page(r.URL.Path, "40", "")
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		if etag != "" {
+			w.Header().Set("ETag", etag)
+			if r.Header.Get("If-None-Match") == etag {
+				s.count(r.URL.Path, http.StatusNotModified)
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		s.count(r.URL.Path, http.StatusOK)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *recrawlSite) count(path string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if status == http.StatusNotModified {
+		s.not[path]++
+	} else {
+		s.full[path]++
+	}
+}
+
+// reset clears the counts and moves the site to version v.
+func (s *recrawlSite) reset(v int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.full, s.not = map[string]int{}, map[string]int{}
+	s.version.Store(v)
+}
+
+func (s *recrawlSite) counts() (full, not map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.full, s.not
+}
+
+func (s *recrawlSite) spec(id, baseline string) jobs.Spec {
+	opts := crawl.DefaultOptions()
+	opts.Follow, opts.MaxDepth = true, 5
+	opts.AllowedDomains = []string{strings.TrimPrefix(s.srv.URL, "http://")}
+	opts.Selectors = map[string]string{"price": ".price"}
+	return jobs.Spec{ID: id, Group: testGroup, Seeds: []string{s.srv.URL + "/"}, Options: opts, BatchSize: 20, Baseline: baseline}
+}
+
+func pagesOf(t *testing.T, st jobs.Store, job, prefix string) map[string]jobs.PageRecord {
+	t.Helper()
+	out := map[string]jobs.PageRecord{}
+	require.NoError(t, st.Results(testCtx(t), job, func(p jobs.PageRecord) error {
+		out[strings.TrimPrefix(p.URL, prefix)] = p
+		return nil
+	}))
+	return out
+}
+
+// A run with a baseline sends the baseline's validators: the pages the
+// server answers 304 are recorded unchanged with the baseline's title,
+// fields and links (their links are crawled), none of them is downloaded
+// again; a page with the same extracted content is unchanged, one with
+// other content changed, a URL new to the run new, and the baseline's
+// page not seen again is counted gone.
+func TestRecrawlConditionalRequests(t *testing.T) {
+	site := newRecrawlSite(t)
+	st := openStore(t)
+	crawlJob(t, st, site.spec("run-1", ""))
+	first := pagesOf(t, st, "run-1", site.srv.URL)
+	require.Len(t, first, 7, "%v", first)
+	for path, p := range first {
+		assert.Equal(t, jobs.ChangeNew, p.Change, "%s without a baseline", path)
+	}
+
+	site.reset(2)
+	crawlJob(t, st, site.spec("run-2", "run-1"))
+	full, not := site.counts()
+	for _, path := range []string{"/etag", "/deep", "/lm"} {
+		assert.Zero(t, full[path], "%s downloaded again in full", path)
+		assert.Equal(t, 1, not[path], "%s answered 304", path)
+	}
+	assert.Equal(t, 1, full["/changing"])
+	assert.Equal(t, 1, full["/new"])
+	assert.Zero(t, full["/gone"]+not["/gone"], "/gone is no longer linked")
+
+	second := pagesOf(t, st, "run-2", site.srv.URL)
+	want := map[string]string{"/": jobs.ChangeChanged, "/etag": jobs.ChangeUnchanged, "/deep": jobs.ChangeUnchanged,
+		"/lm": jobs.ChangeUnchanged, "/changing": jobs.ChangeChanged, "/same": jobs.ChangeUnchanged, "/new": jobs.ChangeNew}
+	got := map[string]string{}
+	for path, p := range second {
+		got[path] = p.Change
+	}
+	assert.Equal(t, want, got)
+	for _, path := range []string{"/etag", "/deep", "/lm"} {
+		p, was := second[path], first[path]
+		assert.Equal(t, http.StatusNotModified, p.StatusCode, path)
+		assert.Equal(t, was.Title, p.Title, "%s: the baseline's title", path)
+		assert.Equal(t, was.Fields, p.Fields, "%s: the baseline's fields", path)
+		assert.Equal(t, was.Links, p.Links, "%s: the baseline's links", path)
+		assert.Empty(t, p.Error, path)
+	}
+	assert.Equal(t, []string{"21"}, first["/changing"].Fields["price"])
+	assert.Equal(t, []string{"22"}, second["/changing"].Fields["price"])
+
+	ch, err := st.Changes(testCtx(t), "run-2", "run-1")
+	require.NoError(t, err)
+	assert.Equal(t, jobs.ChangeStats{New: 1, Changed: 2, Unchanged: 4, Gone: 1,
+		SavedBytes: first["/etag"].Bytes + first["/deep"].Bytes + first["/lm"].Bytes}, ch)
+	rep, err := jobs.BuildReport(testCtx(t), st, "run-2")
+	require.NoError(t, err)
+	require.NotNil(t, rep.Changes)
+	assert.Equal(t, ch, *rep.Changes)
+	var out strings.Builder
+	require.NoError(t, rep.Write(&out))
+	assert.Contains(t, out.String(), "1 new, 2 changed, 4 unchanged, 1 gone against run-1")
+
+	// A third run against the second: a page the second got as a 304
+	// keeps the first's validators, so it is a 304 again.
+	site.reset(2)
+	crawlJob(t, st, site.spec("run-3", "run-2"))
+	full, not = site.counts()
+	for _, path := range []string{"/etag", "/deep", "/lm", "/changing"} {
+		assert.Zero(t, full[path], "%s downloaded again in full", path)
+		assert.Equal(t, 1, not[path], "%s answered 304", path)
+	}
+}
+
+// A user crawler's page answered 304 reaches no handler: the baseline's
+// links are queued and its items carried over with their IDs.
+func TestRecrawlUserCrawlerCarriesItemsOver(t *testing.T) {
+	site := newRecrawlSite(t)
+	var handled atomic.Int32
+	c := crawler.New("recrawl", "1")
+	c.HandleFunc("", func(ctx context.Context, p *crawler.Page) error {
+		handled.Add(1)
+		p.Find("a").Each(func(_ int, s *crawler.Selection) {
+			href, _ := s.Attr("href")
+			p.Enqueue(href, "", nil)
+		})
+		return p.Push(map[string]any{"title": p.Text("title"), "price": p.Text(".price")})
+	})
+	st := openStore(t)
+	run := func(id, baseline string) {
+		spec := site.spec(id, baseline)
+		spec.Crawler, spec.CrawlerVersion = "recrawl", "1"
+		spec.Options.Selectors = nil
+		crawlJobWith(t, st, spec, map[string]*crawler.Crawler{"recrawl": c})
+	}
+	run("c-1", "")
+	site.reset(2)
+	handled.Store(0)
+	run("c-2", "c-1")
+	full, not := site.counts()
+	assert.Zero(t, full["/etag"]+full["/deep"], "a 304 page downloaded again")
+	assert.Equal(t, 1, not["/deep"], "/deep reached through the carried-over links of /etag")
+	assert.Equal(t, int32(full["/"]+full["/changing"]+full["/same"]+full["/new"]), handled.Load(), "the handler runs on the pages downloaded only")
+
+	ids := func(job string) map[string]string {
+		out := map[string]string{}
+		its, err := st.Items(testCtx(t), job, 0, 100)
+		require.NoError(t, err)
+		for _, it := range its {
+			out[strings.TrimPrefix(it.URL, site.srv.URL)] = it.ID + " " + string(it.Value)
+		}
+		return out
+	}
+	was, now := ids("c-1"), ids("c-2")
+	for _, path := range []string{"/etag", "/deep", "/lm"} {
+		assert.NotEmpty(t, now[path], path)
+		assert.Equal(t, was[path], now[path], "%s: the baseline's item, with its ID", path)
+	}
+	assert.NotEqual(t, was["/changing"], now["/changing"])
+	second := pagesOf(t, st, "c-2", site.srv.URL)
+	assert.Equal(t, 1, second["/etag"].Items)
+	assert.Equal(t, jobs.ChangeUnchanged, second["/etag"].Change)
+	assert.Equal(t, jobs.ChangeUnchanged, second["/same"].Change, "same items, same links")
+	assert.Equal(t, jobs.ChangeChanged, second["/changing"].Change)
+}

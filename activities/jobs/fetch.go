@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/batoncrawl/baton/activities/archive"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/roles"
@@ -37,6 +38,14 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		return Record{}, err
 	}
 	opts.RequestHook = conditional(base, opts.RequestHook)
+	var note *warcNote
+	if opts.Archive != nil {
+		var orig archive.Original
+		if base != nil {
+			orig = base.Revisit.WARC
+		}
+		ctx, note = withWARCNote(ctx, e.URL, orig)
+	}
 	var page crawl.Page
 	var h handled
 	custom := jr.crawler != nil && e.Depth != SitemapDepth
@@ -94,19 +103,13 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		}
 	}
 	rec.Revisit = revisitOf(page, base, contentHash(page, h, custom, unchanged), custom)
+	if o, ok := note.original(page.FinalURL); ok {
+		rec.Revisit.WARC = o
+	}
 	pr.Change = rec.Revisit.Change
 	rec.Page = &pr
 	if custom && unchanged {
-		// The handler did not run: the baseline's links and items stand
-		// for the page's (the items keep their IDs).
-		rec.Links = make([]Entry, len(base.Revisit.Links))
-		for i, l := range base.Revisit.Links {
-			l.Depth = e.Depth + 1
-			rec.Links[i] = l
-		}
-		rec.Revisit.Links = base.Revisit.Links
-		rec.CarryItemsFrom = spec.Baseline
-		pr.Items, pr.Skipped = base.Page.Items, base.Page.Skipped
+		carryOver(&rec, base, e, spec.Baseline)
 		return rec, nil
 	}
 	if custom {

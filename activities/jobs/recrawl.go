@@ -147,3 +147,17 @@ func revisitOf(page crawl.Page, b *BaselinePage, hash string, custom bool) *Revi
 	}
 	return rv
 }
+
+// carryOver makes rec, a user crawler's page answered 304 (its handler
+// did not run), the baseline's: its links queued again at the next depth,
+// its items carried over from the baseline job (they keep their IDs).
+func carryOver(rec *Record, b *BaselinePage, e Entry, baseline string) {
+	rec.Links = make([]Entry, len(b.Revisit.Links))
+	for i, l := range b.Revisit.Links {
+		l.Depth = e.Depth + 1
+		rec.Links[i] = l
+	}
+	rec.Revisit.Links = b.Revisit.Links
+	rec.CarryItemsFrom = baseline
+	rec.Page.Items, rec.Page.Skipped = b.Page.Items, b.Page.Skipped
+}

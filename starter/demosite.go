@@ -40,5 +40,6 @@ func demoSiteCmd() *cobra.Command {
 	f.DurationVar(&cfg.SlowPage, "slow-page", cfg.SlowPage, "delay of /slow.html")
 	f.DurationVar(&cfg.Latency, "latency", cfg.Latency, "delay of every response")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the link graph")
+	f.IntVar(&cfg.Recrawl, "recrawl", cfg.Recrawl, "pages of the recrawl section under /recrawl/: they answer 304 to their validators, every tenth changes at each revision (curl -X POST .../recrawl/revision), two disappear after the first (docs/recrawl.md)")
 	return cmd
 }

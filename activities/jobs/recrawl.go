@@ -66,9 +66,10 @@ func notModified(page crawl.Page, b *BaselinePage) bool {
 }
 
 // builtinHash is the hash of what the built-in crawler extracted of a page:
-// its title, its fields (by name) and its links; a page of a job that
-// selects no field adds its body's hash (there is nothing else to tell
-// its content by).
+// its title and its fields (by name), what `baton diff` compares; a page
+// of a job that selects no field adds its body's hash (there is nothing
+// else to tell its content by). Its links are not content: a page whose
+// links alone changed is unchanged (its links are followed all the same).
 func builtinHash(p crawl.Page) string {
 	parts := []string{p.Title}
 	names := make([]string, 0, len(p.Fields))
@@ -79,7 +80,6 @@ func builtinHash(p crawl.Page) string {
 	for _, n := range names {
 		parts = append(parts, n+"\x1e"+strings.Join(p.Fields[n], "\x1e"))
 	}
-	parts = append(parts, strings.Join(p.Links, "\x1e"))
 	if len(p.Fields) == 0 {
 		parts = append(parts, p.BodyHash)
 	}

@@ -25,6 +25,8 @@ import (
 // crawlFlags are the flags of `baton crawl`, by group: the job, the
 // crawler, scope, extraction, requests, politeness and storage.
 type crawlFlags struct {
+	adaptive                   bool
+	adaptiveFloor, adaptiveCap time.Duration
 	id, profile, baseline      string
 	selects, domains, cookies  []string
 	authz, headers, sitemaps   []string
@@ -107,6 +109,14 @@ func (cf *crawlFlags) addSpecFlags(f *pflag.FlagSet) {
 	cf.addRequestFlags(f)
 	cf.addPolitenessFlags(f)
 	cf.addStorageFlags(f)
+	cf.addRecrawlFlags(f)
+}
+
+// addRecrawlFlags: how the runs of a crawl done again pick their pages.
+func (cf *crawlFlags) addRecrawlFlags(f *pflag.FlagSet) {
+	f.BoolVar(&cf.adaptive, "adaptive", false, "give each page a refetch interval that adapts to how often it changes: a run with a baseline fetches only the pages due, and new ones; the others are carried over unchanged without a request")
+	f.DurationVar(&cf.adaptiveFloor, "adaptive-floor", time.Hour, "with --adaptive: the shortest refetch interval (a page's first)")
+	f.DurationVar(&cf.adaptiveCap, "adaptive-cap", 14*24*time.Hour, "with --adaptive: the longest refetch interval")
 }
 
 // addJobFlags: the job's ID, --wait and the deprecated timer profile.
@@ -231,9 +241,16 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 	if err != nil {
 		return jobs.Submission{}, lf, err
 	}
+	var adaptive *jobs.Adaptive
+	if cf.adaptive {
+		adaptive = &jobs.Adaptive{Floor: cf.adaptiveFloor, Cap: cf.adaptiveCap}
+	} else if cmd.Flags().Changed("adaptive-floor") || cmd.Flags().Changed("adaptive-cap") {
+		return jobs.Submission{}, lf, usage("--adaptive-floor and --adaptive-cap bound --adaptive: give it too")
+	}
 	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
 		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir, Options: opts,
-		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel}, lf, nil
+		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel,
+		Adaptive: adaptive}, lf, nil
 }
 
 // secretPairs reads --cookie, --authorization and --header with their

@@ -37,6 +37,10 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	if err != nil {
 		return Record{}, err
 	}
+	custom := jr.crawler != nil && e.Depth != SitemapDepth
+	if notDue(spec, base, time.Now()) {
+		return carried(in, spec, e, base, opts.Follow && e.Depth < opts.MaxDepth, custom), nil
+	}
 	opts.RequestHook = conditional(base, opts.RequestHook)
 	var note *warcNote
 	if opts.Archive != nil {
@@ -48,7 +52,6 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	}
 	var page crawl.Page
 	var h handled
-	custom := jr.crawler != nil && e.Depth != SitemapDepth
 	switch {
 	case e.Depth == SitemapDepth:
 		opts.KeepBody = false
@@ -106,6 +109,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	if o, ok := note.original(page.FinalURL); ok {
 		rec.Revisit.WARC = o
 	}
+	schedule(rec.Revisit, spec.Adaptive, base, time.Now())
 	pr.Change = rec.Revisit.Change
 	rec.Page = &pr
 	if custom && unchanged {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/revisit"
@@ -160,4 +161,53 @@ func carryOver(rec *Record, b *BaselinePage, e Entry, baseline string) {
 	rec.Revisit.Links = b.Revisit.Links
 	rec.CarryItemsFrom = baseline
 	rec.Page.Items, rec.Page.Skipped = b.Page.Items, b.Page.Skipped
+}
+
+// notDue reports whether a job with adaptive intervals carries the
+// baseline's page b over without a request: it is not due before its next
+// fetch time.
+func notDue(spec Spec, b *BaselinePage, now time.Time) bool {
+	return spec.Adaptive != nil && b != nil && b.Page.Error == "" && !b.Revisit.NextFetch.IsZero() && now.Before(b.Revisit.NextFetch)
+}
+
+// schedule sets rv's adaptive interval and next fetch time for a page
+// fetched at now with baseline b (nil: none).
+func schedule(rv *RevisitRecord, a *Adaptive, b *BaselinePage, now time.Time) {
+	if a == nil {
+		return
+	}
+	rv.Interval = a.Floor
+	if b != nil {
+		prev := b.Revisit.Interval
+		if prev <= 0 {
+			prev = a.Floor
+		}
+		rv.Interval = revisit.NextInterval(prev, rv.Change == ChangeChanged, a.Floor, a.Cap)
+	}
+	rv.NextFetch = now.Add(rv.Interval)
+}
+
+// carried is the record of a page not due (notDue): the baseline's page,
+// unchanged, without a request; its links are queued (a user crawler's
+// items carried over), its validators, interval and next fetch time kept.
+func carried(in BatchRun, spec Spec, e Entry, b *BaselinePage, follow, custom bool) Record {
+	pr := b.Page
+	pr.Job, pr.Batch, pr.Runner, pr.Epoch, pr.Label = in.Job, in.Batch, in.Runner, in.Epoch, e.Label
+	pr.Depth, pr.Bytes, pr.DurationMS, pr.Attempts = max(e.Depth, 0), 0, 0, 0
+	pr.DuplicateOf, pr.BodyRef, pr.LinksRefused = "", "", nil
+	pr.Change, pr.Carried = ChangeUnchanged, true
+	rv := b.Revisit
+	rv.Change, rv.SavedBytes, rv.Links = ChangeUnchanged, b.Page.Bytes, nil
+	rec := Record{Job: in.Job, Batch: in.Batch, Runner: in.Runner, Epoch: in.Epoch, URL: e.URL, Page: &pr, Revisit: &rv}
+	if custom {
+		carryOver(&rec, b, e, spec.Baseline)
+		return rec
+	}
+	if !follow {
+		pr.Links = nil
+	}
+	for _, l := range pr.Links {
+		rec.Links = append(rec.Links, Entry{URL: l, Depth: e.Depth + 1, Label: spec.Options.LabelOf(l)})
+	}
+	return rec
 }

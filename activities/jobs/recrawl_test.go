@@ -377,3 +377,56 @@ func TestRecrawlWARCRevisits(t *testing.T) {
 		assert.Contains(t, string(out), " 0 invalid")
 	})
 }
+
+// With --adaptive, a page not due is carried over from the baseline
+// without a request (its links still crawled); a page due is fetched, and
+// its interval grows by half when unchanged and moves to the floor when
+// changed.
+func TestRecrawlAdaptive(t *testing.T) {
+	site := newRecrawlSite(t)
+	st := openStore(t)
+	adaptive := func(id, baseline string, a jobs.Adaptive) {
+		spec := site.spec(id, baseline)
+		spec.Adaptive = &a
+		crawlJob(t, st, spec)
+	}
+	hour := jobs.Adaptive{Floor: time.Hour, Cap: 24 * time.Hour}
+	adaptive("a-1", "", hour)
+	first := pagesOf(t, st, "a-1", site.srv.URL)
+	b, ok, err := st.BaselinePage(testCtx(t), "a-1", site.srv.URL+"/etag")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, time.Hour, b.Revisit.Interval, "a page's first interval is the floor")
+	assert.WithinDuration(t, time.Now().Add(time.Hour), b.Revisit.NextFetch, time.Minute)
+
+	site.reset(2)
+	adaptive("a-2", "a-1", hour)
+	full, not := site.counts()
+	assert.Empty(t, full, "no page is due: none requested")
+	assert.Empty(t, not)
+	second := pagesOf(t, st, "a-2", site.srv.URL)
+	require.Len(t, second, len(first), "every page carried over, those reached through carried pages too")
+	for path, p := range second {
+		assert.True(t, p.Carried, path)
+		assert.Equal(t, jobs.ChangeUnchanged, p.Change, path)
+		assert.Equal(t, first[path].Fields, p.Fields, path)
+	}
+
+	fast := jobs.Adaptive{Floor: 20 * time.Millisecond, Cap: time.Hour} // the store keeps milliseconds
+	site.reset(1)
+	adaptive("f-1", "", fast)
+	site.reset(2)
+	adaptive("f-2", "f-1", fast)
+	full, not = site.counts()
+	assert.Equal(t, 1, not["/etag"], "due: fetched, conditionally")
+	assert.Equal(t, 1, full["/changing"])
+	interval := func(path string) time.Duration {
+		b, ok, err := st.BaselinePage(testCtx(t), "f-2", site.srv.URL+path)
+		require.NoError(t, err)
+		require.True(t, ok, path)
+		return b.Revisit.Interval
+	}
+	assert.Equal(t, 30*time.Millisecond, interval("/etag"), "unchanged: grows by half")
+	assert.Equal(t, 20*time.Millisecond, interval("/changing"), "changed: back to the floor")
+	assert.Equal(t, 20*time.Millisecond, interval("/new"), "new: the floor")
+}

@@ -84,3 +84,11 @@ func (c ChangeStats) Line(baseline string) string {
 	return fmt.Sprintf("%d new, %d changed, %d unchanged, %d gone against %s; %d bytes not downloaded",
 		c.New, c.Changed, c.Unchanged, c.Gone, baseline, c.SavedBytes)
 }
+
+// Adaptive bounds the adaptive refetch interval of a job's pages
+// (Spec.Adaptive): a page's first interval is Floor; it halves towards
+// Floor when the page changed and grows by half when not, up to Cap.
+type Adaptive struct {
+	Floor time.Duration `json:"floor"`
+	Cap   time.Duration `json:"cap"`
+}

@@ -76,6 +76,12 @@ type Spec struct {
 	// Baseline is the job this one is a new run of (a schedule's last
 	// completed run): the job whose records a conditional refetch reads.
 	Baseline string `json:"baseline,omitempty"`
+	// Adaptive, when set, gives each page a refetch interval that adapts
+	// to how often it changed (revisit.NextInterval): a run with a
+	// baseline fetches only the baseline's pages that are due, and new
+	// ones; a page not due is carried over from the baseline without a
+	// request.
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // Where Spec.Bodies keeps the response bodies.
@@ -115,6 +121,9 @@ func (s Spec) Validate() error {
 		if err := ValidID(s.Baseline); err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
+	}
+	if a := s.Adaptive; a != nil && (a.Floor <= 0 || a.Cap < a.Floor) {
+		return fmt.Errorf("adaptive: floor %v and cap %v: want 0 < floor <= cap", a.Floor, a.Cap)
 	}
 	if len(s.Seeds) == 0 && len(s.Sitemaps) == 0 && s.SeedsStored <= 0 {
 		return errors.New("seeds: at least one URL (a seed, a seed file's or a sitemap) is required")
@@ -305,6 +314,9 @@ type PageRecord struct {
 	// (ChangeNew, ChangeChanged, ChangeUnchanged): a page answered 304 is
 	// unchanged, and holds the baseline's title, fields and links.
 	Change string `json:"change,omitempty"`
+	// Carried: the page was not due (Spec.Adaptive) and is the
+	// baseline's, carried over without a request.
+	Carried bool `json:"carried,omitempty"`
 }
 
 // BatchRef is one batch in flight: which Runner it was given to.

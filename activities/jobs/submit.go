@@ -68,6 +68,8 @@ type Submission struct {
 	// Baseline is the job this one crawls again (Spec.Baseline): its
 	// requests are conditional on the baseline's validators.
 	Baseline string
+	// Adaptive: as in Spec.
+	Adaptive *Adaptive
 	// Crawler, CrawlerVersion, CrawlerOptions, SeedLabel: as in Spec.
 	Crawler, CrawlerVersion string
 	CrawlerOptions          map[string]string
@@ -153,7 +155,7 @@ func (s Submission) Build() (Plan, error) {
 	case s.BodiesDir != "":
 		spec.Bodies, spec.BodiesPath = BodiesDir, s.BodiesDir
 	}
-	spec.WARCPath, spec.Baseline = s.WARCDir, s.Baseline
+	spec.WARCPath, spec.Baseline, spec.Adaptive = s.WARCDir, s.Baseline, s.Adaptive
 	if err := spec.Validate(); err != nil {
 		return Plan{}, invalidSpec{err}
 	}

@@ -26,7 +26,9 @@ import (
 // crawlFlags are the flags of `baton crawl`, by group: the job, the
 // crawler, scope, extraction, requests, politeness and storage.
 type crawlFlags struct {
-	id, profile                string
+	adaptive                   bool
+	adaptiveFloor, adaptiveCap time.Duration
+	id, profile, baseline      string
 	selects, domains, cookies  []string
 	authz, headers, sitemaps   []string
 	follow, ignoreRobots, wait bool
@@ -78,6 +80,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			if err != nil {
 				return submitError(err)
 			}
+			if err := checkBaseline(cmd.Context(), g, tf, sub.Baseline); err != nil {
+				return err
+			}
 			if err := co.check(cmd, cf.wait); err != nil {
 				return err
 			}
@@ -107,11 +112,20 @@ func (cf *crawlFlags) addSpecFlags(f *pflag.FlagSet) {
 	cf.addRequestFlags(f)
 	cf.addPolitenessFlags(f)
 	cf.addStorageFlags(f)
+	cf.addRecrawlFlags(f)
+}
+
+// addRecrawlFlags: how the runs of a crawl done again pick their pages.
+func (cf *crawlFlags) addRecrawlFlags(f *pflag.FlagSet) {
+	f.BoolVar(&cf.adaptive, "adaptive", false, "give each page a refetch interval that adapts to how often it changes: a run with a baseline fetches only the pages due, and new ones; the others are carried over unchanged without a request")
+	f.DurationVar(&cf.adaptiveFloor, "adaptive-floor", time.Hour, "with --adaptive: the shortest refetch interval (a page's first)")
+	f.DurationVar(&cf.adaptiveCap, "adaptive-cap", 14*24*time.Hour, "with --adaptive: the longest refetch interval")
 }
 
 // addJobFlags: the job's ID, --wait and the deprecated timer profile.
 func (cf *crawlFlags) addJobFlags(f *pflag.FlagSet) {
 	f.StringVar(&cf.id, "id", "", "job ID (default: generated)")
+	f.StringVar(&cf.baseline, "baseline", "", "crawl again against this earlier job: requests carry its pages' validators (If-None-Match, If-Modified-Since), a 304 takes its page, and each page is recorded new, changed or unchanged (docs/recrawl.md)")
 	f.StringVar(&cf.profile, "timers", "default", "timer profile (default or fast)")
 	_ = f.MarkDeprecated("timers", "the job uses the group's timer profile, as its workers are configured")
 	f.BoolVar(&cf.wait, "wait", false, "wait for the job, show a live progress bar (on stderr), then its stats; exit code 4 if it ends cancelled or failed")
@@ -215,6 +229,7 @@ func (cf *crawlFlags) submission(cmd *cobra.Command, g *globals, args []string) 
 			strings.Join(given, ", "), cf.crawlerName)
 	}
 	sub.ID, sub.Cookie, sub.Authorization, sub.Timers = cf.id, ck, az, timers
+	sub.Baseline = cf.baseline
 	if cf.seedsFile != "" {
 		if sub.File, err = jobs.ScanSeedFile(cf.seedsFile, cmd.InOrStdin()); err != nil {
 			return jobs.Submission{}, lf, submitError(err)
@@ -243,10 +258,16 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 	if err != nil {
 		return jobs.Submission{}, lf, err
 	}
+	var adaptive *jobs.Adaptive
+	if cf.adaptive {
+		adaptive = &jobs.Adaptive{Floor: cf.adaptiveFloor, Cap: cf.adaptiveCap}
+	} else if cmd.Flags().Changed("adaptive-floor") || cmd.Flags().Changed("adaptive-cap") {
+		return jobs.Submission{}, lf, usage("--adaptive-floor and --adaptive-cap bound --adaptive: give it too")
+	}
 	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
 		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir, Options: opts,
 		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel,
-		SecretParams: cf.secretParams, SecretSettings: cf.secretSets}, lf, nil
+		SecretParams: cf.secretParams, SecretSettings: cf.secretSets, Adaptive: adaptive}, lf, nil
 }
 
 // secretPairs reads --cookie, --authorization and --header with their

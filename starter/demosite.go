@@ -41,6 +41,7 @@ func demoSiteCmd() *cobra.Command {
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the link graph")
 	f.IntVar(&cfg.CrossLinks, "cross-links", cfg.CrossLinks, "links from every page to pages all over the site, as a documentation site has (0: a sparse shop)")
 	f.StringVar(&accessLog, "access-log", "", "write a line per request to this file: seconds since the epoch to the millisecond, status, URI (nginx's $msec $status $request_uri)")
+	f.IntVar(&cfg.Recrawl, "recrawl", cfg.Recrawl, "pages of the recrawl section under /recrawl/: they answer 304 to their validators, every tenth changes at each revision (curl -X POST .../recrawl/revision), two disappear after the first (docs/recrawl.md)")
 	return cmd
 }
 

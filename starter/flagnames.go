@@ -31,6 +31,7 @@ var specFlags = map[string]string{
 	"options.label_selectors": "--select",
 	"options.field_order":     "--select",
 	"options.links_json":      "--links",
+	"adaptive":                "--adaptive-floor and --adaptive-cap",
 }
 
 // specFlagError rewrites a job spec's validation error so that it names

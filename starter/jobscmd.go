@@ -101,16 +101,21 @@ func statusCmd(g *globals, tf *temporalFlags) *cobra.Command {
 			}
 			sinks := jobSinks(cmd.Context(), g, tf, args[0])
 			baseline := jobBaseline(cmd.Context(), g, tf, args[0])
+			changes := jobChanges(cmd.Context(), g, tf, args[0], baseline)
 			if statusOut.JSON() {
 				err = writeJSON(cmd.OutOrStdout(), struct {
 					workflows.JobProgress
-					Baseline string           `json:"baseline,omitempty"`
-					Sinks    []jobs.SinkState `json:"sinks,omitempty"`
-				}{p, baseline, sinks})
+					Baseline string            `json:"baseline,omitempty"`
+					Changes  *jobs.ChangeStats `json:"changes,omitempty"`
+					Sinks    []jobs.SinkState  `json:"sinks,omitempty"`
+				}{p, baseline, changes, sinks})
 			} else {
 				err = printProgress(cmd.OutOrStdout(), p)
 				if err == nil && baseline != "" {
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "BASELINE  %s\n", baseline)
+				}
+				if err == nil && changes != nil {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "CHANGES   %s\n", changes.Line(baseline))
 				}
 				if err == nil {
 					err = printSinks(cmd.OutOrStdout(), sinks)

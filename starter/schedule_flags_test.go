@@ -20,7 +20,7 @@ import (
 // as every command's.)
 var crawlOnlyFlags = map[string]bool{
 	"id": true, "wait": true, "timers": true, "secrets-key-file": true,
-	"quiet": true, "wait-for-runners": true,
+	"quiet": true, "wait-for-runners": true, "baseline": true,
 }
 
 // Every flag of `baton crawl` but the job-only ones is a flag of `baton

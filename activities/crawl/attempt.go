@@ -32,6 +32,8 @@ type attemptResult struct {
 	jsonld      []json.RawMessage
 	charset     string
 	hash        string
+	etag        string // the ETag response field
+	modified    string // the Last-Modified response field
 	body        []byte
 	header      http.Header
 	err         error
@@ -178,6 +180,7 @@ func (a *attemptRun) onResponse(resp *colly.Response) {
 	}
 	sum := sha256.Sum256(resp.Body)
 	r.hash = hex.EncodeToString(sum[:])
+	r.etag, r.modified = resp.Headers.Get("ETag"), resp.Headers.Get("Last-Modified")
 	if o.KeepBody {
 		r.body = resp.Body
 		r.header = resp.Headers.Clone()

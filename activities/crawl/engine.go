@@ -70,6 +70,10 @@ type Page struct {
 	// page URLs it lists, Sitemaps the sitemaps it lists.
 	Sitemap  bool     `json:"sitemap,omitempty"`
 	Sitemaps []string `json:"sitemaps,omitempty"`
+	// ETag and LastModified are the response's validators, as received
+	// (a recrawl sends them back: jobs.RevisitRecord keeps them).
+	ETag         string `json:"-"`
+	LastModified string `json:"-"`
 	// Body is the body read, when Options.KeepBody (never in JSON).
 	Body []byte `json:"-"`
 	// Header is the response's header, with KeepBody only (a user
@@ -317,6 +321,7 @@ func (e *Engine) fetch(ctx context.Context, req roles.Request, auth Auth, depth 
 	page.JSONLD = res.jsonld
 	page.Charset = res.charset
 	page.BodyHash = res.hash
+	page.ETag, page.LastModified = res.etag, res.modified
 	page.Body = res.body
 	page.Header = res.header
 	if res.err != nil {

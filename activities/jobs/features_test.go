@@ -15,6 +15,7 @@ import (
 
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
+	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -52,17 +53,23 @@ func sitemapSite(t *testing.T) (*httptest.Server, *demosite.Site) {
 // is empty, one batch after another.
 func crawlJob(t *testing.T, st jobs.Store, spec jobs.Spec) {
 	t.Helper()
-	crawlJobOn(t, st, spec, crawl.NewEngine())
+	crawlJobOn(t, st, spec, crawl.NewEngine(), nil)
 }
 
-// crawlJobOn is crawlJob with the fetch engine e.
-func crawlJobOn(t *testing.T, st jobs.Store, spec jobs.Spec, e *crawl.Engine) {
+// crawlJobWith is crawlJob on a worker carrying crawlers.
+func crawlJobWith(t *testing.T, st jobs.Store, spec jobs.Spec, crawlers map[string]*crawler.Crawler) {
+	crawlJobOn(t, st, spec, crawl.NewEngine(), crawlers)
+}
+
+// crawlJobOn is crawlJob with the fetch engine e, on a worker carrying
+// crawlers.
+func crawlJobOn(t *testing.T, st jobs.Store, spec jobs.Spec, e *crawl.Engine, crawlers map[string]*crawler.Crawler) {
 	t.Helper()
 	ctx := testCtx(t)
 	a := &jobs.Activities{Store: st}
 	_, err := a.JobStart(ctx, spec)
 	require.NoError(t, err)
-	br := &jobs.BatchRunner{Store: st, Pages: e, Concurrency: 4}
+	br := &jobs.BatchRunner{Store: st, Pages: e, Concurrency: 4, Crawlers: crawlers}
 	for seq := 0; ; seq++ {
 		require.Less(t, seq, 50, "the crawl does not end")
 		id := jobs.BatchID(spec.ID, seq)

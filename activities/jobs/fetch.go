@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/batoncrawl/baton/activities/archive"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/roles"
@@ -32,15 +33,31 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	// start after a hand-over (the job's parallelism and delay hold across
 	// its Runners).
 	leases.limit(e.URL, &opts)
+	base, err := r.baselineOf(ctx, spec, e)
+	if err != nil {
+		return Record{}, err
+	}
+	custom := jr.crawler != nil && e.Depth != SitemapDepth
+	if notDue(spec, base, time.Now()) {
+		return carried(in, spec, e, base, opts.Follow && e.Depth < opts.MaxDepth, custom), nil
+	}
+	opts.RequestHook = conditional(base, opts.RequestHook)
+	var note *warcNote
+	if opts.Archive != nil {
+		var orig archive.Original
+		if base != nil {
+			orig = base.Revisit.WARC
+		}
+		ctx, note = withWARCNote(ctx, e.URL, orig)
+	}
 	var page crawl.Page
 	var h handled
-	custom := jr.crawler != nil && e.Depth != SitemapDepth
 	switch {
 	case e.Depth == SitemapDepth:
 		opts.KeepBody = false
 		page = r.Pages.FetchSitemap(ctx, req, auth, opts)
 	case custom:
-		page, h = r.fetchHandled(ctx, in, jr, auth, e, opts)
+		page, h = r.fetchHandled(ctx, in, jr, auth, e, opts, base)
 		if h.stop != nil {
 			return Record{}, h.stop
 		}
@@ -57,6 +74,10 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		r.Metrics.PageError(in.Job)
 		r.Metrics.RobotsRefusal(in.Job)
 		return rec, nil
+	}
+	unchanged := notModified(page, base)
+	if unchanged {
+		page = unchangedPage(page, base, opts.Follow && e.Depth < opts.MaxDepth)
 	}
 	r.Metrics.Page(in.Job, page.StatusCode, page.Error != "", page.Bytes, time.Duration(page.DurationMS)*time.Millisecond)
 	r.Metrics.Retries(in.Job, page.Attempts)
@@ -87,9 +108,20 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	if len(page.Screenshot) > 0 && spec.Bodies == BodiesDir {
 		pr.ScreenshotRef = writeScreenshot(jr.bodiesRoot, spec.BodiesPath, in.Job, e.URL, page.Screenshot)
 	}
+	rec.Revisit = revisitOf(page, base, contentHash(page, h, custom, unchanged), custom)
+	if o, ok := note.original(page.FinalURL); ok {
+		rec.Revisit.WARC = o
+	}
+	schedule(rec.Revisit, spec.Adaptive, base, time.Now())
+	pr.Change = rec.Revisit.Change
 	rec.Page = &pr
+	if custom && unchanged {
+		carryOver(&rec, base, e, spec.Baseline)
+		return rec, nil
+	}
 	if custom {
 		rec.Links, rec.Items = h.links, h.items
+		rec.Revisit.Links = h.links
 		return rec, nil
 	}
 	rec.Links = make([]Entry, 0, len(page.Links)+len(page.Sitemaps))
@@ -104,6 +136,18 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		rec.Links = append(rec.Links, Entry{URL: l, Depth: SitemapDepth})
 	}
 	return rec, nil
+}
+
+// contentHash is the hash of a page's extracted content, "" for a page
+// that failed or was answered 304 (its baseline's stands).
+func contentHash(page crawl.Page, h handled, custom, unchanged bool) string {
+	switch {
+	case unchanged || page.Error != "" || h.err != nil:
+		return ""
+	case custom:
+		return handledHash(h)
+	}
+	return builtinHash(page)
 }
 
 // BodyFile is the path, relative to a bodies directory, of the file that

@@ -129,10 +129,13 @@ type handled struct {
 // and handles the page again after the job's backoff, up to its retries.
 // The page's own fetch failures are the engine's (robots.txt, retries,
 // bounds) and reach no handler.
-func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun, auth crawl.Auth, e Entry, opts crawl.Options) (crawl.Page, handled) {
+//
+// With a baseline page (base), the request is conditional; a 304 to it
+// reaches no handler: the page is the baseline's (fetch).
+func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun, auth crawl.Auth, e Entry, opts crawl.Options, base *BaselinePage) (crawl.Page, handled) {
 	req := roles.Request{URL: e.URL, Method: "GET", Depth: max(e.Depth, 0)}
 	opts.KeepBody, opts.Follow = true, false
-	opts.RequestHook = jr.crawler.BeforeRequest
+	opts.RequestHook = conditional(base, jr.crawler.BeforeRequest)
 	if spec, ok := jr.crawler.Rendering(e.Label); ok {
 		opts.RenderOptions = labelRender(opts.RenderOptions, spec)
 	}
@@ -153,7 +156,7 @@ func (r *BatchRunner) fetchHandled(ctx context.Context, in BatchRun, jr *jobRun,
 	ctx = crawler.WithClient(ctx, jr.client)
 	for attempt := 0; ; attempt++ {
 		page := r.Pages.Fetch(ctx, req, auth, e.Depth, opts)
-		if page.Error != "" || ctx.Err() != nil {
+		if page.Error != "" || ctx.Err() != nil || notModified(page, base) {
 			return page, handled{}
 		}
 		p := crawler.NewPage(ctx, crawler.Request{URL: e.URL, Label: e.Label, Depth: e.Depth, Data: e.Data},

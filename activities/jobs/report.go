@@ -28,6 +28,10 @@ type Report struct {
 	// Render counts the pages rendered in headless Chromium, by reason,
 	// and their renders' crashes and time-outs (the job's counters).
 	Render RenderStats `json:"render,omitzero"`
+	// Baseline is the job's baseline (Spec.Baseline) and Changes its
+	// pages' changes against it; nil without a baseline.
+	Baseline string       `json:"baseline,omitempty"`
+	Changes  *ChangeStats `json:"changes,omitempty"`
 }
 
 // Add counts one record.
@@ -75,6 +79,13 @@ func BuildReport(ctx context.Context, s ReaderStore, job string) (Report, error)
 	}
 	r.MaxPages, r.MaxPagesReached = spec.MaxPages, MaxPagesReached(spec, st)
 	r.Render = st.Render
+	if spec.Baseline != "" {
+		ch, err := s.Changes(ctx, job, spec.Baseline)
+		if err != nil {
+			return r, err
+		}
+		r.Baseline, r.Changes = spec.Baseline, &ch
+	}
 	return r, nil
 }
 
@@ -111,6 +122,9 @@ func (r Report) Write(w io.Writer) error {
 	}
 	if err == nil && r.MaxPagesReached {
 		_, err = fmt.Fprintf(w, "  max pages    %d reached: links beyond it were not crawled\n", r.MaxPages)
+	}
+	if err == nil && r.Changes != nil {
+		_, err = fmt.Fprintf(w, "  changes      %s\n", r.Changes.Line(r.Baseline))
 	}
 	return err
 }

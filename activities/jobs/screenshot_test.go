@@ -39,7 +39,7 @@ func TestRenderScreenshotsNextToBodies(t *testing.T) {
 	opts.Render, opts.RenderWait, opts.RenderScreenshots = crawl.RenderAlways, "load", true
 	spec := jobs.Spec{ID: "shots", Group: testGroup, Seeds: []string{srv.URL + "/js/"}, Options: opts, BatchSize: 10,
 		Bodies: jobs.BodiesDir, BodiesPath: dir}
-	crawlJobOn(t, st, spec, e)
+	crawlJobOn(t, st, spec, e, nil)
 	n := 0
 	require.NoError(t, st.Results(testCtx(t), spec.ID, func(p jobs.PageRecord) error {
 		n++

@@ -80,6 +80,12 @@ type Spec struct {
 	// URLSecrets are the job's opened URL secrets (Secrets.Apply), in a
 	// Runner's memory only: put back into requests for their origin.
 	URLSecrets *crawl.URLSecrets `json:"-"`
+	// Adaptive, when set, gives each page a refetch interval that adapts
+	// to how often it changed (revisit.NextInterval): a run with a
+	// baseline fetches only the baseline's pages that are due, and new
+	// ones; a page not due is carried over from the baseline without a
+	// request.
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // Where Spec.Bodies keeps the response bodies.
@@ -119,6 +125,9 @@ func (s Spec) Validate() error {
 		if err := ValidID(s.Baseline); err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
+	}
+	if a := s.Adaptive; a != nil && (a.Floor <= 0 || a.Cap < a.Floor) {
+		return fmt.Errorf("adaptive: floor %v and cap %v: want 0 < floor <= cap", a.Floor, a.Cap)
 	}
 	if len(s.Seeds) == 0 && len(s.Sitemaps) == 0 && s.SeedsStored <= 0 {
 		return errors.New("seeds: at least one URL (a seed, a seed file's or a sitemap) is required")
@@ -354,6 +363,13 @@ type PageRecord struct {
 	// recorded with it; Skipped is the reason a handler gave to skip it.
 	Items   int    `json:"items,omitempty"`
 	Skipped string `json:"skipped,omitempty"`
+	// Change is the page's change against the job's baseline
+	// (ChangeNew, ChangeChanged, ChangeUnchanged): a page answered 304 is
+	// unchanged, and holds the baseline's title, fields and links.
+	Change string `json:"change,omitempty"`
+	// Carried: the page was not due (Spec.Adaptive) and is the
+	// baseline's, carried over without a request.
+	Carried bool `json:"carried,omitempty"`
 }
 
 // BatchRef is one batch in flight: which Runner it was given to.

@@ -106,6 +106,13 @@ type Record struct {
 	// Body is the page's body, compressed (CompressBody), to keep in the
 	// store with the page (Spec.Bodies "store"); nil: none.
 	Body []byte
+	// Revisit is what the next run keeps of the page (its validators,
+	// content hash, change): written with the page, once per job and URL.
+	Revisit *RevisitRecord
+	// CarryItemsFrom names the baseline job whose items of this URL are
+	// carried over to the page, with their IDs, instead of Items (a user
+	// crawler's page answered 304): recorded once per job and URL.
+	CarryItemsFrom string
 }
 
 // Recorded says what a Record wrote.
@@ -203,6 +210,12 @@ type ReaderStore interface {
 	Items(ctx context.Context, job string, after int64, limit int) ([]ItemRecord, error)
 	// Sinks: as in ItemStore (the CLI shows the sinks' delivery).
 	Sinks(ctx context.Context, job string) ([]SinkState, error)
+	// Changes counts a job's pages by change against its baseline (the
+	// pages of baseline the job has not recorded are Gone; "" counts
+	// none gone).
+	Changes(ctx context.Context, job, baseline string) (ChangeStats, error)
+	// BaselinePage: as in RevisitReader.
+	BaselinePage(ctx context.Context, job, url string) (BaselinePage, bool, error)
 }
 
 // SubmitterStore is what the CLI writes when it submits a job whose seeds
@@ -407,4 +420,7 @@ type RunnerStore interface {
 	// Control returns a job's control state: ControlRunning when none was
 	// set. It is one indexed read: Runners call it a few times a second.
 	Control(ctx context.Context, job string) (string, error)
+	// BaselinePage: as in RevisitReader (a run with a baseline reads the
+	// baseline's record of each URL it fetches, by key).
+	BaselinePage(ctx context.Context, job, url string) (BaselinePage, bool, error)
 }

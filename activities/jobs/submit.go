@@ -66,6 +66,11 @@ type Submission struct {
 	// WARCDir archives every response in WARC files under a directory of
 	// the Runner's machine (Spec.WARCPath).
 	WARCDir string
+	// Baseline is the job this one crawls again (Spec.Baseline): its
+	// requests are conditional on the baseline's validators.
+	Baseline string
+	// Adaptive: as in Spec.
+	Adaptive *Adaptive
 	// Crawler, CrawlerVersion, CrawlerOptions, SeedLabel: as in Spec.
 	Crawler, CrawlerVersion string
 	CrawlerOptions          map[string]string
@@ -158,7 +163,7 @@ func (s Submission) Build() (Plan, error) {
 	case s.BodiesDir != "":
 		spec.Bodies, spec.BodiesPath = BodiesDir, s.BodiesDir
 	}
-	spec.WARCPath = s.WARCDir
+	spec.WARCPath, spec.Baseline, spec.Adaptive = s.WARCDir, s.Baseline, s.Adaptive
 	if err := spec.Validate(); err != nil {
 		return Plan{}, invalidSpec{err}
 	}

@@ -53,9 +53,13 @@ func withWARC(jr *jobRun, log *slog.Logger) (run *jobRun, done func(), err error
 	}
 	c := *jr
 	c.spec.Options.Archive = func(ctx context.Context, e archive.Exchange) {
-		if _, err := w.WriteExchange(ctx, e); err != nil {
+		n := warcNoteOf(ctx)
+		rec, err := n.write(ctx, w, e)
+		if err != nil {
 			log.Warn("WARC record not written", "job", jr.spec.ID, "url", e.URL, "err", err)
+			return
 		}
+		n.wrote(e, rec)
 	}
 	return &c, func() {
 		if err := w.Close(); err != nil {

@@ -19,6 +19,8 @@
 //	                   and back to a page
 //	/slow.html         answers after SlowPage
 //	/robots.txt        User-agent: *, Disallow: /private/
+//	/recrawl/…         with Recrawl, pages that answer 304, change with
+//	                   the site's revision or disappear (recrawl.go)
 //
 // Every response is delayed by Latency.
 package demosite
@@ -36,6 +38,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +54,10 @@ type Config struct {
 	// bar of the same 8 pages and to CrossLinks pages all over the site
 	// (related items). 0: the sparse shop above.
 	CrossLinks int
+	// Recrawl is the number of pages of the recrawl section (recrawl.go):
+	// pages that answer 304 to their validators, change with the site's
+	// revision, or disappear. 0: no such section.
+	Recrawl int
 }
 
 // DefaultConfig is a 300-page site with 5 broken links, a 2 s slow page and
@@ -89,8 +96,11 @@ type Site struct {
 	private []string
 	missing []string
 
-	mu   sync.Mutex
-	hits map[string]int
+	mu      sync.Mutex
+	hits    map[string]int
+	answers map[string]Answers // of the recrawl section, by path
+
+	revision atomic.Int64 // of the recrawl section
 }
 
 // New builds the site of cfg.
@@ -101,7 +111,8 @@ func New(cfg Config) *Site {
 	if cfg.BrokenLinks < 0 {
 		cfg.BrokenLinks = 0
 	}
-	s := &Site{cfg: cfg, pages: map[string]*page{}, hits: map[string]int{}}
+	s := &Site{cfg: cfg, pages: map[string]*page{}, hits: map[string]int{}, answers: map[string]Answers{}}
+	s.revision.Store(1)
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x9e3779b97f4a7c15))
 	n := cfg.Pages
 	pagePath := func(i int) string { return fmt.Sprintf("/page/%d.html", i) }
@@ -288,6 +299,7 @@ func (s *Site) AllHits() map[string]int {
 func (s *Site) ResetHits() {
 	s.mu.Lock()
 	s.hits = map[string]int{}
+	s.answers = map[string]Answers{}
 	s.mu.Unlock()
 }
 
@@ -296,7 +308,14 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.hits[r.URL.Path]++
 	s.mu.Unlock()
-	if !admit(w, r, s.cfg.Latency) {
+	if !sleep(r.Context(), s.cfg.Latency) {
+		return
+	}
+	if s.cfg.Recrawl > 0 && strings.HasPrefix(r.URL.Path, RecrawlPrefix) {
+		s.serveRecrawl(w, r) // it takes POST .../revision too
+		return
+	}
+	if !admit(w, r, 0) {
 		return
 	}
 	if r.URL.Path == "/robots.txt" {

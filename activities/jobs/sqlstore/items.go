@@ -27,7 +27,7 @@ func (s *itemStore) Items(ctx context.Context, job string, after int64, limit in
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return nil, err
 	}
-	out, err := queryAll(ctx, s.core, `SELECT seq, url, idx, label, value FROM baton_items WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?`,
+	out, err := queryAll(ctx, s.core, `SELECT seq, url, idx, label, value, COALESCE(origin, job) FROM baton_items WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		[]any{job, after, limit}, func(rows *sql.Rows) (jobs.ItemRecord, error) { return scanItem(rows, job) })
 	if err != nil {
 		return nil, fmt.Errorf("items of job %s after %d: %w", job, after, err)
@@ -44,10 +44,10 @@ func (s *itemStore) ItemBatch(ctx context.Context, job string, q jobs.ItemQuery)
 	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
 		return nil, err
 	}
-	query := `SELECT seq, url, idx, label, value FROM baton_items WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?`
+	query := `SELECT seq, url, idx, label, value, COALESCE(origin, job) FROM baton_items WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?`
 	args := []any{job, q.After, q.Limit}
 	if q.UpTo > 0 {
-		query = `SELECT seq, url, idx, label, value FROM baton_items WHERE job = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`
+		query = `SELECT seq, url, idx, label, value, COALESCE(origin, job) FROM baton_items WHERE job = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`
 		args = []any{job, q.After, q.UpTo, q.Limit}
 	}
 	var out []jobs.ItemRecord
@@ -80,13 +80,15 @@ func (s *itemStore) ItemBatch(ctx context.Context, job string, q jobs.ItemQuery)
 
 func scanItem(rows *sql.Rows, job string) (jobs.ItemRecord, error) {
 	var it jobs.ItemRecord
-	var value string
-	if err := rows.Scan(&it.Seq, &it.URL, &it.Index, &it.Label, &value); err != nil {
+	var value, origin string
+	if err := rows.Scan(&it.Seq, &it.URL, &it.Index, &it.Label, &value, &origin); err != nil {
 		return it, err
 	}
 	it.Job = job
 	it.Value = []byte(value)
-	it.ID = crawler.ItemID(job, it.URL, it.Index)
+	// An item carried over from a baseline keeps the ID it had there:
+	// origin is the job that recorded it first.
+	it.ID = crawler.ItemID(origin, it.URL, it.Index)
 	return it, nil
 }
 

@@ -311,12 +311,27 @@ func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finis
 			}
 		}
 	}
-	if len(items) > 0 {
+	carry := carries(g.rs)
+	if len(items) > 0 || carry {
 		n, err := s.insertItems(ctx, tx, g.job, items)
 		if err != nil {
 			return fmt.Errorf("record: items: %w", err)
 		}
 		c.items = n
+	}
+	if carry {
+		n, err := s.carryItems(ctx, tx, g.job, g.rs, finished, wrote)
+		if err != nil {
+			return err
+		}
+		c.items += n
+	}
+	revisits, err := revisitRows(g.job, g.rs, finished)
+	if err != nil {
+		return err
+	}
+	if err := s.writeRevisits(ctx, tx, revisits); err != nil {
+		return err
 	}
 	return s.count(ctx, tx, g.job, g.shard, c)
 }
@@ -562,4 +577,15 @@ func (s *resultStore) insertItems(ctx context.Context, tx dbtx, job string, rows
 		rows = rows[k:]
 	}
 	return n, nil
+}
+
+// carries reports whether a record of rs carries items over from a
+// baseline (Record.CarryItemsFrom).
+func carries(rs []jobs.Record) bool {
+	for _, r := range rs {
+		if r.CarryItemsFrom != "" {
+			return true
+		}
+	}
+	return false
 }

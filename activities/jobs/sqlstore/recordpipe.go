@@ -39,7 +39,7 @@ func (s *resultStore) recordPipelined(ctx context.Context, g *group) (ok bool, t
 		return false, nil, nil
 	}
 	for _, r := range g.rs {
-		if len(r.Items) > 0 {
+		if len(r.Items) > 0 || r.CarryItemsFrom != "" {
 			return false, nil, nil
 		}
 	}
@@ -179,6 +179,15 @@ func (p *pipedRecord) commit(ctx context.Context, tx dbtx, w *writes, mine [][]a
 	}
 	for _, st := range s.chunked(bodiesHead, nil, bodiesTuple, bodiesTail, bodies) {
 		if err := w.exec(ctx, "record: bodies", st.query, st.args...); err != nil {
+			return nil, err
+		}
+	}
+	revisits, err := revisitRows(g.job, g.rs, finished)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range s.chunked(revisitHead, nil, revisitTuple, revisitTail, revisits) {
+		if err := w.exec(ctx, "record: revisit rows", st.query, st.args...); err != nil {
 			return nil, err
 		}
 	}

@@ -40,7 +40,10 @@ type schemaStore struct {
 //	   jobs with items to deliver, by group) and the trigger on
 //	   baton_items that keeps it, filled in for the items of an older
 //	   store at the upgrade; baton_counters.render_*: the pages recorded
-//	   rendered, by reason, and their renders' crashes and time-outs
+//	   rendered, by reason, and their renders' crashes and time-outs;
+//	   baton_revisit (validators, content hash, change, WARC original per
+//	   job and URL) and baton_items.origin (items carried over from a
+//	   baseline keep their IDs)
 const schemaVersion = 6
 
 // The schema, one for both engines (types differ only where noted by the
@@ -99,6 +102,12 @@ const schemaVersion = 6
 //	                fetched: its status, body, the Crawl-delay for the
 //	                job's agent and until when it is fresh; or a claim
 //	                on its fetch (status -1, no body) until it expires
+//	baton_revisit   one row per (job, URL) recorded: what the next run of
+//	                the crawl needs of the page (ETag, Last-Modified, the
+//	                hash of its extracted content, a user crawler's links,
+//	                its adaptive interval and next fetch time in ms, the
+//	                WARC response record holding it) and its change
+//	                against the job's baseline with the bytes a 304 saved
 //
 // Every statement is CREATE … IF NOT EXISTS, so an upgrade runs them all
 // and an older store gains the tables it lacks; the columns added to a
@@ -191,6 +200,7 @@ func schema(d *dialect) []string {
 			idx INTEGER NOT NULL,
 			label TEXT NOT NULL DEFAULT '',
 			value TEXT NOT NULL,
+			origin TEXT,
 			UNIQUE (job, url, idx))`,
 		`CREATE INDEX IF NOT EXISTS baton_items_order ON baton_items (job, seq)`,
 		`CREATE TABLE IF NOT EXISTS baton_sinks (
@@ -242,6 +252,22 @@ func schema(d *dialect) []string {
 			expires_ms {big} NOT NULL,
 			PRIMARY KEY (job, origin))`,
 		`CREATE INDEX IF NOT EXISTS baton_robots_host ON baton_robots (job, host)`,
+		`CREATE TABLE IF NOT EXISTS baton_revisit (
+			job TEXT NOT NULL,
+			url TEXT NOT NULL,
+			etag TEXT NOT NULL DEFAULT '',
+			last_modified TEXT NOT NULL DEFAULT '',
+			content_hash TEXT NOT NULL DEFAULT '',
+			change TEXT NOT NULL DEFAULT '',
+			saved_bytes {big} NOT NULL DEFAULT 0,
+			links TEXT,
+			interval_ms {big} NOT NULL DEFAULT 0,
+			next_ms {big} NOT NULL DEFAULT 0,
+			warc_id TEXT NOT NULL DEFAULT '',
+			warc_uri TEXT NOT NULL DEFAULT '',
+			warc_date TEXT NOT NULL DEFAULT '',
+			warc_digest TEXT NOT NULL DEFAULT '',
+			PRIMARY KEY (job, url))`,
 	}
 	stmts = append(stmts, d.pendingTrigger...)
 	for i, s := range stmts {
@@ -269,6 +295,7 @@ func upgrades(d *dialect) []column {
 		{"baton_sinks", "refusals", `refusals INTEGER NOT NULL DEFAULT 0`},          // 6
 		{"baton_sinks", "retry_ms", `retry_ms ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 6
 		{"baton_sinks", "skipped", `skipped ` + d.bigint + ` NOT NULL DEFAULT 0`},   // 6
+		{"baton_items", "origin", `origin TEXT`},                                    // 6
 	}
 	for _, c := range renderColumns {
 		cols = append(cols, column{"baton_counters", c, c + ` ` + d.bigint + ` NOT NULL DEFAULT 0`}) // 6

@@ -3,7 +3,7 @@
 // doc comments of jobs.Store and of the interfaces it joins, ReaderStore,
 // SubmitterStore, SupervisorStore and RunnerStore, are the contract).
 // Run is the one entry point; the subtests live in a file per area (job,
-// batch, record, concurrency, control, items), their helpers in
+// batch, record, concurrency, control, items, revisit), their helpers in
 // fixture.go.
 //
 // The suite never assumes a store is empty: every job it creates has an ID
@@ -93,6 +93,9 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"HostLeaseRelease", testHostLeaseRelease},
 		{"HostLeasesLookPastAHeldHost", testHostLeasesLookPastAHeldHost},
 		{"RenderStats", testRenderStats},
+		{"RevisitRows", testRevisitRows},
+		{"RevisitValidatorsBounded", testRevisitValidatorsBounded},
+		{"ItemsCarriedOver", testItemsCarriedOver},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,203 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batoncrawl/baton/activities/archive"
+	"github.com/batoncrawl/baton/activities/jobs"
+)
+
+// This file holds what a run keeps of each page for the next run
+// (baton_revisit, written by the group commits with the pages), the
+// baseline's record of a URL read by key, the changes counted against a
+// baseline, and the items carried over from a baseline.
+
+// The statement of revisitRows' rows: once per job and URL.
+const (
+	revisitHead = `INSERT INTO baton_revisit (job, url, etag, last_modified, content_hash, change, saved_bytes, links,
+		interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest) VALUES `
+	revisitTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	revisitTail  = ` ON CONFLICT (job, url) DO NOTHING`
+)
+
+// maxValidatorBytes bounds a validator kept: a longer one is a server's
+// garbage, never sent back (revisit.Condition leaves out more than 1 KiB).
+const maxValidatorBytes = 1 << 10
+
+// revisitRows are the baton_revisit rows of the pages of rs finished by
+// this commit, in URL order.
+func revisitRows(job string, rs []jobs.Record, finished map[string]bool) ([][]any, error) {
+	var rows [][]any
+	for _, r := range rs {
+		v := r.Revisit
+		if v == nil || r.Page == nil || !finished[r.URL] {
+			continue
+		}
+		var links any // NULL: none kept
+		if len(v.Links) > 0 {
+			b, err := json.Marshal(v.Links)
+			if err != nil {
+				return nil, fmt.Errorf("record %s: links: %w", r.URL, err)
+			}
+			links = string(b)
+		}
+		date := ""
+		if !v.WARC.Date.IsZero() {
+			date = v.WARC.Date.UTC().Format(time.RFC3339Nano)
+		}
+		var next int64
+		if !v.NextFetch.IsZero() {
+			next = v.NextFetch.UnixMilli()
+		}
+		rows = append(rows, []any{job, r.URL, text(clipValidator(v.ETag)), text(clipValidator(v.LastModified)), text(v.ContentHash),
+			text(v.Change), v.SavedBytes, links, v.Interval.Milliseconds(), next,
+			text(v.WARC.RecordID), text(v.WARC.TargetURI), date, text(v.WARC.PayloadDigest)})
+	}
+	slices.SortFunc(rows, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
+	return rows, nil
+}
+
+// clipValidator drops a validator too long to be sent back.
+func clipValidator(s string) string {
+	if len(s) > maxValidatorBytes {
+		return ""
+	}
+	return s
+}
+
+// writeRevisits inserts rows of revisitRows.
+func (s *resultStore) writeRevisits(ctx context.Context, tx dbtx, rows [][]any) error {
+	for _, st := range s.chunked(revisitHead, nil, revisitTuple, revisitTail, rows) {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			return fmt.Errorf("record: revisit rows: %w", err)
+		}
+	}
+	return nil
+}
+
+// carryItems copies the items of the baseline pages named by the finished
+// records of rs (Record.CarryItemsFrom) to their pages in job, with their
+// origin, so that their IDs stay the baseline's (or the job the baseline
+// carried them from); it returns how many it copied. The caller holds the
+// job's items lock where the engine has one.
+func (s *resultStore) carryItems(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished, wrote map[string]bool) (int, error) {
+	n := 0
+	for _, r := range rs {
+		if r.CarryItemsFrom == "" || r.Page == nil || !finished[r.URL] || !wrote[r.URL] {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_items (job, url, idx, label, value, origin)
+			SELECT ?, url, idx, label, value, COALESCE(origin, job) FROM baton_items WHERE job = ? AND url = ? ORDER BY idx
+			ON CONFLICT (job, url, idx) DO NOTHING`), job, r.CarryItemsFrom, r.URL)
+		if err != nil {
+			return n, fmt.Errorf("record: items of %s carried over from job %s: %w", r.URL, r.CarryItemsFrom, err)
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return n, err
+		}
+		n += int(k)
+	}
+	return n, nil
+}
+
+// BaselinePage returns job's page of url with its revisit row (see
+// jobs.RevisitReader): one read by key.
+func (s *resultStore) BaselinePage(ctx context.Context, job, url string) (jobs.BaselinePage, bool, error) {
+	var (
+		out                                          jobs.BaselinePage
+		record                                       string
+		etag, lm, hash, change, wid, wuri, wdt, wdig sql.NullString
+		saved, interval, next                        sql.NullInt64
+		links                                        sql.NullString
+	)
+	err := s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT r.record, v.etag, v.last_modified, v.content_hash, v.change, v.saved_bytes, v.links,
+			v.interval_ms, v.next_ms, v.warc_id, v.warc_uri, v.warc_date, v.warc_digest
+			FROM baton_results r LEFT JOIN baton_revisit v ON v.job = r.job AND v.url = r.url
+			WHERE r.job = ? AND r.url = ?`), job, url).
+			Scan(&record, &etag, &lm, &hash, &change, &saved, &links, &interval, &next, &wid, &wuri, &wdt, &wdig)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return out, false, nil
+	}
+	if err != nil {
+		return out, false, fmt.Errorf("baseline %s page %s: %w", job, url, err)
+	}
+	p, err := decodeRecord(job, url, []byte(record))
+	if err != nil {
+		return out, false, fmt.Errorf("baseline %s page %s: %w", job, url, err)
+	}
+	out.Page = p
+	v := &out.Revisit
+	v.ETag, v.LastModified, v.ContentHash, v.Change = etag.String, lm.String, hash.String, change.String
+	v.SavedBytes, v.Interval = saved.Int64, time.Duration(interval.Int64)*time.Millisecond
+	if next.Int64 > 0 {
+		v.NextFetch = time.UnixMilli(next.Int64).UTC()
+	}
+	if links.Valid && links.String != "" {
+		if err := json.Unmarshal([]byte(links.String), &v.Links); err != nil {
+			return out, false, fmt.Errorf("baseline %s page %s: %w: links: %v", job, url, ErrBadRecord, err)
+		}
+	}
+	v.WARC.RecordID, v.WARC.TargetURI, v.WARC.PayloadDigest = wid.String, wuri.String, wdig.String
+	if wdt.String != "" {
+		if t, err := time.Parse(time.RFC3339Nano, wdt.String); err == nil {
+			v.WARC.Date = t
+		} else {
+			v.WARC = archive.Original{}
+		}
+	}
+	return out, true, nil
+}
+
+// Changes counts job's pages by change against baseline (see
+// jobs.ReaderStore).
+func (s *resultStore) Changes(ctx context.Context, job, baseline string) (jobs.ChangeStats, error) {
+	var out jobs.ChangeStats
+	if _, err := s.jobMaxPages(ctx, s.db, job); err != nil {
+		return out, err
+	}
+	type row struct {
+		change string
+		n      int
+		saved  int64
+	}
+	rows, err := queryAll(ctx, s.core, `SELECT change, COUNT(*), COALESCE(SUM(saved_bytes), 0) FROM baton_revisit WHERE job = ? GROUP BY change`,
+		[]any{job}, func(rows *sql.Rows) (row, error) {
+			var r row
+			return r, rows.Scan(&r.change, &r.n, &r.saved)
+		})
+	if err != nil {
+		return out, fmt.Errorf("job %s: changes: %w", job, err)
+	}
+	for _, r := range rows {
+		switch r.change {
+		case jobs.ChangeNew:
+			out.New += r.n
+		case jobs.ChangeChanged:
+			out.Changed += r.n
+		case jobs.ChangeUnchanged:
+			out.Unchanged += r.n
+		}
+		out.SavedBytes += r.saved
+	}
+	if baseline == "" {
+		return out, nil
+	}
+	err = s.read(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM baton_results b WHERE b.job = ?
+			AND NOT EXISTS (SELECT 1 FROM baton_results r WHERE r.job = ? AND r.url = b.url)`), baseline, job).Scan(&out.Gone)
+	})
+	if err != nil {
+		return out, fmt.Errorf("job %s: pages gone since %s: %w", job, baseline, err)
+	}
+	return out, nil
+}

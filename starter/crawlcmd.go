@@ -429,25 +429,29 @@ type limitsRead struct {
 func (cf *crawlFlags) dial(cmd *cobra.Command, g *globals, tf *temporalFlags, co *crawlOutput) (*crawlConns, error) {
 	type dialed struct {
 		live *runnerCheck
+		lim  limitsRead
 		err  error
 	}
+	// One ZooKeeper session: the limits are read, then (with --wait) it
+	// watches the Runners.
 	zk := make(chan dialed, 1)
-	if cf.wait {
-		go func() {
-			l, err := co.runners(cmd.Context(), g, cf.id)
-			zk <- dialed{l, err}
-		}()
-	} else {
-		zk <- dialed{}
-	}
-	lim := make(chan limitsRead, 1)
 	go func() {
-		l, ok, note, bad := groupLimits(cmd.Context(), g)
-		lim <- limitsRead{l, ok, note, bad}
+		c, closeFn, err := g.dial(cmd.Context())
+		var d dialed
+		d.lim.l, d.lim.ok, d.lim.note, d.lim.bad = limitsOf(cmd.Context(), c, err)
+		switch {
+		case err != nil && cf.wait:
+			d.err = err
+		case err == nil && cf.wait:
+			d.live = &runnerCheck{c: c, close: closeFn, job: cf.id}
+		case err == nil:
+			closeFn()
+		}
+		zk <- d
 	}()
 	c, err := tf.dial(cmd.Context())
 	d := <-zk
-	cn := &crawlConns{c: c, live: d.live, lim: <-lim}
+	cn := &crawlConns{c: c, live: d.live, lim: d.lim}
 	if d.err == nil {
 		d.err = cn.lim.bad
 	}
@@ -521,7 +525,11 @@ func (cf *crawlFlags) submit(cmd *cobra.Command, g *globals, tf *temporalFlags, 
 		}
 		return fmt.Errorf("submit job: %w", err)
 	}
-	co.stats = func(w io.Writer) { printReport(cmd.Context(), w, g, tf, cf.id) }
+	if cf.wait && !co.quiet && !co.o.JSON() {
+		ahead := openAhead(cmd.Context(), g, tf)
+		defer ahead.close()
+		co.stats = func(w io.Writer) { ahead.report(cmd.Context(), w, cf.id) }
+	}
 	co.growing, co.maxPages = jobGrows(spec), spec.MaxPages
 	return co.report(cmd, cn.c, submitted{ID: cf.id, WorkflowID: wid, RunID: run.GetRunID(), WebUI: tf.link(wid)}, cf.wait, cn.live)
 }

@@ -139,11 +139,18 @@ func submitError(err error) error {
 // store cannot be read from here).
 func printReport(ctx context.Context, w io.Writer, g *globals, tf *temporalFlags, job string) {
 	js, err := tf.st.open(ctx, g)
+	if err == nil {
+		defer js.Close()
+	}
+	writeReport(ctx, w, js, err, job)
+}
+
+// writeReport prints the job's stats block from js, opened with err.
+func writeReport(ctx context.Context, w io.Writer, js submitStore, err error, job string) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "note: no stats: the job store cannot be read from here (%v)\n", err)
 		return
 	}
-	defer js.Close()
 	rep, err := jobs.BuildReport(ctx, js, job)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "note: no stats: %v\n", err)
@@ -151,6 +158,43 @@ func printReport(ctx context.Context, w io.Writer, g *globals, tf *temporalFlags
 	}
 	fmt.Fprintln(w, "stats:")
 	_ = rep.Write(w)
+}
+
+// storeAhead is the job store opened in the background while a crawl is
+// waited for, so that the stats block at its end reads it at once.
+type storeAhead struct {
+	done chan struct{}
+	js   submitStore
+	err  error
+}
+
+// openAhead starts opening the job store.
+func openAhead(ctx context.Context, g *globals, tf *temporalFlags) *storeAhead {
+	a := &storeAhead{done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.js, a.err = tf.st.open(ctx, g)
+	}()
+	return a
+}
+
+// report prints the job's stats block (printReport) from the store
+// opened ahead.
+func (a *storeAhead) report(ctx context.Context, w io.Writer, job string) {
+	<-a.done
+	writeReport(ctx, w, a.js, a.err, job)
+}
+
+// close closes the store if it is open; one still opening is left to
+// the command's exit (a crawl that ended early never waits for it).
+func (a *storeAhead) close() {
+	select {
+	case <-a.done:
+		if a.js != nil {
+			a.js.Close()
+		}
+	default:
+	}
 }
 
 func queryProgress(ctx context.Context, c client.Client, wid string) (workflows.JobProgress, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/jobs"
+	"github.com/batoncrawl/baton/activities/metadata"
 )
 
 // groupLimits reads the operator limits the group's workers recorded
@@ -18,13 +19,20 @@ import (
 // every Runner still refuses it if it is above its own limits.
 func groupLimits(ctx context.Context, g *globals) (l jobs.Limits, ok bool, note string, bad error) {
 	c, closeFn, err := g.dial(ctx)
+	if err == nil {
+		defer closeFn()
+	}
+	return limitsOf(ctx, c, err)
+}
+
+// limitsOf is groupLimits over a session c dialled with err.
+func limitsOf(ctx context.Context, c *metadata.Cluster, err error) (l jobs.Limits, ok bool, note string, bad error) {
 	if exitcode.Of(err) == exitcode.Usage {
 		return l, false, "", err // a bad --zk-hosts or credentials: bad input, not an outage
 	}
 	if err != nil {
 		return l, false, fmt.Sprintf("note: the group's operator limits could not be read (%v): the Runners check the job against theirs", err), nil
 	}
-	defer closeFn()
 	gl, err := jobs.ReadLimits(ctx, c.Store, c.Root, c.Group)
 	switch {
 	case errors.Is(err, jobs.ErrNoLimits):

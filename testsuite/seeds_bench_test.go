@@ -19,8 +19,8 @@ import (
 // (BATON_SEEDS=N to change it) through the real CLI, `baton crawl
 // --seeds-file FILE`, against a real Temporal server and the SQLite store,
 // and reports the command's time and its peak RSS (VmHWM, sampled until it
-// exits). The seeds go to the store in chunks; nothing is crawled (the
-// group has no worker).
+// exits). One worker runs, as in a user's cluster; the seeds go to the
+// store in chunks before the job's workflow starts.
 //
 // Run it with: make bench BENCH=SeedsFile PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
 func BenchmarkSeedsFile(b *testing.B) {
@@ -45,7 +45,8 @@ func BenchmarkSeedsFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.Close()
-	c.OpenStore() // the store, as a worker makes it
+	c.Start(1)
+	c.WaitElected(60 * time.Second)
 	cmd := exec.Command(c.Starter, append(c.StarterArgs(), "crawl", "--id", "seeds", "--seeds-file", path, "--max-pages", "0")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

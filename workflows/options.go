@@ -58,6 +58,17 @@ func InstanceWorkflowIDs(group, name string) []string {
 	return []string{LifecycleID(group, name), childID(group, name, "heartbeat")}
 }
 
+// RoleWorkflowIDs lists every workflow of an instance that runs
+// activities on its own task queue: its Lifecycle, its Heartbeat and its
+// role workflows.
+func RoleWorkflowIDs(group, name string) []string {
+	ids := InstanceWorkflowIDs(group, name)
+	for _, role := range []string{"runner", "primary-backup", "secondary-backup"} {
+		ids = append(ids, childID(group, name, role))
+	}
+	return ids
+}
+
 func childID(group, name, role string) string {
 	return fmt.Sprintf("baton/%s/%s/%s", group, name, role)
 }

@@ -109,7 +109,10 @@ func ScanSeedFile(name string, stdin io.Reader) (*SeedFile, error) {
 		if s == "" || strings.HasPrefix(s, "#") {
 			continue
 		}
-		err := (roles.Request{URL: s}).Validate()
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			err = (roles.Request{URL: s}).Validate() // what is wrong, in a Request's words
+		}
 		if err == nil {
 			_, err = crawl.NormalizeURL(s)
 		}
@@ -127,11 +130,11 @@ func ScanSeedFile(name string, stdin io.Reader) (*SeedFile, error) {
 		if spool != nil {
 			spool.WriteString(s + "\n")
 		}
-		if u, err := url.Parse(s); err == nil && u.Hostname() != "" && !sf.hostSet[u.Hostname()] && len(sf.hosts) <= MaxDefaultDomains {
-			sf.hostSet[u.Hostname()] = true
-			sf.hosts = append(sf.hosts, u.Hostname())
+		if h := u.Hostname(); !sf.hostSet[h] && len(sf.hosts) <= MaxDefaultDomains {
+			sf.hostSet[h] = true
+			sf.hosts = append(sf.hosts, h)
 		}
-		if o := origin(s); o != "" && !originSet[o] {
+		if o := strings.ToLower(u.Scheme) + "://" + u.Host; !originSet[o] {
 			originSet[o] = true
 			sf.origins = append(sf.origins, o)
 		}

@@ -193,6 +193,19 @@ func schema(d *dialect) []string {
 			job TEXT PRIMARY KEY,
 			state TEXT NOT NULL,
 			updated_ms {big} NOT NULL)`,
+	}
+	stmts = append(stmts, itemTables()...)
+	stmts = append(stmts, hostAndRevisitTables()...)
+	stmts = append(stmts, d.pendingTrigger...)
+	for i, s := range stmts {
+		stmts[i] = r.Replace(s)
+	}
+	return stmts
+}
+
+// itemTables are the tables of user crawlers' items and their sinks.
+func itemTables() []string {
+	return []string{
 		`CREATE TABLE IF NOT EXISTS baton_items (
 			seq {itemseq},
 			job TEXT NOT NULL,
@@ -233,6 +246,13 @@ func schema(d *dialect) []string {
 			grp TEXT NOT NULL,
 			seq {big} NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS baton_sink_pending_grp ON baton_sink_pending (grp, job)`,
+	}
+}
+
+// hostAndRevisitTables are the tables of the host leases, the robots.txt
+// files and the revisit rows of recrawls.
+func hostAndRevisitTables() []string {
+	return []string{
 		`CREATE TABLE IF NOT EXISTS baton_host_leases (
 			job TEXT NOT NULL,
 			host TEXT NOT NULL,
@@ -269,11 +289,6 @@ func schema(d *dialect) []string {
 			warc_digest TEXT NOT NULL DEFAULT '',
 			PRIMARY KEY (job, url))`,
 	}
-	stmts = append(stmts, d.pendingTrigger...)
-	for i, s := range stmts {
-		stmts[i] = r.Replace(s)
-	}
-	return stmts
 }
 
 // column is a column added to a table after the table was first made

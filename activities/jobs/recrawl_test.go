@@ -415,6 +415,18 @@ func TestRecrawlAdaptive(t *testing.T) {
 	fast := jobs.Adaptive{Floor: 20 * time.Millisecond, Cap: time.Hour} // the store keeps milliseconds
 	site.reset(1)
 	adaptive("f-1", "", fast)
+	// Every page of f-1 is due 20 ms after it was fetched: the next run
+	// starts once they are (on a fast machine it could start sooner).
+	var due time.Time
+	for path := range pagesOf(t, st, "f-1", site.srv.URL) {
+		b, ok, err := st.BaselinePage(testCtx(t), "f-1", site.srv.URL+path)
+		require.NoError(t, err)
+		if ok && b.Revisit.NextFetch.After(due) {
+			due = b.Revisit.NextFetch
+		}
+	}
+	require.False(t, due.IsZero(), "f-1's pages have a next fetch time")
+	require.Eventually(t, func() bool { return time.Now().After(due) }, 5*time.Second, time.Millisecond)
 	site.reset(2)
 	adaptive("f-2", "f-1", fast)
 	full, not = site.counts()

@@ -56,7 +56,7 @@ func BenchmarkAgainstColly(b *testing.B) {
 	colly := testsuite.BuildWorker(b, "./testsuite/testdata/barecolly")
 	_, starter := testsuite.BuildBinaries(b)
 	rounds := envInt("BATON_BENCH_ROUNDS", 1)
-	var pg *testsuite.Postgres
+	var shared *testsuite.Postgres // one server for every PostgreSQL case
 	outer := b
 	for _, site := range envList("BATON_BENCH_SITES", "latency,cpu,real") {
 		srv := serveBenchSite(b, starter, site)
@@ -68,10 +68,12 @@ func BenchmarkAgainstColly(b *testing.B) {
 						b.Fatalf("BATON_BENCH_SHAPES: %q: want RUNNERSxCONCURRENCY", shape)
 					}
 					opts := []testsuite.ClusterOption{testsuite.WithWorkerArgs("--concurrency", strconv.Itoa(conc))}
+					var pg *testsuite.Postgres // counted only where the cluster uses it
 					if store == "postgres" {
-						if pg == nil {
-							pg = testsuite.StartPostgres(outer)
+						if shared == nil {
+							shared = testsuite.StartPostgres(outer)
 						}
+						pg = shared
 						opts = append(opts, testsuite.WithPostgres(pg))
 					}
 					c := testsuite.NewCluster(b, runners, 1, opts...)

@@ -268,7 +268,7 @@ func (s *resultStore) queueLinks(ctx context.Context, tx dbtx, g *group) (queued
 	g.countAdded(added)
 	taken, mine := takeNew(queue, added, hosts, g.take)
 	for _, st := range s.chunked(takeHead, []any{g.batch, handoutOf(ctx), g.job}, "?", ")", mine) {
-		if _, err := s.execIn(ctx, tx, st); err != nil {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
 			return false, nil, c, fmt.Errorf("record: take links: %w", err)
 		}
 	}

@@ -58,10 +58,7 @@ func OpenSQLiteExisting(ctx context.Context, dir string) (*Store, error) {
 
 func sqliteDSN(path string) string {
 	q := url.Values{}
-	// temp_store(MEMORY): a statement's journal (kept while a multi-row
-	// statement runs, to undo it alone) stays in memory instead of a
-	// temporary file opened, written and closed per statement.
-	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)"} {
+	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -74,7 +71,6 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8) // a connection reopened costs the file's opening and its schema's parsing
 	// Several workers opening the file at once take turns (a connection
 	// sets WAL mode under the file's lock).
 	for {
@@ -95,14 +91,13 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 }
 
 var sqliteDialect = &dialect{
-	name:           "sqlite",
-	seqCol:         "rowid",
-	itemSeqDDL:     "INTEGER PRIMARY KEY AUTOINCREMENT",
-	bigint:         "INTEGER",
-	nowMS:          "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
-	blob:           "BLOB",
-	serialWrites:   true,
-	preparedChunks: true,
+	name:         "sqlite",
+	seqCol:       "rowid",
+	itemSeqDDL:   "INTEGER PRIMARY KEY AUTOINCREMENT",
+	bigint:       "INTEGER",
+	nowMS:        "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+	blob:         "BLOB",
+	serialWrites: true,
 	pendingTrigger: []string{`CREATE TRIGGER IF NOT EXISTS baton_items_pending AFTER INSERT ON baton_items BEGIN
 		INSERT INTO baton_sink_pending (job, grp, seq) SELECT NEW.job, grp, NEW.seq FROM baton_jobs WHERE id = NEW.job
 		ON CONFLICT (job) DO UPDATE SET seq = MAX(seq, excluded.seq);

@@ -63,9 +63,6 @@ type dialect struct {
 	pendingTrigger []string
 	// lockSchema serialises schema creation among processes.
 	lockSchema string
-	// preparedChunks: chunked statements come in power-of-two sizes and
-	// are prepared once per connection (tx.go: stmtIn).
-	preparedChunks bool
 	// serialWrites: one write transaction at a time per process (SQLite
 	// has one writer; waiting in Go is cheaper than its busy handler).
 	serialWrites bool
@@ -92,7 +89,6 @@ type core struct {
 	writeMu        sync.Mutex
 	maxPages       sync.Map // job → int
 	policies       sync.Map // job → hostPolicy
-	stmts          sync.Map // query → *sql.Stmt (dialect.preparedChunks)
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -138,7 +137,7 @@ type querier interface {
 func (s *core) returning(ctx context.Context, tx dbtx, head string, headArgs []any, tuple, tail string, rows [][]any) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, st := range s.chunked(head, headArgs, tuple, tail, rows) {
-		res, err := s.queryIn(ctx, tx, st)
+		res, err := tx.QueryContext(ctx, st.query, st.args...)
 		if err != nil {
 			return nil, err
 		}
@@ -158,44 +157,6 @@ func (s *core) returning(ctx context.Context, tx dbtx, head string, headArgs []a
 	return out, nil
 }
 
-// stmtIn is st's statement in tx: prepared once per connection where
-// the dialect keeps prepared statements (SQLite, whose parser otherwise
-// reads every multi-row statement again), else nil.
-func (s *core) stmtIn(ctx context.Context, tx dbtx, st statement) *sql.Stmt {
-	t, ok := tx.(*sql.Tx)
-	if !s.d.preparedChunks || !ok {
-		return nil
-	}
-	v, ok := s.stmts.Load(st.query)
-	if !ok {
-		prep, err := s.db.PrepareContext(ctx, st.query)
-		if err != nil {
-			return nil // the statement runs unprepared and reports its error
-		}
-		var loaded bool
-		if v, loaded = s.stmts.LoadOrStore(st.query, prep); loaded {
-			prep.Close()
-		}
-	}
-	return t.StmtContext(ctx, v.(*sql.Stmt))
-}
-
-// queryIn runs st in tx.
-func (s *core) queryIn(ctx context.Context, tx dbtx, st statement) (*sql.Rows, error) {
-	if p := s.stmtIn(ctx, tx, st); p != nil {
-		return p.QueryContext(ctx, st.args...)
-	}
-	return tx.QueryContext(ctx, st.query, st.args...)
-}
-
-// execIn runs st in tx.
-func (s *core) execIn(ctx context.Context, tx dbtx, st statement) (sql.Result, error) {
-	if p := s.stmtIn(ctx, tx, st); p != nil {
-		return p.ExecContext(ctx, st.args...)
-	}
-	return tx.ExecContext(ctx, st.query, st.args...)
-}
-
 // statement is a query for the dialect and its arguments.
 type statement struct {
 	query string
@@ -207,17 +168,10 @@ const rowsPerStatement = 200
 
 // chunked returns the statements writing rows rowsPerStatement at a time:
 // head with headArgs, then one tuple per row, then tail with tailArgs.
-// Where the dialect keeps prepared statements (preparedChunks), the
-// chunks are powers of two (at most 128 rows), so that a few statement
-// texts serve every number of rows and each is parsed once per
-// connection (stmtIn).
 func (s *core) chunked(head string, headArgs []any, tuple, tail string, rows [][]any, tailArgs ...any) []statement {
 	var out []statement
 	for len(rows) > 0 {
 		n := min(rowsPerStatement, len(rows))
-		if s.d.preparedChunks {
-			n = 1 << (bits.Len(uint(min(len(rows), 128))) - 1)
-		}
 		var b strings.Builder
 		b.WriteString(head)
 		args := append([]any(nil), headArgs...)

@@ -2,21 +2,17 @@ package testsuite_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nlnwa/gowarc/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/archive/archivetest"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/testsuite"
@@ -117,20 +113,20 @@ func TestRecrawlEndToEnd(t *testing.T) {
 
 	// The archive: revisits of the first run's response records.
 	originals := map[string]string{} // response record ID → URI, first run
-	for _, r := range warcRecords(t, filepath.Join(root, "r1")) {
-		if r.typ == "response" {
-			originals[r.id] = r.uri
+	for _, r := range archivetest.Read(t, archivetest.Files(t, filepath.Join(root, "r1"))...) {
+		if r.Type == "response" {
+			originals[r.ID] = r.URI
 		}
 	}
 	revisited := map[string]bool{}
-	for _, r := range warcRecords(t, filepath.Join(root, "r2")) {
-		if r.typ != "revisit" {
+	for _, r := range archivetest.Read(t, archivetest.Files(t, filepath.Join(root, "r2"))...) {
+		if r.Type != "revisit" {
 			continue
 		}
-		revisited[r.uri] = true
-		uri, ok := originals[r.refersTo]
-		require.True(t, ok, "the revisit of %s refers to %s, no response record of the first run", r.uri, r.refersTo)
-		assert.Equal(t, r.uri, uri)
+		revisited[r.URI] = true
+		uri, ok := originals[r.RefersTo]
+		require.True(t, ok, "the revisit of %s refers to %s, no response record of the first run", r.URI, r.RefersTo)
+		assert.Equal(t, r.URI, uri)
 	}
 	// Each unchanged page a live Runner recorded has its revisit record
 	// in a closed file (the killed Runner's files stay .open).
@@ -140,7 +136,7 @@ func TestRecrawlEndToEnd(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(root, "r*", "*.warc.gz"))
-	warcioCheck(t, files)
+	archivetest.CheckValid(t, files...)
 }
 
 func urlsOf(base string, paths []string) []string {
@@ -157,70 +153,4 @@ func resultURLs(t *testing.T, js jobs.Store, job string) []string {
 		out = append(out, p.URL)
 	}
 	return out
-}
-
-type warcRec struct{ typ, id, uri, refersTo string }
-
-// warcRecords reads the closed WARC files of dir (a file a killed Runner
-// left open ends in .open) with gowarc's strict reader, checking digests.
-func warcRecords(t *testing.T, dir string) []warcRec {
-	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	require.NoError(t, err)
-	require.NotEmpty(t, names, "no WARC file in %s", dir)
-	var out []warcRec
-	for _, name := range names {
-		r, err := gowarc.NewWarcFileReader(name, 0, gowarc.WithStrictValidation())
-		require.NoError(t, err)
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			require.NoError(t, err, name)
-			wr := rec.WarcRecord
-			require.NoError(t, wr.Block().Cache())
-			v, err := wr.ValidateDigest()
-			require.NoError(t, err)
-			require.Empty(t, v, "digest of a record of %s", name)
-			h := wr.WarcHeader()
-			out = append(out, warcRec{typ: wr.Type().String(), id: h.Get(gowarc.WarcRecordID), uri: h.Get(gowarc.WarcTargetURI), refersTo: h.Get(gowarc.WarcRefersTo)})
-			_ = rec.Close()
-		}
-		_ = r.Close()
-	}
-	return out
-}
-
-// warcioCheck checks files with warcio.js (activities/archive/testdata/
-// warccheck.cjs): $BATON_WARCIO_BIN, else <repo>/.stack/bin/warcio, else
-// warcio on $PATH.
-func warcioCheck(t *testing.T, files []string) {
-	t.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	repo := filepath.Join(filepath.Dir(here), "..")
-	bin := os.Getenv("BATON_WARCIO_BIN")
-	if bin == "" {
-		bin = filepath.Join(repo, ".stack", "bin", "warcio")
-		if _, err := os.Stat(bin); err != nil {
-			if bin, err = exec.LookPath("warcio"); err != nil {
-				t.Fatal("warcio.js is not installed: run `bash deployments/scripts/install-warcio.sh` (or `make deps`), or set BATON_WARCIO_BIN")
-			}
-		}
-	}
-	real, err := filepath.EvalSymlinks(bin)
-	require.NoError(t, err)
-	modules := ""
-	for d := filepath.Dir(real); d != filepath.Dir(d); d = filepath.Dir(d) {
-		if filepath.Base(d) == "node_modules" {
-			modules = d
-			break
-		}
-	}
-	require.NotEmpty(t, modules, "%s is not inside a node_modules directory", real)
-	cmd := exec.Command("node", append([]string{filepath.Join(repo, "activities", "archive", "testdata", "warccheck.cjs")}, files...)...)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	assert.Contains(t, string(out), " 0 invalid")
 }

@@ -12,69 +12,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nlnwa/gowarc/v3"
-
 	"github.com/batoncrawl/baton/activities/archive"
+	"github.com/batoncrawl/baton/activities/archive/archivetest"
 )
 
-// warcRecord is a record read back from a WARC file.
-type warcRecord struct {
-	typ, uri     string
-	status       string
-	header, body string
-}
-
-// readWARCs reads every finished WARC file of dir with gowarc's strict
-// reader, checking each record's digests.
-func readWARCs(t *testing.T, dir string) []warcRecord {
+// readWARCs reads every finished WARC file of dir, checking each record's
+// digests; no file may be left open.
+func readWARCs(t *testing.T, dir string) []archivetest.Record {
 	t.Helper()
 	if open, _ := filepath.Glob(filepath.Join(dir, "*.open")); len(open) > 0 {
 		t.Errorf("files still open after Close: %v", open)
 	}
-	names, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no WARC file in %s (%v)", dir, err)
-	}
-	var out []warcRecord
-	for _, name := range names {
-		r, err := gowarc.NewWarcFileReader(name, 0, gowarc.WithStrictValidation())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: record %d: %v", name, len(out)+1, err)
-			}
-			wr := rec.WarcRecord
-			if err := wr.Block().Cache(); err != nil {
-				t.Fatal(err)
-			}
-			if v, err := wr.ValidateDigest(); err != nil || len(v) > 0 {
-				t.Fatalf("%s: digest of %s: %v %v", name, wr.WarcHeader().Get(gowarc.WarcTargetURI), err, v)
-			}
-			raw, err := wr.Block().RawBytes()
-			if err != nil {
-				t.Fatal(err)
-			}
-			block, err := io.ReadAll(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := warcRecord{typ: wr.Type().String(), uri: wr.WarcHeader().Get(gowarc.WarcTargetURI)}
-			if head, body, ok := strings.Cut(string(block), "\r\n\r\n"); ok && w.typ != "warcinfo" {
-				w.status, w.header, _ = strings.Cut(head, "\r\n")
-				w.body = body
-			}
-			_ = rec.Close()
-			out = append(out, w)
-		}
-		_ = r.Close()
-	}
-	return out
+	return archivetest.Read(t, archivetest.Files(t, dir)...)
 }
 
 func gzipped(t *testing.T, s string) []byte {
@@ -149,14 +98,14 @@ func TestFetchWritesWARC(t *testing.T) {
 		t.Errorf("the fetch of /gz did not ask for gzip")
 	}
 
-	responses := map[string][]warcRecord{}
+	responses := map[string][]archivetest.Record{}
 	requests := map[string]int{}
 	for _, r := range readWARCs(t, dir) {
-		switch r.typ {
+		switch r.Type {
 		case "response":
-			responses[r.uri] = append(responses[r.uri], r)
+			responses[r.URI] = append(responses[r.URI], r)
 		case "request":
-			requests[r.uri]++
+			requests[r.URI]++
 		}
 	}
 	for _, path := range []string{"/robots.txt", "/", "/gz", "/old"} {
@@ -172,15 +121,18 @@ func TestFetchWritesWARC(t *testing.T) {
 		t.Fatalf("want 2 response records of /gz, got %d", len(gz))
 	}
 	for _, r := range gz {
-		if !strings.Contains(r.header, "Content-Encoding: gzip") {
-			t.Errorf("response of /gz: Content-Encoding not kept: %q", r.header)
+		_, header, body := r.HTTP()
+		if !strings.Contains(header, "Content-Encoding: gzip") {
+			t.Errorf("response of /gz: Content-Encoding not kept: %q", header)
 		}
-		if r.body != string(zipped) {
-			t.Errorf("response of /gz: body is not the gzip bytes sent (%d bytes, want %d)", len(r.body), len(zipped))
+		if body != string(zipped) {
+			t.Errorf("response of /gz: body is not the gzip bytes sent (%d bytes, want %d)", len(body), len(zipped))
 		}
 	}
-	if old := responses[srv.URL+"/old"]; len(old) > 0 && !strings.HasPrefix(old[0].status, "HTTP/1.1 301") {
-		t.Errorf("response of /old: status %q, want the 301", old[0].status)
+	if old := responses[srv.URL+"/old"]; len(old) > 0 {
+		if status, _, _ := old[0].HTTP(); !strings.HasPrefix(status, "HTTP/1.1 301") {
+			t.Errorf("response of /old: status %q, want the 301", status)
+		}
 	}
 }
 

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nlnwa/gowarc/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/archive/archivetest"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawler"
 	"github.com/batoncrawl/baton/activities/jobs"
@@ -270,44 +270,6 @@ func TestRecrawlUserCrawlerCarriesItemsOver(t *testing.T) {
 	assert.Equal(t, jobs.ChangeChanged, second["/changing"].Change)
 }
 
-// warcRecord is what the revisit test reads of a WARC record.
-type warcRecord struct {
-	typ, id, uri, refersTo, refersToURI, refersToDate, profile string
-}
-
-// warcRecords reads every record of the WARC files of dir with gowarc's
-// strict reader, checking digests.
-func warcRecords(t *testing.T, dir string) ([]warcRecord, []string) {
-	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	require.NoError(t, err)
-	require.NotEmpty(t, names, "no WARC file in %s", dir)
-	var out []warcRecord
-	for _, name := range names {
-		r, err := gowarc.NewWarcFileReader(name, 0, gowarc.WithStrictValidation())
-		require.NoError(t, err)
-		for {
-			rec, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			require.NoError(t, err, name)
-			wr := rec.WarcRecord
-			require.NoError(t, wr.Block().Cache())
-			v, err := wr.ValidateDigest()
-			require.NoError(t, err)
-			require.Empty(t, v, "digest of a record of %s", name)
-			h := wr.WarcHeader()
-			out = append(out, warcRecord{typ: wr.Type().String(), id: h.Get(gowarc.WarcRecordID), uri: h.Get(gowarc.WarcTargetURI),
-				refersTo: h.Get(gowarc.WarcRefersTo), refersToURI: h.Get(gowarc.WarcRefersToTargetURI),
-				refersToDate: h.Get(gowarc.WarcRefersToDate), profile: h.Get(gowarc.WarcProfile)})
-			_ = rec.Close()
-		}
-		_ = r.Close()
-	}
-	return out, names
-}
-
 // With --warc, a recrawl archives a page answered 304 as a revisit record
 // of the baseline's response record; a third run's revisits point at the
 // first run's response records, never at the second's revisits; the
@@ -316,12 +278,11 @@ func TestRecrawlWARCRevisits(t *testing.T) {
 	site := newRecrawlSite(t)
 	st := openStore(t)
 	root := t.TempDir()
-	run := func(id, baseline string) []warcRecord {
+	run := func(id, baseline string) []archivetest.Record {
 		spec := site.spec(id, baseline)
 		spec.WARCPath = filepath.Join(root, id)
 		crawlJob(t, st, spec)
-		recs, _ := warcRecords(t, spec.WARCPath)
-		return recs
+		return archivetest.Read(t, archivetest.Files(t, spec.WARCPath)...)
 	}
 	first := run("w-1", "")
 	site.reset(2)
@@ -329,34 +290,34 @@ func TestRecrawlWARCRevisits(t *testing.T) {
 	site.reset(2)
 	third := run("w-3", "w-2")
 
-	responses := map[string]warcRecord{} // of the first run, by record ID
-	firstOf := map[string]string{}       // response record ID by URI
+	responses := map[string]archivetest.Record{} // of the first run, by record ID
+	firstOf := map[string]string{}               // response record ID by URI
 	for _, r := range first {
-		assert.NotEqual(t, "revisit", r.typ, "a run without a baseline writes no revisit")
-		if r.typ == "response" {
-			responses[r.id], firstOf[r.uri] = r, r.id
+		assert.NotEqual(t, "revisit", r.Type, "a run without a baseline writes no revisit")
+		if r.Type == "response" {
+			responses[r.ID], firstOf[r.URI] = r, r.ID
 		}
 	}
-	revisits := func(recs []warcRecord) map[string]warcRecord {
-		out := map[string]warcRecord{}
+	revisits := func(recs []archivetest.Record) map[string]archivetest.Record {
+		out := map[string]archivetest.Record{}
 		for _, r := range recs {
-			if r.typ == "revisit" {
-				out[strings.TrimPrefix(r.uri, site.srv.URL)] = r
+			if r.Type == "revisit" {
+				out[strings.TrimPrefix(r.URI, site.srv.URL)] = r
 			}
 		}
 		return out
 	}
-	for i, recs := range [][]warcRecord{second, third} {
+	for i, recs := range [][]archivetest.Record{second, third} {
 		rv := revisits(recs)
 		for _, path := range []string{"/etag", "/deep", "/lm"} {
 			r, ok := rv[path]
 			require.True(t, ok, "run %d: no revisit record of %s", i+2, path)
-			assert.Equal(t, "http://netpreserve.org/warc/1.1/revisit/server-not-modified", r.profile)
-			orig, ok := responses[r.refersTo]
-			require.True(t, ok, "run %d: the revisit of %s refers to %s, not to a response record of the first run", i+2, path, r.refersTo)
-			assert.Equal(t, firstOf[site.srv.URL+path], r.refersTo)
-			assert.Equal(t, orig.uri, r.refersToURI)
-			assert.NotEmpty(t, r.refersToDate)
+			assert.Equal(t, "http://netpreserve.org/warc/1.1/revisit/server-not-modified", r.Profile)
+			orig, ok := responses[r.RefersTo]
+			require.True(t, ok, "run %d: the revisit of %s refers to %s, not to a response record of the first run", i+2, path, r.RefersTo)
+			assert.Equal(t, firstOf[site.srv.URL+path], r.RefersTo)
+			assert.Equal(t, orig.URI, r.RefersToURI)
+			assert.NotEmpty(t, r.RefersToDate)
 		}
 	}
 	// /changing changed in the second run (a response record), and is a
@@ -364,17 +325,15 @@ func TestRecrawlWARCRevisits(t *testing.T) {
 	assert.NotContains(t, revisits(second), "/changing", "a changed page is a response record")
 	var changed string
 	for _, r := range second {
-		if r.typ == "response" && r.uri == site.srv.URL+"/changing" {
-			changed = r.id
+		if r.Type == "response" && r.URI == site.srv.URL+"/changing" {
+			changed = r.ID
 		}
 	}
 	require.NotEmpty(t, changed)
-	assert.Equal(t, changed, revisits(third)["/changing"].refersTo)
+	assert.Equal(t, changed, revisits(third)["/changing"].RefersTo)
 	t.Run("warcio", func(t *testing.T) {
 		files, _ := filepath.Glob(filepath.Join(root, "*", "*.warc.gz"))
-		out, err := warcioCheck(t, files)
-		require.NoError(t, err, "%s", out)
-		assert.Contains(t, string(out), " 0 invalid")
+		archivetest.CheckValid(t, files...)
 	})
 }
 

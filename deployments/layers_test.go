@@ -41,8 +41,9 @@ var layers = []layer{
 	{"the headless browser pool the fetch engine renders pages with", []string{
 		"activities/render",
 	}},
-	{"the WARC archive and the rules of revisits (the fetch engine archives through the first)", []string{
+	{"the WARC archive, the rules of revisits (the fetch engine archives through the first), and the archive's reader for tests", []string{
 		"activities/archive",
+		"activities/archive/archivetest",
 		"activities/revisit",
 	}},
 	{"foundations: the metadata store, metrics, the fetch engine and its demo site, " +

@@ -40,7 +40,7 @@ type crawlFlags struct {
 	maxBody                    int64
 	userAgent, seedsFile       string
 	proxy, bodiesDir           string
-	warcDir                    string
+	warcDir, politeness        string
 	crawlerName                string
 	sets, labels, links        []string
 	followAllow, followDeny    []string
@@ -181,6 +181,7 @@ func (cf *crawlFlags) addPolitenessFlags(f *pflag.FlagSet) {
 	f.BoolVar(&cf.ignoreRobots, "ignore-robots", false, "do not obey robots.txt")
 	f.DurationVar(&cf.delay, "delay", cf.def.Delay, "least delay between requests to one domain")
 	f.IntVar(&cf.parallelism, "parallelism", cf.def.Parallelism, "most concurrent requests to one domain")
+	f.StringVar(&cf.politeness, "politeness", jobs.PolitenessGroup, "whose budget --parallelism, --delay and robots.txt Crawl-delay are per host: group (shared with every running job of the group crawling the host; the stricter job's holds) or job (this job's own)")
 	f.IntVar(&cf.retries, "retries", cf.def.Retries, "retries of transient failures (timeouts, 429, 5xx)")
 }
 
@@ -258,6 +259,9 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 	if err != nil {
 		return jobs.Submission{}, lf, err
 	}
+	if cf.politeness != jobs.PolitenessGroup && cf.politeness != jobs.PolitenessJob {
+		return jobs.Submission{}, lf, usage("--politeness %q: want group or job", cf.politeness)
+	}
 	var adaptive *jobs.Adaptive
 	if cf.adaptive {
 		adaptive = &jobs.Adaptive{Floor: cf.adaptiveFloor, Cap: cf.adaptiveCap}
@@ -267,7 +271,7 @@ func (cf *crawlFlags) submissionFor(cmd *cobra.Command, g *globals, seeds []stri
 	return jobs.Submission{Group: g.group, Seeds: seeds, Sitemaps: cf.sitemaps, MaxPages: cf.maxPages,
 		BatchSize: cf.batch, StoreBodies: cf.storeBodies, BodiesDir: cf.bodiesDir, WARCDir: cf.warcDir, Options: opts,
 		Crawler: cf.crawlerName, CrawlerVersion: crawlerVersion, CrawlerOptions: crawlerSets, SeedLabel: lf.seedLabel,
-		SecretParams: cf.secretParams, SecretSettings: cf.secretSets, Adaptive: adaptive}, lf, nil
+		SecretParams: cf.secretParams, SecretSettings: cf.secretSets, Adaptive: adaptive, Politeness: cf.politeness}, lf, nil
 }
 
 // secretPairs reads --cookie, --authorization and --header with their

@@ -23,11 +23,11 @@ import (
 // Politeness across the cluster: a job's --parallelism, --delay and
 // robots.txt hold for the whole job, whichever Runners crawl it.
 
-// span is one request a politeSite served: its host, path, and when its
-// handler started and ended.
+// span is one request a politeSite served: its host, path, User-Agent,
+// and when its handler started and ended.
 type span struct {
-	host, path string
-	start, end time.Time
+	host, path, agent string
+	start, end        time.Time
 }
 
 // politeSite serves a tree of pages (/, /p/1 … /p/pages-1; page i links
@@ -61,7 +61,7 @@ func (s *politeSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	defer func() {
 		s.mu.Lock()
-		s.spans = append(s.spans, span{host: r.Host, path: r.URL.Path, start: start, end: time.Now()})
+		s.spans = append(s.spans, span{host: r.Host, path: r.URL.Path, agent: r.UserAgent(), start: start, end: time.Now()})
 		s.mu.Unlock()
 	}()
 	if r.URL.Path == "/robots.txt" {

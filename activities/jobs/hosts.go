@@ -186,6 +186,10 @@ func (j jobRobots) SaveRobots(ctx context.Context, origin string, f crawl.Robots
 	return j.store.PutRobots(ctx, j.job, origin, f)
 }
 
+// PerJobPoliteness reports whether the job keeps a budget of its own per
+// host (Spec.PolitenessScope), not the group's.
+func (s Spec) PerJobPoliteness() bool { return s.PolitenessScope == PolitenessJob }
+
 // Politeness is what a job's host leases keep for each of its hosts,
 // whichever Runners crawl it: the most requests in flight at once (its
 // parallelism, the default when unset), the least gap between two

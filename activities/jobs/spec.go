@@ -86,7 +86,18 @@ type Spec struct {
 	// ones; a page not due is carried over from the baseline without a
 	// request.
 	Adaptive *Adaptive `json:"adaptive,omitempty"`
+	// PolitenessScope is whose budget a host's parallelism, delay and
+	// Crawl-delay are: PolitenessGroup (or empty), every running job of
+	// the group crawling the host together; PolitenessJob, the job's own,
+	// whatever the group's other jobs do (crawl --politeness).
+	PolitenessScope string `json:"politeness,omitempty"`
 }
+
+// Whose budget Spec.PolitenessScope keeps.
+const (
+	PolitenessGroup = "group"
+	PolitenessJob   = "job"
+)
 
 // Where Spec.Bodies keeps the response bodies.
 const (
@@ -147,6 +158,9 @@ func (s Spec) Validate() error {
 		if err := CheckURLLength(u); err != nil {
 			return fmt.Errorf("sitemaps[%d]: %w", i, err)
 		}
+	}
+	if s.PolitenessScope != "" && s.PolitenessScope != PolitenessGroup && s.PolitenessScope != PolitenessJob {
+		return fmt.Errorf("politeness: %q: want %q or %q", s.PolitenessScope, PolitenessGroup, PolitenessJob)
 	}
 	if s.SeedsStored < 0 {
 		return fmt.Errorf("seeds_stored: %d is negative", s.SeedsStored)

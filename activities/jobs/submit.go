@@ -69,8 +69,9 @@ type Submission struct {
 	// Baseline is the job this one crawls again (Spec.Baseline): its
 	// requests are conditional on the baseline's validators.
 	Baseline string
-	// Adaptive: as in Spec.
-	Adaptive *Adaptive
+	// Adaptive, Politeness: as in Spec.
+	Adaptive   *Adaptive
+	Politeness string
 	// Crawler, CrawlerVersion, CrawlerOptions, SeedLabel: as in Spec.
 	Crawler, CrawlerVersion string
 	CrawlerOptions          map[string]string
@@ -163,7 +164,7 @@ func (s Submission) Build() (Plan, error) {
 	case s.BodiesDir != "":
 		spec.Bodies, spec.BodiesPath = BodiesDir, s.BodiesDir
 	}
-	spec.WARCPath, spec.Baseline, spec.Adaptive = s.WARCDir, s.Baseline, s.Adaptive
+	spec.WARCPath, spec.Baseline, spec.Adaptive, spec.PolitenessScope = s.WARCDir, s.Baseline, s.Adaptive, s.Politeness
 	if err := spec.Validate(); err != nil {
 		return Plan{}, invalidSpec{err}
 	}

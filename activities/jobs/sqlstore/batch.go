@@ -62,8 +62,13 @@ func (s *frontierStore) TakeBatch(ctx context.Context, job, id string, n int) (j
 	var out jobs.BatchInfo
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// The job's lock first: a retried call waits for the first one and
-		// then finds its batch. The hand-out below runs under it.
-		now, err := s.lockJobNow(ctx, tx, job)
+		// then finds its batch. The hand-out below runs under it. (The
+		// job's spec, read before it, never changes.)
+		pol, err := s.policy(ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		now, err := s.lockJobNow(ctx, tx, job, pol.shared)
 		if err != nil {
 			return err
 		}
@@ -76,10 +81,6 @@ func (s *frontierStore) TakeBatch(ctx context.Context, job, id string, n int) (j
 			return err
 		}
 		out = jobs.BatchInfo{Job: job, ID: id, State: jobs.BatchRunning}
-		pol, err := s.policy(ctx, tx, job)
-		if err != nil {
-			return err
-		}
 		// A new batch: no unfinished URL, so no open host.
 		taken, _, err := s.pullLocked(ctx, tx, job, id, "~assign", n, n, pol, nil, now, false)
 		if err != nil || len(taken) == 0 {

@@ -274,3 +274,91 @@ func runBatches(ctx context.Context, t *testing.T, stores []*sqlstore.Store, job
 		require.NoError(t, err)
 	}
 }
+
+// TestPostgresHostLeasesAcrossJobsNeverDeadlock is
+// TestPostgresHostLeasesNeverDeadlock with two jobs of the group crawling
+// the same eight hosts at once, keeping the group's budget: one holds each
+// host a batch at a time (a delay), the other shares its parallelism out.
+// Every hand-out, renewal and release of either takes its job's lock and
+// then the group's lease lock while both jobs' group commits run, and no
+// transaction ever waits for another in a cycle.
+func TestPostgresHostLeasesAcrossJobsNeverDeadlock(t *testing.T) {
+	pg := testsuite.StartPostgres(t)
+	const pages, hosts = 600, 8
+	ctx := testCtx(t, 3*time.Minute)
+	var stores []*sqlstore.Store
+	for range 3 {
+		stores = append(stores, openPostgres(t, pg))
+	}
+	onHost := func(u string) string {
+		var i int
+		fmt.Sscanf(u[strings.LastIndex(u, "/p")+2:], "%d", &i)
+		return strings.Replace(u, "example.com", fmt.Sprintf("h%d.example", i%hosts), 1)
+	}
+	cross := crossLinked(pages)
+	links := func(i int) []string {
+		out := cross(i)
+		for k, u := range out {
+			out[k] = onHost(u)
+		}
+		return out
+	}
+	var seeds []string
+	for i := range hosts {
+		seeds = append(seeds, onHost(storetest.URL(fmt.Sprintf("p%05d", i))))
+	}
+	var ids []string
+	for k, delay := range []time.Duration{time.Millisecond, 0} {
+		job := storetest.JobID(t, fmt.Sprintf("j%d", k))
+		spec := storetest.Spec(job, 0, seeds...)
+		spec.Options.AllowedDomains, spec.Options.Parallelism, spec.Options.Delay = nil, 2, delay
+		spec.PolitenessScope = jobs.PolitenessGroup
+		_, err := stores[0].CreateJob(ctx, spec, storetest.Entries(0, seeds...))
+		require.NoError(t, err)
+		for r := range stores {
+			_, err := stores[0].OpenBatch(ctx, job, fmt.Sprintf("b%d", r))
+			require.NoError(t, err)
+		}
+		ids = append(ids, job)
+	}
+	offset := pg.LogOffset()
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(ids)*len(stores))
+	for k, job := range ids {
+		for r, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[k*len(stores)+r] = runOneBatch(ctx, s, job, fmt.Sprintf("b%d", r), fmt.Sprintf("runner-%d", r), links)
+			}()
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	for _, job := range ids {
+		for sweep := 0; ; sweep++ {
+			st, err := stores[0].Stats(ctx, job)
+			require.NoError(t, err)
+			if st.Queued == 0 {
+				break
+			}
+			id := fmt.Sprintf("sweep%d", sweep)
+			b, err := stores[0].TakeBatch(ctx, job, id, 16)
+			require.NoError(t, err)
+			require.Positive(t, b.Size, "%d queued and every host free", st.Queued)
+			require.NoError(t, runOneBatch(ctx, stores[0], job, id, "sweeper", links))
+		}
+		got := results(t, stores[0], job)
+		assert.Equal(t, pages, len(got), "pages recorded of %s", job)
+	}
+	for _, s := range stores {
+		require.NoError(t, s.Close())
+	}
+	log := pg.LogSince(offset)
+	t.Logf("two jobs of %d pages on %d hosts, the group's budget; %d deadlocks", pages, hosts, pg.Deadlocks(t))
+	assert.Zero(t, strings.Count(log, "deadlock detected"), "deadlocks in the server log")
+	assert.Zero(t, pg.Deadlocks(t), "pg_stat_database.deadlocks")
+}

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,96 +14,58 @@ import (
 
 // This file holds the host leases (baton_host_leases): how a hand-out
 // (TakeBatch, Extend, Pull) gives a batch only URLs of hosts it holds or
-// can hold, so that a job's parallelism and delay per host hold across
-// its Runners, and how a batch's leases are renewed, handed over and
-// dropped.
+// can hold, so that a host's parallelism and delay hold across the
+// Runners of a job and across the running jobs of the group (the store),
+// and how a batch's leases are renewed, handed over and dropped.
 //
-// A host is held by one batch at a time (its share the job's whole
+// Whose budget: a job's leases are counted with those of every job of
+// the group that keeps the group's budget (jobs.PolitenessGroup, the
+// default): a scheduled crawl that starts while yesterday's still runs,
+// or two jobs with seeds on one site, share each host's budget. A job
+// with jobs.PolitenessJob keeps its own (crawl --politeness job): its
+// leases are counted for its batches only, and the others' not for it.
+// Where the jobs sharing a host differ, the stricter wins: a host's
+// parallelism is the lowest of those of the jobs holding it (each lease
+// row keeps its job's), and the first request of a job after another
+// job released the host waits for the longer of the two jobs' delays
+// (the release row keeps the delay of the job that released the host).
+//
+// A host is held by one batch at a time (its share its job's whole
 // parallelism) when a delay applies to it: the job's delay, or its
 // robots.txt Crawl-delay (baton_robots), or its robots.txt is not known
 // yet (whoever holds it fetches it, once for the job). Otherwise its
 // parallelism is shared: each batch holds a share, at most what it wants
 // in flight, and the shares add up to at most the parallelism. A lease's
-// holder is the batch (so a hand-over's new holder has it with the
-// batch); the row of holder '' keeps when the host was last released
-// (last_ms), so that its next holder waits for the delay.
+// holder is the batch of its job (so a hand-over's new holder has it with
+// the batch); the row of holder '' keeps when the host was last released
+// (last_ms) and the delay it was crawled with, so that its next holder
+// waits for the delay: the row of job '' for the group's budget (any
+// job's next request waits), the job's own row for a job's own budget. A
+// lease not renewed for its TTL (its Runner died, nobody took its batch
+// over) is not counted by any job, and the next hand-out of a job
+// sharing it deletes it: a dead Runner blocks no other job longer.
 //
 // Every write of lease rows holds the job's row lock (PostgreSQL; SQLite
 // has one writer), taken after the batch's row and before the counters,
-// as the hand-outs take them: the lease rows themselves are never waited
-// for, and the order of the locks (frontier rows, batch row, job row,
-// lease rows, counter rows) is the one every transaction keeps. The
-// group commit (RecordAll) takes none of them.
+// as the hand-outs take them; a job that keeps the group's budget then
+// takes the group's lease lock (an advisory lock of the store, lockHosts)
+// at once after its job's row, in the same statement, and nothing else
+// before the commit but lease rows and its own job's rows. The lease rows
+// themselves are never waited for (every writer of a row of the group's
+// budget holds the group's lock), and the order of the locks (frontier
+// rows, batch row, job row, group's lease lock, lease rows, counter rows)
+// is the one every transaction keeps: no transaction holding the group's
+// lock waits for a lock another job's transaction may hold while it
+// queues for the group's. The group's hand-outs run one at a time, as a
+// job's do among its Runners: PostgreSQL's pull holds the locks for one
+// round trip (pipeline.go). The group commit (RecordAll) takes none of
+// them.
 
 // hostStore keeps the host leases and the robots.txt files (robots.go).
 type hostStore struct {
 	*core
 	// robotsDelays: job and host → cachedDelay of a kept robots.txt
 	robotsDelays sync.Map
-}
-
-// hostPolicy is what a job's leases keep (jobs.Spec.Politeness), read
-// once per job from its spec.
-type hostPolicy struct {
-	parallelism int
-	delayMS     int64
-	robots      bool
-	ttlMS       int64
-}
-
-func (s *core) policy(ctx context.Context, q querier, job string) (hostPolicy, error) {
-	if v, ok := s.policies.Load(job); ok {
-		return v.(hostPolicy), nil
-	}
-	var data string
-	err := q.QueryRowContext(ctx, s.q(`SELECT spec FROM baton_jobs WHERE id = ?`), job).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return hostPolicy{}, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
-	}
-	if err != nil {
-		return hostPolicy{}, err
-	}
-	spec, err := jobs.DecodeSpec([]byte(data))
-	if err != nil {
-		return hostPolicy{}, fmt.Errorf("job %s in %s: %w", job, s.id, err)
-	}
-	p, delay, robots := spec.Politeness()
-	pol := hostPolicy{parallelism: p, delayMS: delay.Milliseconds(), robots: robots, ttlMS: jobs.LeaseTTL(spec.Timers).Milliseconds()}
-	s.policies.Store(job, pol)
-	return pol, nil
-}
-
-// lockJobNow takes the job's row lock up to the commit (PostgreSQL: the
-// job's hand-outs and lease writes run one at a time; SQLite has one
-// writer at a time already) and returns nowMS, in one statement on
-// PostgreSQL: the clock is read in the outer query, whose rows come only
-// out of the locking subquery (PostgreSQL never pulls a subquery with FOR
-// UPDATE up into its parent), so after the lock is granted, as a second
-// statement would read it.
-func (s *core) lockJobNow(ctx context.Context, tx dbtx, job string) (int64, error) {
-	if s.d.forUpdate == "" {
-		return s.nowMS(ctx, tx)
-	}
-	var now int64
-	err := tx.QueryRowContext(ctx, s.lockJobNowQuery(), job).Scan(&now)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("job %s in %s: %w", job, s.id, jobs.ErrNoJob)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("job %s: lock the job: %w", job, err)
-	}
-	return now, nil
-}
-
-// lockJobNowQuery is lockJobNow's statement on PostgreSQL: job.
-func (s *core) lockJobNowQuery() string {
-	return s.q(`SELECT ` + s.d.nowMS + ` FROM (SELECT id FROM baton_jobs WHERE id = ?` + s.d.forUpdate + `) AS locked`)
-}
-
-func (s *core) nowMS(ctx context.Context, q querier) (int64, error) {
-	var now int64
-	err := q.QueryRowContext(ctx, `SELECT `+s.d.nowMS).Scan(&now)
-	return now, err
 }
 
 // queryer runs queries: a transaction, or the database (reads).
@@ -131,6 +92,7 @@ type leaseView struct {
 	mine    map[string]*held
 	others  map[string]int // host → the other batches' live shares, summed
 	holders map[string]int // host → how many other batches hold it
+	caps    map[string]int // host → the lowest parallelism of the other batches' jobs
 	expired bool           // some other batch's lease expired
 	// queued is how many URLs of the job were queued when choose saw the
 	// whole queue in its first page (a short queue: a crawl's first and
@@ -152,12 +114,13 @@ type hostDelay struct {
 	ms        int64
 }
 
-// view reads the job's leases for batch ("" for a batch that holds none
-// yet): the batch's own ones even if expired (it renews them unless
-// another batch took the host meanwhile), the others' live ones.
+// view reads the leases of the job's budget for batch ("" for a batch
+// that holds none yet): the batch's own ones even if expired (it renews
+// them unless another batch took the host meanwhile), the others' live
+// ones (of the job, or of every job keeping the group's budget).
 func (s *hostStore) view(ctx context.Context, q queryer, job, batch string, pol hostPolicy, now int64) (*leaseView, error) {
 	v := s.newView(q, job, batch, pol, now)
-	rows, err := q.QueryContext(ctx, s.q(leasesQuery), job)
+	rows, err := q.QueryContext(ctx, s.q(leasesQuery(pol)), job)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: host leases: %w", job, err)
 	}
@@ -170,29 +133,40 @@ func (s *hostStore) view(ctx context.Context, q queryer, job, batch string, pol 
 	return v, rows.Err()
 }
 
-// leasesQuery reads the live leases of a job (its argument) for view.
-const leasesQuery = `SELECT host, holder, share, expires_ms, last_ms FROM baton_host_leases WHERE job = ? AND holder > ''`
+// leasesQuery reads the leases of a job's budget (the job is its
+// argument) for view: the job's, and those of the group's budget when it
+// keeps it (shared 1: a lease of a job keeping the group's budget).
+func leasesQuery(pol hostPolicy) string {
+	const cols = `SELECT host, job, holder, share, expires_ms, last_ms, parallelism FROM baton_host_leases WHERE holder > ''`
+	if pol.shared {
+		return cols + ` AND (shared = 1 OR job = ?)`
+	}
+	return cols + ` AND job = ?`
+}
 
 // newView is a view of no lease yet (add adds them) for batch.
 func (s *hostStore) newView(q queryer, job, batch string, pol hostPolicy, now int64) *leaseView {
 	return &leaseView{s: s, q: q, job: job, batch: batch, pol: pol, now: now, mine: map[string]*held{}, others: map[string]int{},
-		holders: map[string]int{}, delays: map[string]hostDelay{}, queued: -1, waiting: -1}
+		holders: map[string]int{}, caps: map[string]int{}, delays: map[string]hostDelay{}, queued: -1, waiting: -1}
 }
 
 // add adds a row of leasesQuery to the view.
 func (v *leaseView) add(row scanner) error {
-	var host, holder string
-	var share int
+	var host, job, holder string
+	var share, parallelism int
 	var expires, last int64
-	if err := row.Scan(&host, &holder, &share, &expires, &last); err != nil {
+	if err := row.Scan(&host, &job, &holder, &share, &expires, &last, &parallelism); err != nil {
 		return err
 	}
 	switch {
-	case holder == v.batch:
+	case job == v.job && holder == v.batch:
 		v.mine[host] = &held{share: share, last: last, expires: expires}
 	case expires > v.now:
 		v.others[host] += share
 		v.holders[host]++
+		if c, ok := v.caps[host]; parallelism > 0 && (!ok || parallelism < c) {
+			v.caps[host] = parallelism
+		}
 	default:
 		v.expired = true
 	}
@@ -277,9 +251,19 @@ func (v *leaseView) share(ctx context.Context, host string, spare int) (share, c
 		}
 		return v.pol.parallelism, 1, nil
 	}
-	equal := (v.pol.parallelism + v.holders[host]) / (v.holders[host] + 1) // rounded up
-	share = max(0, min(v.pol.parallelism-used, spare, equal))
+	limit := v.parallelism(host)
+	equal := (limit + v.holders[host]) / (v.holders[host] + 1) // rounded up
+	share = max(0, min(limit-used, spare, equal))
 	return share, share, nil
+}
+
+// parallelism is the most requests in flight to host: the job's, or the
+// lowest of those of the other jobs holding it (the stricter wins).
+func (v *leaseView) parallelism(host string) int {
+	if c, ok := v.caps[host]; ok && c < v.pol.parallelism {
+		return c
+	}
+	return v.pol.parallelism
 }
 
 // cost is what the batch's lease of host costs of what it wants in flight

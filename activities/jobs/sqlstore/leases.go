@@ -65,7 +65,7 @@ func (s *hostStore) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, 
 		case d.exclusive && v.others[host] == 0:
 			share = v.pol.parallelism
 		case !d.exclusive:
-			share = max(1, min(want, v.pol.parallelism-v.others[host]))
+			share = max(1, min(want, v.parallelism(host)-v.others[host]))
 		}
 		if share != h.share {
 			h.share = share
@@ -75,7 +75,7 @@ func (s *hostStore) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, 
 			}
 		}
 	}
-	if err := s.dropLeases(ctx, w, v.job, batch, done, v.now); err != nil {
+	if err := s.dropLeases(ctx, w, v.pol, v.job, batch, done, v.now); err != nil {
 		return err
 	}
 	return w.exec(ctx, fmt.Sprintf("job %s batch %s: renew host leases", v.job, batch),
@@ -83,7 +83,9 @@ func (s *hostStore) tend(ctx context.Context, tx dbtx, w *writes, v *leaseView, 
 }
 
 // acquire writes the batch's new leases (host → share), each with the
-// time its host was last released.
+// time its host was last released in the job's budget, moved later by
+// what the delay of the job that released it exceeds the job's (the
+// stricter delay wins: leases wait for the job's delay from it).
 func (s *hostStore) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseView, batch string, acquired map[string]int) error {
 	if len(acquired) == 0 {
 		return nil
@@ -93,57 +95,89 @@ func (s *hostStore) acquire(ctx context.Context, tx dbtx, w *writes, v *leaseVie
 		hosts = append(hosts, h)
 	}
 	slices.Sort(hosts)
-	if s.d.joinedWrites {
-		return s.acquireJoined(ctx, w, v, batch, acquired, hosts)
-	}
-	last := map[string]int64{}
-	for chunk := range slices.Chunk(hosts, 200) {
-		args := []any{v.job}
-		for _, h := range chunk {
-			args = append(args, h)
-		}
-		rows, err := tx.QueryContext(ctx, s.q(`SELECT host, last_ms FROM baton_host_leases WHERE job = ? AND holder = '' AND host IN (?`+
-			strings.Repeat(", ?", len(chunk)-1)+`)`), args...)
+	delays := make(map[string]int64, len(hosts))
+	for _, h := range hosts {
+		d, err := v.delay(ctx, h)
 		if err != nil {
-			return fmt.Errorf("job %s: hosts last released: %w", v.job, err)
+			return err
 		}
-		if err := hostTimes(rows, func(host string, ms int64) { last[host] = ms }); err != nil {
-			return fmt.Errorf("job %s: hosts last released: %w", v.job, err)
-		}
+		delays[h] = d.ms
+	}
+	if s.d.joinedWrites {
+		return s.acquireJoined(ctx, w, v, batch, acquired, hosts, delays)
+	}
+	last, err := s.released(ctx, tx, v.pol.pool, hosts, delays)
+	if err != nil {
+		return fmt.Errorf("job %s: hosts last released: %w", v.job, err)
 	}
 	var rows [][]any
 	for _, h := range hosts {
-		rows = append(rows, []any{v.job, h, batch, acquired[h], v.now + v.pol.ttlMS, last[h]})
+		rows = append(rows, []any{v.job, h, batch, acquired[h], v.now + v.pol.ttlMS, last[h], delays[h], v.pol.sharedFlag(), v.pol.parallelism})
 		v.mine[h] = &held{share: acquired[h], last: last[h]}
 	}
-	_, err := s.returning(ctx, tx, `INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms) VALUES `, nil, "(?, ?, ?, ?, ?, ?)",
-		` ON CONFLICT (job, host, holder) DO UPDATE SET share = excluded.share, expires_ms = excluded.expires_ms, last_ms = excluded.last_ms RETURNING host`, rows)
+	_, err = s.returning(ctx, tx, `INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms, delay_ms, shared, parallelism) VALUES `, nil,
+		"(?, ?, ?, ?, ?, ?, ?, ?, ?)", ` ON CONFLICT (job, host, holder) DO UPDATE SET share = excluded.share, expires_ms = excluded.expires_ms, last_ms = excluded.last_ms,
+			delay_ms = excluded.delay_ms, shared = excluded.shared, parallelism = excluded.parallelism RETURNING host`, rows)
 	if err != nil {
 		return fmt.Errorf("job %s batch %s: lease hosts: %w", v.job, batch, err)
 	}
 	return nil
 }
 
+// released reads when hosts were last released in the budget of pool
+// (release rows of job pool), each moved later by what the delay it was
+// released with exceeds delays[host].
+func (s *hostStore) released(ctx context.Context, tx dbtx, pool string, hosts []string, delays map[string]int64) (map[string]int64, error) {
+	last := map[string]int64{}
+	for chunk := range slices.Chunk(hosts, 200) {
+		args := []any{pool}
+		for _, h := range chunk {
+			args = append(args, h)
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT host, last_ms, delay_ms FROM baton_host_leases WHERE job = ? AND holder = '' AND host IN (?`+
+			strings.Repeat(", ?", len(chunk)-1)+`)`), args...)
+		if err != nil {
+			return nil, err
+		}
+		_, err = scanAll(rows, func(rows *sql.Rows) (struct{}, error) {
+			var host string
+			var ms, delay int64
+			err := rows.Scan(&host, &ms, &delay)
+			last[host] = ms + max(0, delay-delays[host])
+			return struct{}{}, err
+		})
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return last, nil
+}
+
 // acquireJoined is acquire in one statement per 200 hosts (PostgreSQL):
 // each new lease takes its host's last release from the join, not from a
 // query before.
-func (s *hostStore) acquireJoined(ctx context.Context, w *writes, v *leaseView, batch string, acquired map[string]int, hosts []string) error {
+func (s *hostStore) acquireJoined(ctx context.Context, w *writes, v *leaseView, batch string, acquired map[string]int, hosts []string, delays map[string]int64) error {
 	for chunk := range slices.Chunk(hosts, 200) {
 		var b strings.Builder
-		args := make([]any, 0, 5*len(chunk))
+		args := make([]any, 0, 5*len(chunk)+4)
+		args = append(args, v.job, v.pol.sharedFlag(), v.pol.parallelism)
 		for i, h := range chunk {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT))")
-			args = append(args, v.job, h, batch, acquired[h], v.now+v.pol.ttlMS)
+			b.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS BIGINT))")
+			args = append(args, h, batch, acquired[h], v.now+v.pol.ttlMS, delays[h])
 			v.mine[h] = &held{share: acquired[h]} // its last release read with the writes
 		}
-		err := w.query(ctx, fmt.Sprintf("job %s batch %s: lease hosts", v.job, batch), s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms)
-			SELECT n.job, n.host, n.holder, n.share, n.expires_ms, COALESCE(r.last_ms, 0)
-			FROM (VALUES `+b.String()+`) AS n (job, host, holder, share, expires_ms)
-			LEFT JOIN baton_host_leases r ON r.job = n.job AND r.host = n.host AND r.holder = ''
-			ON CONFLICT (job, host, holder) DO UPDATE SET share = excluded.share, expires_ms = excluded.expires_ms, last_ms = excluded.last_ms
+		args = append(args, v.pol.pool)
+		err := w.query(ctx, fmt.Sprintf("job %s batch %s: lease hosts", v.job, batch), s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms, delay_ms, shared, parallelism)
+			SELECT CAST(? AS TEXT), n.host, n.holder, n.share, n.expires_ms, COALESCE(r.last_ms + GREATEST(r.delay_ms - n.delay_ms, 0), 0), n.delay_ms,
+				CAST(? AS SMALLINT), CAST(? AS INTEGER)
+			FROM (VALUES `+b.String()+`) AS n (host, holder, share, expires_ms, delay_ms)
+			LEFT JOIN baton_host_leases r ON r.job = CAST(? AS TEXT) AND r.host = n.host AND r.holder = ''
+			ON CONFLICT (job, host, holder) DO UPDATE SET share = excluded.share, expires_ms = excluded.expires_ms, last_ms = excluded.last_ms,
+				delay_ms = excluded.delay_ms, shared = excluded.shared, parallelism = excluded.parallelism
 			RETURNING host, last_ms`), args, func(row scanner) error {
 			var host string
 			var last int64
@@ -160,21 +194,6 @@ func (s *hostStore) acquireJoined(ctx context.Context, w *writes, v *leaseView, 
 		}
 	}
 	return nil
-}
-
-// hostTimes reads rows of a host and a time in ms into each, and closes
-// them.
-func hostTimes(rows *sql.Rows, each func(host string, ms int64)) error {
-	defer rows.Close()
-	for rows.Next() {
-		var host string
-		var ms int64
-		if err := rows.Scan(&host, &ms); err != nil {
-			return err
-		}
-		each(host, ms)
-	}
-	return rows.Err()
 }
 
 // openHosts returns the hosts of a batch's unfinished URLs, one per URL.
@@ -202,21 +221,23 @@ func scanOpenHost(row scanner) (string, error) {
 	return jobs.HostOf(u), nil // a row queued by an older Baton
 }
 
-// dropLeases drops the batch's leases of hosts, remembering when each
-// host was released (its next holder waits for its delay from then).
-func (s *hostStore) dropLeases(ctx context.Context, w *writes, job, batch string, hosts []string, now int64) error {
+// dropLeases drops the batch's leases of hosts, remembering in the
+// budget of pol when each host was released and with which delay (its
+// next holder waits for the delay from then).
+func (s *hostStore) dropLeases(ctx context.Context, w *writes, pol hostPolicy, job, batch string, hosts []string, now int64) error {
 	if len(hosts) == 0 {
 		return nil
 	}
 	slices.Sort(hosts)
 	what := fmt.Sprintf("job %s batch %s: release hosts", job, batch)
 	for chunk := range slices.Chunk(hosts, 200) {
-		args := make([]any, 0, 3*len(chunk))
+		args := []any{pol.pool, now, job, batch}
 		for _, h := range chunk {
-			args = append(args, job, h, now)
+			args = append(args, h)
 		}
-		if err := w.exec(ctx, what, s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms) VALUES (?, ?, '', 0, 0, ?)`+
-			strings.Repeat(", (?, ?, '', 0, 0, ?)", len(chunk)-1)+` ON CONFLICT (job, host, holder) DO UPDATE SET last_ms = excluded.last_ms`), args...); err != nil {
+		if err := w.exec(ctx, what, s.q(`INSERT INTO baton_host_leases (job, host, holder, share, expires_ms, last_ms, delay_ms)
+			SELECT ?, host, '', 0, 0, ?, delay_ms FROM baton_host_leases WHERE job = ? AND holder = ? AND host IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)
+			ON CONFLICT (job, host, holder) DO UPDATE SET last_ms = excluded.last_ms, delay_ms = excluded.delay_ms`), args...); err != nil {
 			return err
 		}
 	}
@@ -233,6 +254,19 @@ func (s *hostStore) dropLeases(ctx context.Context, w *writes, job, batch string
 	return nil
 }
 
+// dropExpired deletes the leases of v's budget that expired (their
+// holders stopped renewing them a lease's TTL ago), but the batch's own:
+// of the job, or of every job keeping the group's budget (their writers
+// hold the group's lease lock, as this one's does).
+func (s *hostStore) dropExpired(ctx context.Context, w *writes, v *leaseView) error {
+	what := "job " + v.job + ": drop expired host leases"
+	if v.pol.shared {
+		return w.exec(ctx, what, s.q(`DELETE FROM baton_host_leases WHERE holder > '' AND expires_ms <= ? AND (shared = 1 OR job = ?) AND NOT (job = ? AND holder = ?)`),
+			v.now, v.job, v.job, v.batch)
+	}
+	return w.exec(ctx, what, s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder > '' AND holder <> ? AND expires_ms <= ?`), v.job, v.batch, v.now)
+}
+
 // releaseBatch drops every lease of a batch that ends or gives its URLs
 // back (FinishBatch, FailBatch, Release, Requeue). The caller holds the
 // batch's row.
@@ -242,11 +276,15 @@ func (s *hostStore) releaseBatch(ctx context.Context, tx dbtx, job, batch string
 	if err != nil || len(hosts) == 0 {
 		return err
 	}
-	now, err := s.lockJobNow(ctx, tx, job)
+	pol, err := s.policy(ctx, tx, job)
 	if err != nil {
 		return err
 	}
-	return s.dropLeases(ctx, &writes{tx: tx}, job, batch, hosts, now)
+	now, err := s.lockJobNow(ctx, tx, job, pol.shared)
+	if err != nil {
+		return err
+	}
+	return s.dropLeases(ctx, &writes{tx: tx}, pol, job, batch, hosts, now)
 }
 
 // handOver renews a batch's leases for its new holder (Claim from
@@ -257,7 +295,7 @@ func (s *hostStore) handOver(ctx context.Context, tx dbtx, job, batch string) er
 	if err != nil {
 		return err
 	}
-	now, err := s.lockJobNow(ctx, tx, job)
+	now, err := s.lockJobNow(ctx, tx, job, pol.shared)
 	if err != nil {
 		return err
 	}

@@ -51,8 +51,8 @@ func (s *frontierStore) pullPipelined(ctx context.Context, job, id string, epoch
 		// hand-out (hosts.go).
 		b.Queue(s.batchAndControlQuery(), job, id)
 		b.Queue(s.q(openHostsQuery), job, id)
-		b.Queue(s.lockJobNowQuery(), job)
-		b.Queue(s.q(leasesQuery), job)
+		b.Queue(s.lockJobNowQuery(pol.shared), job)
+		b.Queue(s.q(leasesQuery(pol)), job)
 		b.Queue(s.q(s.hosts.queuedQuery(s.d.seqCol+` > ?`)), job, firstSeq, page)
 		b.Queue(s.q(waitingQuery), job, jobs.BatchRunning, id)
 		return func(br pgx.BatchResults) (rest, error) {

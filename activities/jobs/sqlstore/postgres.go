@@ -143,6 +143,9 @@ var postgresDialect = &dialect{
 	// two-int4 key space, apart from lockSchema's bigint one. Two jobs
 	// whose names hash alike share it: they only wait for each other.
 	lockItems: "SELECT pg_advisory_xact_lock(7, hashtext($1))",
+	// The group's host leases: one lock per store (its schema), in the
+	// two-int4 key space, apart from lockItems' jobs.
+	lockHosts: "pg_advisory_xact_lock(8, hashtext(current_schema()))",
 	nowMS:     "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 	// Once per statement, with the rows it inserted.
 	pendingTrigger: []string{`CREATE OR REPLACE FUNCTION baton_items_pending() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -35,7 +35,7 @@ func (s *frontierStore) pull(ctx context.Context, tx dbtx, job, batch, shard str
 			return nil, nil, err
 		}
 	}
-	now, err := s.lockJobNow(ctx, tx, job)
+	now, err := s.lockJobNow(ctx, tx, job, pol.shared)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,8 +73,7 @@ func (s *frontierStore) pullView(ctx context.Context, tx dbtx, w *writes, v *lea
 	job, batch := v.job, v.batch
 	if v.expired {
 		// Their holders stopped renewing them a lease's TTL ago.
-		if err := w.exec(ctx, "job "+job+": drop expired host leases", s.q(`DELETE FROM baton_host_leases WHERE job = ? AND holder > '' AND holder <> ? AND expires_ms <= ?`),
-			job, batch, v.now); err != nil {
+		if err := s.hosts.dropExpired(ctx, w, v); err != nil {
 			return nil, err
 		}
 	}

@@ -44,7 +44,11 @@ type schemaStore struct {
 //	   baton_revisit (validators, content hash, change, WARC original per
 //	   job and URL) and baton_items.origin (items carried over from a
 //	   baseline keep their IDs)
-const schemaVersion = 6
+//	7  politeness across the jobs of a group: baton_host_leases.shared,
+//	   .parallelism and .delay_ms (whose budget a lease is in, its job's
+//	   parallelism, the delay its host is crawled with) and the index of
+//	   the live leases; the group's release rows are those of job ''
+const schemaVersion = 7
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -95,9 +99,12 @@ const schemaVersion = 6
 //	                job's sinks have them all
 //	baton_host_leases one row per (job, host, batch) holding the host: the
 //	                batch's share of the host's parallelism and until when
-//	                (ms, the database's clock) the lease lasts unrenewed;
-//	                the row of batch '' keeps when the host was last
-//	                released (last_ms); see hosts.go
+//	                (ms, the database's clock) the lease lasts unrenewed,
+//	                whether it counts in the group's budget (shared), its
+//	                job's parallelism and the delay it keeps; the row of
+//	                batch '' keeps when the host was last released
+//	                (last_ms) and with which delay, in the job's budget,
+//	                or, as job '', in the group's; see hosts.go
 //	baton_robots    one row per (job, origin) whose robots.txt a Runner
 //	                fetched: its status, body, the Crawl-delay for the
 //	                job's agent and until when it is fresh; or a claim
@@ -260,8 +267,14 @@ func hostAndRevisitTables() []string {
 			share INTEGER NOT NULL DEFAULT 0,
 			expires_ms {big} NOT NULL DEFAULT 0,
 			last_ms {big} NOT NULL DEFAULT 0,
+			shared SMALLINT NOT NULL DEFAULT 1,
+			parallelism INTEGER NOT NULL DEFAULT 0,
+			delay_ms {big} NOT NULL DEFAULT 0,
 			PRIMARY KEY (job, host, holder))`,
 		`CREATE INDEX IF NOT EXISTS baton_host_leases_holder ON baton_host_leases (job, holder)`,
+		// The live leases of every job, without the release rows (one per
+		// host a job or the group ever released).
+		`CREATE INDEX IF NOT EXISTS baton_host_leases_live ON baton_host_leases (host) WHERE holder > ''`,
 		`CREATE TABLE IF NOT EXISTS baton_robots (
 			job TEXT NOT NULL,
 			origin TEXT NOT NULL,
@@ -311,6 +324,9 @@ func upgrades(d *dialect) []column {
 		{"baton_sinks", "retry_ms", `retry_ms ` + d.bigint + ` NOT NULL DEFAULT 0`}, // 6
 		{"baton_sinks", "skipped", `skipped ` + d.bigint + ` NOT NULL DEFAULT 0`},   // 6
 		{"baton_items", "origin", `origin TEXT`},                                    // 6
+		{"baton_host_leases", "shared", `shared SMALLINT NOT NULL DEFAULT 1`},       // 7
+		{"baton_host_leases", "parallelism", `parallelism INTEGER NOT NULL DEFAULT 0`},
+		{"baton_host_leases", "delay_ms", `delay_ms ` + d.bigint + ` NOT NULL DEFAULT 0`},
 	}
 	for _, c := range renderColumns {
 		cols = append(cols, column{"baton_counters", c, c + ` ` + d.bigint + ` NOT NULL DEFAULT 0`}) // 6

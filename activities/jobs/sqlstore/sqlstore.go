@@ -58,6 +58,10 @@ type dialect struct {
 	// come (a sink's cursor would skip it). SQLite commits one writer at
 	// a time.
 	lockItems string
+	// lockHosts, if set, is an expression that holds the lock of the
+	// group's host leases up to the commit (hosts.go); SQLite commits one
+	// writer at a time.
+	lockHosts string
 	// pendingTrigger keeps baton_sink_pending as items are inserted
 	// (schema.go): a job's row holds the highest seq of its items.
 	pendingTrigger []string

@@ -75,18 +75,21 @@ func Spec(id string, maxPages int, seeds ...string) jobs.Spec {
 	// every batch, and robots.txt ignored (a host whose robots.txt is not
 	// known is held by one batch), so that the batches of the other
 	// subtests never wait for each other's host leases (hosts.go tests
-	// those, with specs of their own).
+	// those, with specs of their own); each job keeps its own budget per
+	// host, as the subtests' jobs may share a database (crossjob.go tests
+	// the group's budget, on hosts of their own).
 	opts.Parallelism, opts.IgnoreRobots = 1024, true
 	return jobs.Spec{
-		ID:            id,
-		Group:         "storetest",
-		Seeds:         seeds,
-		Options:       opts,
-		MaxPages:      maxPages,
-		BatchSize:     10,
-		Cookie:        map[string]string{"session": "s1"},
-		Authorization: map[string]string{"example.com": "Bearer t"},
-		Timers:        timers,
+		PolitenessScope: jobs.PolitenessJob,
+		ID:              id,
+		Group:           "storetest",
+		Seeds:           seeds,
+		Options:         opts,
+		MaxPages:        maxPages,
+		BatchSize:       10,
+		Cookie:          map[string]string{"session": "s1"},
+		Authorization:   map[string]string{"example.com": "Bearer t"},
+		Timers:          timers,
 	}
 }
 

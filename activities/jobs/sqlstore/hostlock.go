@@ -14,8 +14,7 @@ import (
 // keeps, and the locks of the job and of the group's leases.
 
 // hostPolicy is what a job's leases keep (jobs.Spec.Politeness and
-// PolitenessScope), read
-// once per job from its spec.
+// PolitenessScope), read once per job from its spec.
 type hostPolicy struct {
 	parallelism int
 	delayMS     int64

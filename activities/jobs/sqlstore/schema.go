@@ -48,7 +48,8 @@ type schemaStore struct {
 //	   page owns, unique per job) and the revisit columns of
 //	   baton_results; baton_hashes and baton_revisit are no longer
 //	   written, and their rows (an older store's, or an older Baton's
-//	   still running) are read where the result row has none
+//	   still running) are read where the result row has none; no
+//	   index baton_frontier_batch (finished URLs by batch)
 const schemaVersion = 7
 
 // The schema, one for both engines (types differ only where noted by the
@@ -149,9 +150,12 @@ func schema(d *dialect) []string {
 			handout TEXT,
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
-		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
-		// A batch's unfinished URLs (a hand-over, a requeue) without a
-		// scan of all it has finished: a Runner's lease may span the job.
+		// A batch's unfinished URLs (a hand-over, a requeue, the hosts a
+		// pull keeps) without a scan of all it has finished: a Runner's
+		// lease may span the job. The URLs a batch finished are not
+		// indexed by batch (each would cost an index entry as it is
+		// handed out and another as it is finished): Entries, which
+		// lists them, reads the job's rows.
 		`CREATE INDEX IF NOT EXISTS baton_frontier_claimed ON baton_frontier (job, batch) WHERE state = 1`,
 		`CREATE TABLE IF NOT EXISTS baton_batches (
 			job TEXT NOT NULL,
@@ -346,6 +350,9 @@ func upgradedIndexes(d *dialect) []string {
 		// claiming one a concurrent commit claimed first fails and is
 		// tried again (claims.go).
 		`CREATE UNIQUE INDEX IF NOT EXISTS ` + claimIndex + ` ON baton_results (job, claim) WHERE claim IS NOT NULL`,
+		// A store of version 6 or older indexed every URL handed out by
+		// batch: baton_frontier_claimed serves every hand-out's reads.
+		`DROP INDEX IF EXISTS baton_frontier_batch`,
 	}
 }
 

@@ -153,7 +153,7 @@ const (
 	linksHead   = `INSERT INTO baton_frontier (job, url, depth, label, data, host) VALUES `
 	linksTuple  = "(?, ?, ?, ?, ?, ?)"
 	linksTail   = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
-	finishHead  = `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
+	finishHead  = `UPDATE baton_frontier SET state = 2, handout = NULL WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
 	finishTail  = `) RETURNING url`
 	resultsHead = `INSERT INTO baton_results (job, url, batch, failed, record, claim, etag, last_modified, content_hash, change,
 		saved_bytes, links, interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest) VALUES `

@@ -63,6 +63,7 @@ const schemaVersion = 7
 //	                the user data (JSON; NULL: none) it was queued with
 //	                first, its host (crawl.HostKey; '' for none) and the
 //	                token of the hand-out that moved it into its batch
+//	                (NULL once it is finished)
 //	baton_batches   one row per batch: holder, epoch, size, state, error
 //	baton_results   one row per (job, URL): the page record (JSON); the
 //	                body hash it claims when it is the first page

@@ -166,14 +166,17 @@ func (p profiled) during(b *testing.B, r int) (wait func()) {
 // deleted in the client database.
 type pgWrites struct {
 	wal, xacts, rows int64
+	walRecords, fpi  int64               // WAL records, full-page images among them
 	tables           map[string][4]int64 // inserted, updated (HOT of them), deleted
 }
 
 func readPGWrites(b *testing.B, pg *testsuite.Postgres) pgWrites {
 	return pgWrites{
-		wal:   pg.AdminInt(b, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`),
-		xacts: pg.AdminInt(b, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`),
-		rows:  pg.AdminInt(b, `SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = current_database()`),
+		wal:        pg.AdminInt(b, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`),
+		xacts:      pg.AdminInt(b, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`),
+		rows:       pg.AdminInt(b, `SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = current_database()`),
+		walRecords: pg.AdminInt(b, `SELECT wal_records FROM pg_stat_wal`),
+		fpi:        pg.AdminInt(b, `SELECT wal_fpi FROM pg_stat_wal`),
 		tables: tableWrites(pg.AdminText(b, `SELECT coalesce(string_agg(format('%s %s %s %s %s', relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del), ';'), '')
 			FROM pg_stat_user_tables`)),
 	}
@@ -217,8 +220,8 @@ func reportPGWrites(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, 
 		tables = append(tables, fmt.Sprintf("%s +%.2f ~%.2f (HOT %.2f) -%.2f", name,
 			per(a[0]-z[0]), per(a[1]-z[1]), per(a[2]-z[2]), per(a[3]-z[3])))
 	}
-	b.Logf("PostgreSQL per page recorded: %.0f B of WAL, %.3f transactions that wrote, %.2f rows written (inserted +, updated ~, deleted -: %s)",
-		per(after.wal-before.wal), per(after.xacts-before.xacts), per(after.rows-before.rows), strings.Join(tables, "; "))
+	b.Logf("PostgreSQL per page recorded: %.0f B of WAL (%.1f records, %.2f full-page images), %.3f transactions that wrote, %.2f rows written (inserted +, updated ~, deleted -: %s)",
+		per(after.wal-before.wal), per(after.walRecords-before.walRecords), per(after.fpi-before.fpi), per(after.xacts-before.xacts), per(after.rows-before.rows), strings.Join(tables, "; "))
 }
 
 // benchSite is a server the benchmark crawls, with its access log.

@@ -172,7 +172,8 @@ func (s *frontierStore) lockedBatch(ctx context.Context, job, id string, fn func
 	return out, err
 }
 
-// Entries lists a batch's URLs.
+// Entries lists a batch's URLs: a read of the job's frontier rows (no
+// index has the URLs a batch finished), for tests and inspection.
 func (s *frontierStore) Entries(ctx context.Context, job, id string) ([]jobs.BatchEntry, error) {
 	return queryAll(ctx, s.core, `SELECT `+entryCols+`, state FROM baton_frontier WHERE job = ? AND batch = ? ORDER BY `+s.d.seqCol,
 		[]any{job, id}, func(rows *sql.Rows) (jobs.BatchEntry, error) {

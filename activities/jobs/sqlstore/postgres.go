@@ -175,6 +175,8 @@ func pgTransient(err error) bool {
 			return true
 		case pe.Code == "55P03": // lock_timeout: a lock held long (by a session ended soon)
 			return true
+		case pe.Code == "23505" && pe.ConstraintName == claimIndex: // a body hash claimed at once by another commit: claims.go
+			return true
 		}
 		return false
 	}

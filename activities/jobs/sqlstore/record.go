@@ -150,13 +150,14 @@ func (g *group) countAdded(added map[string]bool) {
 // paths: the links queued, the group's own URLs finished, the results and
 // the bodies (RETURNING url, for those written, is added where read).
 const (
-	linksHead    = `INSERT INTO baton_frontier (job, url, depth, label, data, host) VALUES `
-	linksTuple   = "(?, ?, ?, ?, ?, ?)"
-	linksTail    = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
-	finishHead   = `UPDATE baton_frontier SET state = 2 WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
-	finishTail   = `) RETURNING url`
-	resultsHead  = `INSERT INTO baton_results (job, url, batch, failed, record) VALUES `
-	resultsTuple = "(?, ?, ?, ?, ?)"
+	linksHead   = `INSERT INTO baton_frontier (job, url, depth, label, data, host) VALUES `
+	linksTuple  = "(?, ?, ?, ?, ?, ?)"
+	linksTail   = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
+	finishHead  = `UPDATE baton_frontier SET state = 2, handout = NULL WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
+	finishTail  = `) RETURNING url`
+	resultsHead = `INSERT INTO baton_results (job, url, batch, failed, record, claim, etag, last_modified, content_hash, change,
+		saved_bytes, links, interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest) VALUES `
+	resultsTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	resultsTail  = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
 	bodiesHead   = `INSERT INTO baton_bodies (job, url, body) VALUES `
 	bodiesTuple  = "(?, ?, ?)"
@@ -180,10 +181,10 @@ func (s *resultStore) record(ctx context.Context, g *group) (queued bool, taken 
 		//     batch takes handed to it (rows it inserted: no wait);
 		//  2. the group's own URLs finished, in URL order (rows no other
 		//     recording holds: they are this batch's);
-		//  3. hashes (hash order);
-		//  4. the batch's row, locked and its epoch checked: a commit at a
+		//  3. the batch's row, locked and its epoch checked: a commit at a
 		//     stale epoch writes nothing below it;
-		//  5. results (the group's own URLs), their bodies, their items
+		//  4. results (the group's own URLs; those claiming a body hash
+		//     first, in hash order: claims.go), their bodies, their items
 		//     (on PostgreSQL under the job's items lock, which only group
 		//     commits take, here: its holder waits only for the rows below,
 		//     which nobody waiting for that lock holds), and last the
@@ -203,7 +204,7 @@ func (s *resultStore) record(ctx context.Context, g *group) (queued bool, taken 
 		if err != nil {
 			return fmt.Errorf("record: finish URLs: %w", err)
 		}
-		dups, err := s.duplicates(ctx, tx, g.job, g.rs, finished)
+		owners, err := s.owners(ctx, tx, g.job, claimHashes(g.rs, func(u string) bool { return finished[u] }))
 		if err != nil {
 			return fmt.Errorf("record: body hashes: %w", err)
 		}
@@ -221,7 +222,7 @@ func (s *resultStore) record(ctx context.Context, g *group) (queued bool, taken 
 		} else if _, err := s.frontier.checkEpoch(ctx, tx, g.job, g.batch, g.epoch, s.d.forUpdate); err != nil {
 			return err
 		}
-		return s.writeResults(ctx, tx, g, finished, dups, c)
+		return s.writeResults(ctx, tx, g, finished, owners, c)
 	})
 	return queued, taken, err
 }
@@ -277,11 +278,11 @@ func (s *resultStore) queueLinks(ctx context.Context, tx dbtx, g *group) (queued
 }
 
 // writeResults is record's last step, once the batch's row is locked: the
-// results of the pages finished (finished; dups their duplicates, by
-// index in g.rs), their bodies and items, and the writer's counter row
-// with c.
-func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finished map[string]bool, dups map[int]string, c counts) error {
-	results, bodies, err := resultRows(g.job, g.batch, g.rs, finished, dups, g.refused)
+// results of the pages finished (finished; owners the owners of their
+// body hashes found), their bodies and items, and the writer's counter
+// row with c.
+func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finished map[string]bool, owners map[string]string, c counts) error {
+	results, bodies, err := resultRows(g.job, g.batch, g.rs, finished, owners, g.refused)
 	if err != nil {
 		return err
 	}
@@ -326,20 +327,15 @@ func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finis
 		}
 		c.items += n
 	}
-	revisits, err := revisitRows(g.job, g.rs, finished)
-	if err != nil {
-		return err
-	}
-	if err := s.writeRevisits(ctx, tx, revisits); err != nil {
-		return err
-	}
 	return s.count(ctx, tx, g.job, g.shard, c)
 }
 
 // resultRows returns the rows of the results and bodies of the pages of rs
-// finished by this commit, in URL order; dups are the duplicates' first
-// pages by index in rs, refused the links refused by index.
-func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, dups map[int]string, refused map[int][]jobs.RefusedLink) (results, bodies [][]any, err error) {
+// finished by this commit: the results in sortResults' order, the bodies
+// in URL order; owners are the owners of their body hashes found (by
+// hash), refused the links refused by index in rs.
+func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, owners map[string]string, refused map[int][]jobs.RefusedLink) (results, bodies [][]any, err error) {
+	claimed, dups := assignClaims(rs, finished, owners)
 	for i, r := range rs {
 		if !finished[r.URL] || r.Page == nil {
 			continue // finished before (a retried write), or no page
@@ -355,14 +351,21 @@ func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, d
 		if err != nil {
 			return nil, nil, fmt.Errorf("record %s: %w", r.URL, err)
 		}
-		results = append(results, []any{job, r.URL, batch, failed, string(rec)})
+		var claim any // NULL: none
+		if h, ok := claimed[i]; ok {
+			claim = h
+		}
+		revisit, err := revisitValues(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		results = append(results, append([]any{job, r.URL, batch, failed, string(rec), claim}, revisit...))
 		if r.Body != nil {
 			bodies = append(bodies, []any{job, r.URL, r.Body})
 		}
 	}
-	byURL := func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) }
-	slices.SortFunc(results, byURL)
-	slices.SortFunc(bodies, byURL)
+	sortResults(results)
+	slices.SortFunc(bodies, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
 	return results, bodies, nil
 }
 
@@ -442,87 +445,6 @@ func hostSet(hosts []string) map[string]bool {
 		out[h] = true
 	}
 	return out
-}
-
-// duplicates claims the body hashes of the group's new pages fetched
-// without error (the first page of a hash owns it, in baton_hashes) and
-// returns, by index in rs, the URL each duplicate duplicates.
-func (s *resultStore) duplicates(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool) (map[int]string, error) {
-	claims := hashClaims(job, rs, func(u string) bool { return finished[u] })
-	if len(claims) == 0 {
-		return map[int]string{}, nil
-	}
-	claimed, err := s.returning(ctx, tx, claimHead, nil, claimTuple, claimTail, claims)
-	if err != nil {
-		return nil, err
-	}
-	return s.duplicatesOf(ctx, tx, job, rs, finished, claims, claimed)
-}
-
-// The statement of hashClaims' rows: a hash is claimed by the first page
-// recorded with it.
-const (
-	claimHead  = `INSERT INTO baton_hashes (job, hash, url) VALUES `
-	claimTuple = "(?, ?, ?)"
-	claimTail  = ` ON CONFLICT (job, hash) DO NOTHING RETURNING url`
-)
-
-// hashClaims returns the rows (job, hash, url) claiming the body hashes
-// of rs's pages fetched without error whose URL is in (the first page of
-// each hash), in hash order: the same in every transaction, so two groups
-// never wait for each other's rows in a cycle.
-func hashClaims(job string, rs []jobs.Record, in func(url string) bool) [][]any {
-	first := map[string]bool{}
-	var claims [][]any
-	for _, r := range rs {
-		if !in(r.URL) || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" || first[r.Page.BodyHash] {
-			continue
-		}
-		first[r.Page.BodyHash] = true
-		claims = append(claims, []any{job, r.Page.BodyHash, r.URL})
-	}
-	slices.SortFunc(claims, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
-	return claims
-}
-
-// duplicatesOf returns, by index in rs, the URL each finished page
-// duplicates, from the claims made and those claimed (their URLs): a
-// hash another page owned is looked up.
-func (s *resultStore) duplicatesOf(ctx context.Context, tx dbtx, job string, rs []jobs.Record, finished map[string]bool, claims [][]any, claimed map[string]bool) (map[int]string, error) {
-	owner := map[string]string{} // hash → URL of the page that owns it
-	var lost []any
-	for _, c := range claims {
-		h, u := c[1].(string), c[2].(string)
-		if claimed[u] {
-			owner[h] = u
-		} else {
-			lost = append(lost, h)
-		}
-	}
-	if len(lost) > 0 {
-		rows, err := queryTx(ctx, s.core, tx, `SELECT hash, url FROM baton_hashes WHERE job = ? AND hash IN (?`+strings.Repeat(", ?", len(lost)-1)+`)`,
-			append([]any{job}, lost...), func(rows *sql.Rows) ([2]string, error) {
-				var hu [2]string
-				err := rows.Scan(&hu[0], &hu[1])
-				return hu, err
-			})
-		if err != nil {
-			return nil, err
-		}
-		for _, hu := range rows {
-			owner[hu[0]] = hu[1]
-		}
-	}
-	out := map[int]string{}
-	for i, r := range rs {
-		if !finished[r.URL] || r.Page == nil || r.Page.Error != "" || r.Page.BodyHash == "" {
-			continue
-		}
-		if o := owner[r.Page.BodyHash]; o != "" && o != r.URL {
-			out[i] = o
-		}
-	}
-	return out, nil
 }
 
 // itemRow is the values of an item's row: job, url, idx, label, value.

@@ -49,10 +49,9 @@ func (s *resultStore) recordPipelined(ctx context.Context, g *group) (ok bool, t
 	p := &pipedRecord{s: s, g: g, takes: g.take > 0 && len(g.links) > 0}
 	p.linkSts = s.chunked(linksHead, nil, linksTuple, linksTail, g.linkRows(g.links))
 	p.finishSts = s.chunked(finishHead, []any{g.job, g.batch}, "?", finishTail, g.urls)
-	// Every page's hash, finished or not: a page not finished here was
-	// recorded by an earlier try of this commit, which claimed the same.
-	p.claims = hashClaims(g.job, g.rs, func(string) bool { return true })
-	p.claimSts = s.chunked(claimHead, nil, claimTuple, claimTail, p.claims)
+	// Every page's hash, finished or not (which pages are is known once
+	// the finish is read).
+	p.hashes = claimHashes(g.rs, func(string) bool { return true })
 	err = s.pipelined(ctx, func(b *pgx.Batch) func(pgx.BatchResults) (rest, error) {
 		p.queue(b)
 		return func(br pgx.BatchResults) (rest, error) { return p.read(ctx, br) }
@@ -66,12 +65,12 @@ func (s *resultStore) recordPipelined(ctx context.Context, g *group) (ok bool, t
 // pipedRecord is a group commit in a pipeline: the statements sent with
 // its BEGIN, and the links it hands to the batch.
 type pipedRecord struct {
-	s                            *resultStore
-	g                            *group
-	takes                        bool // the group takes links: the hosts it may take are read
-	linkSts, finishSts, claimSts []statement
-	claims                       [][]any
-	taken                        []jobs.Entry
+	s                  *resultStore
+	g                  *group
+	takes              bool // the group takes links: the hosts it may take are read
+	linkSts, finishSts []statement
+	hashes             []any // the body hashes whose owners are read
+	taken              []jobs.Entry
 }
 
 // queue queues the statements that go with the BEGIN.
@@ -81,10 +80,14 @@ func (p *pipedRecord) queue(b *pgx.Batch) {
 		query, args := s.takeHostsQuery(g.job, g.batch, g.rs)
 		b.Queue(s.q(query), args...)
 	}
-	for _, sts := range [][]statement{p.linkSts, p.finishSts, p.claimSts} {
+	for _, sts := range [][]statement{p.linkSts, p.finishSts} {
 		for _, st := range sts {
 			b.Queue(st.query, st.args...)
 		}
+	}
+	if len(p.hashes) > 0 {
+		query, args := ownersQuery(g.job, p.hashes)
+		b.Queue(s.q(query), args...)
 	}
 	b.Queue(s.q(batchRowQuery(s.d.forUpdate)), g.job, g.batch)
 }
@@ -111,9 +114,13 @@ func (p *pipedRecord) read(ctx context.Context, br pgx.BatchResults) (rest, erro
 	if err != nil {
 		return nil, fmt.Errorf("record: finish URLs: %w", err)
 	}
-	claimed, err := readURLs(br, len(p.claimSts))
-	if err != nil {
-		return nil, fmt.Errorf("record: body hashes: %w", err)
+	owners := map[string]string{}
+	if len(p.hashes) > 0 {
+		rows, err := collect(br, scanOwner)
+		if err != nil {
+			return nil, fmt.Errorf("record: body hashes: %w", err)
+		}
+		owners = ownerMap(rows)
 	}
 	bi, err := scanBatch(br.QueryRow(), g.job, g.batch)
 	if err != nil {
@@ -126,15 +133,16 @@ func (p *pipedRecord) read(ctx context.Context, br pgx.BatchResults) (rest, erro
 	taken, mine := takeNew(g.links, added, hosts, g.take)
 	p.taken = taken
 	return func(tx dbtx, w *writes) (func() error, error) {
-		return p.commit(ctx, tx, w, mine, len(added), finished, claimed)
+		return p.commit(ctx, w, mine, len(added), finished, owners)
 	}, nil
 }
 
 // commit queues the writes that go with the COMMIT: the links taken
 // (mine, rows for takeHead) moved into the batch with its size, the
-// results with the writer's counter (added: the links added), the
-// bodies; it returns what fills g.out once they are committed.
-func (p *pipedRecord) commit(ctx context.Context, tx dbtx, w *writes, mine [][]any, added int, finished, claimed map[string]bool) (func() error, error) {
+// results with the writer's counter (added: the links added; owners: the
+// owners of the body hashes found), the bodies; it returns what fills
+// g.out once they are committed.
+func (p *pipedRecord) commit(ctx context.Context, w *writes, mine [][]any, added int, finished map[string]bool, owners map[string]string) (func() error, error) {
 	s, g := p.s, p.g
 	if len(p.taken) > 0 {
 		for _, st := range s.chunked(takeHead, []any{g.batch, handoutOf(ctx), g.job}, "?", ")", mine) {
@@ -146,11 +154,7 @@ func (p *pipedRecord) commit(ctx context.Context, tx dbtx, w *writes, mine [][]a
 			return nil, err
 		}
 	}
-	dups, err := s.duplicatesOf(ctx, tx, g.job, g.rs, finished, p.claims, claimed)
-	if err != nil {
-		return nil, fmt.Errorf("record: body hashes: %w", err)
-	}
-	results, bodies, err := resultRows(g.job, g.batch, g.rs, finished, dups, g.refused)
+	results, bodies, err := resultRows(g.job, g.batch, g.rs, finished, owners, g.refused)
 	if err != nil {
 		return nil, err
 	}
@@ -179,15 +183,6 @@ func (p *pipedRecord) commit(ctx context.Context, tx dbtx, w *writes, mine [][]a
 	}
 	for _, st := range s.chunked(bodiesHead, nil, bodiesTuple, bodiesTail, bodies) {
 		if err := w.exec(ctx, "record: bodies", st.query, st.args...); err != nil {
-			return nil, err
-		}
-	}
-	revisits, err := revisitRows(g.job, g.rs, finished)
-	if err != nil {
-		return nil, err
-	}
-	for _, st := range s.chunked(revisitHead, nil, revisitTuple, revisitTail, revisits) {
-		if err := w.exec(ctx, "record: revisit rows", st.query, st.args...); err != nil {
 			return nil, err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,54 +13,43 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
-// This file holds what a run keeps of each page for the next run
-// (baton_revisit, written by the group commits with the pages), the
+// This file holds what a run keeps of each page for the next run (the
+// revisit columns of baton_results, written by the group commits with
+// the pages; baton_revisit's row where a store of version 6 or older
+// wrote one), the
 // baseline's record of a URL read by key, the changes counted against a
 // baseline, and the items carried over from a baseline.
-
-// The statement of revisitRows' rows: once per job and URL.
-const (
-	revisitHead = `INSERT INTO baton_revisit (job, url, etag, last_modified, content_hash, change, saved_bytes, links,
-		interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest) VALUES `
-	revisitTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	revisitTail  = ` ON CONFLICT (job, url) DO NOTHING`
-)
 
 // maxValidatorBytes bounds a validator kept: a longer one is a server's
 // garbage, never sent back (revisit.Condition leaves out more than 1 KiB).
 const maxValidatorBytes = 1 << 10
 
-// revisitRows are the baton_revisit rows of the pages of rs finished by
-// this commit, in URL order.
-func revisitRows(job string, rs []jobs.Record, finished map[string]bool) ([][]any, error) {
-	var rows [][]any
-	for _, r := range rs {
-		v := r.Revisit
-		if v == nil || r.Page == nil || !finished[r.URL] {
-			continue
-		}
-		var links any // NULL: none kept
-		if len(v.Links) > 0 {
-			b, err := json.Marshal(v.Links)
-			if err != nil {
-				return nil, fmt.Errorf("record %s: links: %w", r.URL, err)
-			}
-			links = string(b)
-		}
-		date := ""
-		if !v.WARC.Date.IsZero() {
-			date = v.WARC.Date.UTC().Format(time.RFC3339Nano)
-		}
-		var next int64
-		if !v.NextFetch.IsZero() {
-			next = v.NextFetch.UnixMilli()
-		}
-		rows = append(rows, []any{job, r.URL, text(clipValidator(v.ETag)), text(clipValidator(v.LastModified)), text(v.ContentHash),
-			text(v.Change), v.SavedBytes, links, v.Interval.Milliseconds(), next,
-			text(v.WARC.RecordID), text(v.WARC.TargetURI), date, text(v.WARC.PayloadDigest)})
+// revisitValues are the values of the revisit columns of r's result row
+// (revisitColumns): NULL, all of them, for a record without.
+func revisitValues(r jobs.Record) ([]any, error) {
+	v := r.Revisit
+	if v == nil {
+		return make([]any, 12), nil
 	}
-	slices.SortFunc(rows, func(a, b []any) int { return strings.Compare(a[1].(string), b[1].(string)) })
-	return rows, nil
+	var links any // NULL: none kept
+	if len(v.Links) > 0 {
+		b, err := json.Marshal(v.Links)
+		if err != nil {
+			return nil, fmt.Errorf("record %s: links: %w", r.URL, err)
+		}
+		links = string(b)
+	}
+	date := ""
+	if !v.WARC.Date.IsZero() {
+		date = v.WARC.Date.UTC().Format(time.RFC3339Nano)
+	}
+	var next int64
+	if !v.NextFetch.IsZero() {
+		next = v.NextFetch.UnixMilli()
+	}
+	return []any{text(clipValidator(v.ETag)), text(clipValidator(v.LastModified)), text(v.ContentHash),
+		text(v.Change), v.SavedBytes, links, v.Interval.Milliseconds(), next,
+		text(v.WARC.RecordID), text(v.WARC.TargetURI), date, text(v.WARC.PayloadDigest)}, nil
 }
 
 // clipValidator drops a validator too long to be sent back.
@@ -70,16 +58,6 @@ func clipValidator(s string) string {
 		return ""
 	}
 	return s
-}
-
-// writeRevisits inserts rows of revisitRows.
-func (s *resultStore) writeRevisits(ctx context.Context, tx dbtx, rows [][]any) error {
-	for _, st := range s.chunked(revisitHead, nil, revisitTuple, revisitTail, rows) {
-		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
-			return fmt.Errorf("record: revisit rows: %w", err)
-		}
-	}
-	return nil
 }
 
 // carryItems copies the items of the baseline pages named by the finished
@@ -108,6 +86,20 @@ func (s *resultStore) carryItems(ctx context.Context, tx dbtx, job string, rs []
 	return n, nil
 }
 
+// revisitOfResult are the revisit columns of a result row r, or of its
+// baton_revisit row v where r has none (written by a store of version 6
+// or older).
+var revisitOfResult = func() string {
+	var b strings.Builder
+	for i, c := range revisitColumns(&dialect{}) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("CASE WHEN r.change IS NULL THEN v." + c[0] + " ELSE r." + c[0] + " END")
+	}
+	return b.String()
+}()
+
 // BaselinePage returns job's page of url with its revisit row (see
 // jobs.RevisitReader): one read by key.
 func (s *resultStore) BaselinePage(ctx context.Context, job, url string) (jobs.BaselinePage, bool, error) {
@@ -119,9 +111,8 @@ func (s *resultStore) BaselinePage(ctx context.Context, job, url string) (jobs.B
 		links                                        sql.NullString
 	)
 	err := s.read(ctx, func() error {
-		return s.db.QueryRowContext(ctx, s.q(`SELECT r.record, v.etag, v.last_modified, v.content_hash, v.change, v.saved_bytes, v.links,
-			v.interval_ms, v.next_ms, v.warc_id, v.warc_uri, v.warc_date, v.warc_digest
-			FROM baton_results r LEFT JOIN baton_revisit v ON v.job = r.job AND v.url = r.url
+		return s.db.QueryRowContext(ctx, s.q(`SELECT r.record, `+revisitOfResult+`
+			FROM baton_results r LEFT JOIN baton_revisit v ON r.change IS NULL AND v.job = r.job AND v.url = r.url
 			WHERE r.job = ? AND r.url = ?`), job, url).
 			Scan(&record, &etag, &lm, &hash, &change, &saved, &links, &interval, &next, &wid, &wuri, &wdt, &wdig)
 	})
@@ -170,7 +161,9 @@ func (s *resultStore) Changes(ctx context.Context, job, baseline string) (jobs.C
 		n      int
 		saved  int64
 	}
-	rows, err := queryAll(ctx, s.core, `SELECT change, COUNT(*), COALESCE(SUM(saved_bytes), 0) FROM baton_revisit WHERE job = ? GROUP BY change`,
+	rows, err := queryAll(ctx, s.core, `SELECT COALESCE(r.change, v.change), COUNT(*), COALESCE(SUM(COALESCE(r.saved_bytes, v.saved_bytes)), 0)
+		FROM baton_results r LEFT JOIN baton_revisit v ON r.change IS NULL AND v.job = r.job AND v.url = r.url
+		WHERE r.job = ? AND (r.change IS NOT NULL OR v.url IS NOT NULL) GROUP BY COALESCE(r.change, v.change)`,
 		[]any{job}, func(rows *sql.Rows) (row, error) {
 			var r row
 			return r, rows.Scan(&r.change, &r.n, &r.saved)

@@ -47,7 +47,13 @@ type schemaStore struct {
 //	7  politeness across the jobs of a group: baton_host_leases.shared,
 //	   .parallelism and .delay_ms (whose budget a lease is in, its job's
 //	   parallelism, the delay its host is crawled with) and the index of
-//	   the live leases; the group's release rows are those of job ''
+//	   the live leases; the group's release rows are those of job ''.
+//	   One row per page recorded: baton_results.claim (the body hash the
+//	   page owns, unique per job) and the revisit columns of
+//	   baton_results; baton_hashes and baton_revisit are no longer
+//	   written, and their rows (an older store's, or an older Baton's
+//	   still running) are read where the result row has none; no index
+//	   baton_frontier_batch (finished URLs by batch)
 const schemaVersion = 7
 
 // The schema, one for both engines (types differ only where noted by the
@@ -61,13 +67,24 @@ const schemaVersion = 7
 //	                the user data (JSON; NULL: none) it was queued with
 //	                first, its host (crawl.HostKey; '' for none) and the
 //	                token of the hand-out that moved it into its batch
+//	                (NULL once it is finished)
 //	baton_batches   one row per batch: holder, epoch, size, state, error
-//	baton_results   one row per (job, URL): the page record (JSON)
+//	baton_results   one row per (job, URL): the page record (JSON); the
+//	                body hash it claims when it is the first page
+//	                recorded with it (claim, unique per job: duplicates
+//	                point to that page); and what the next run of the
+//	                crawl needs of the page (ETag, Last-Modified, the
+//	                hash of its extracted content, a user crawler's
+//	                links, its adaptive interval and next fetch time in
+//	                ms, the WARC response record holding it) with its
+//	                change against the job's baseline and the bytes a
+//	                304 saved (NULL: none kept)
 //	baton_counters  per (job, writer) counters, summed for a job's stats:
 //	                seen, taken, requeued, recorded, failed, items,
 //	                and the rendered pages by reason (render_*)
 //	baton_hashes    one row per (job, body hash): the URL of the page
-//	                recorded first with that body (duplicates point to it)
+//	                recorded first with that body, by a store of version
+//	                6 or older (read, no longer written: claim above)
 //	baton_bodies    one row per (job, URL) whose body is kept: the body,
 //	                compressed
 //	baton_secrets   one row per job with secrets: them, sealed (AES-GCM)
@@ -109,12 +126,10 @@ const schemaVersion = 7
 //	                fetched: its status, body, the Crawl-delay for the
 //	                job's agent and until when it is fresh; or a claim
 //	                on its fetch (status -1, no body) until it expires
-//	baton_revisit   one row per (job, URL) recorded: what the next run of
-//	                the crawl needs of the page (ETag, Last-Modified, the
-//	                hash of its extracted content, a user crawler's links,
-//	                its adaptive interval and next fetch time in ms, the
-//	                WARC response record holding it) and its change
-//	                against the job's baseline with the bytes a 304 saved
+//	baton_revisit   one row per (job, URL) recorded by a store of version
+//	                6 or older: the revisit columns baton_results has
+//	                since (read where the result row has none, no longer
+//	                written)
 //
 // Every statement is CREATE … IF NOT EXISTS, so an upgrade runs them all
 // and an older store gains the tables it lacks; the columns added to a
@@ -143,9 +158,12 @@ func schema(d *dialect) []string {
 			handout TEXT,
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_frontier_queued ON baton_frontier (job` + d.seqIndex + `) WHERE state = 0`,
-		`CREATE INDEX IF NOT EXISTS baton_frontier_batch ON baton_frontier (job, batch) WHERE batch IS NOT NULL`,
-		// A batch's unfinished URLs (a hand-over, a requeue) without a
-		// scan of all it has finished: a Runner's lease may span the job.
+		// A batch's unfinished URLs (a hand-over, a requeue, the hosts a
+		// pull keeps) without a scan of all it has finished: a Runner's
+		// lease may span the job. The URLs a batch finished are not
+		// indexed by batch (each would cost an index entry as it is
+		// handed out and another as it is finished): Entries, which
+		// lists them, reads the job's rows.
 		`CREATE INDEX IF NOT EXISTS baton_frontier_claimed ON baton_frontier (job, batch) WHERE state = 1`,
 		`CREATE TABLE IF NOT EXISTS baton_batches (
 			job TEXT NOT NULL,
@@ -162,6 +180,7 @@ func schema(d *dialect) []string {
 			batch TEXT NOT NULL,
 			failed SMALLINT NOT NULL,
 			record TEXT NOT NULL{seq},
+			claim TEXT,` + revisitDDL(d) + `,
 			PRIMARY KEY (job, url))`,
 		`CREATE INDEX IF NOT EXISTS baton_results_order ON baton_results (job` + d.seqIndex + `)`,
 		`CREATE INDEX IF NOT EXISTS baton_results_batch ON baton_results (job, batch)`,
@@ -331,6 +350,10 @@ func upgrades(d *dialect) []column {
 	for _, c := range renderColumns {
 		cols = append(cols, column{"baton_counters", c, c + ` ` + d.bigint + ` NOT NULL DEFAULT 0`}) // 6
 	}
+	cols = append(cols, column{"baton_results", "claim", `claim TEXT`}) // 7
+	for _, c := range revisitColumns(d) {
+		cols = append(cols, column{"baton_results", c[0], c[0] + ` ` + c[1]}) // 7
+	}
 	return cols
 }
 
@@ -340,7 +363,39 @@ func upgradedIndexes(d *dialect) []string {
 		// A hand-out finds the hosts of the queued URLs, and a host's
 		// queued URLs in frontier order, without reading the others.
 		`CREATE INDEX IF NOT EXISTS baton_frontier_host ON baton_frontier (job, host` + d.seqIndex + `) WHERE state = 0`,
+		// A body hash is owned by one page of a job: a group commit
+		// claiming one a concurrent commit claimed first fails and is
+		// tried again (claims.go).
+		`CREATE UNIQUE INDEX IF NOT EXISTS ` + claimIndex + ` ON baton_results (job, claim) WHERE claim IS NOT NULL`,
+		// A store of version 6 or older indexed every URL handed out by
+		// batch: baton_frontier_claimed serves every hand-out's reads.
+		`DROP INDEX IF EXISTS baton_frontier_batch`,
 	}
+}
+
+// claimIndex is the index that keeps a body hash's claim unique per job.
+const claimIndex = "baton_results_claim"
+
+// revisitColumns are baton_results' revisit columns and their types, in
+// the order of revisitValues; NULL, all of them, for a page without.
+func revisitColumns(d *dialect) [][2]string {
+	return [][2]string{
+		{"etag", "TEXT"}, {"last_modified", "TEXT"}, {"content_hash", "TEXT"}, {"change", "TEXT"},
+		{"saved_bytes", d.bigint}, {"links", "TEXT"}, {"interval_ms", d.bigint}, {"next_ms", d.bigint},
+		{"warc_id", "TEXT"}, {"warc_uri", "TEXT"}, {"warc_date", "TEXT"}, {"warc_digest", "TEXT"},
+	}
+}
+
+// revisitDDL is the revisit columns' part of CREATE TABLE baton_results.
+func revisitDDL(d *dialect) string {
+	var b strings.Builder
+	for i, c := range revisitColumns(d) {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n\t\t\t" + c[0] + " " + c[1])
+	}
+	return b.String()
 }
 
 // addColumn adds c to its table unless it is there.

@@ -33,7 +33,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	// start after a hand-over (the job's parallelism and delay hold across
 	// its Runners).
 	leases.limit(e.URL, &opts)
-	base, err := r.baselineOf(ctx, spec, e)
+	base, err := r.baselineOf(ctx, jr, e)
 	if err != nil {
 		return Record{}, err
 	}

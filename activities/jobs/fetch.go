@@ -38,7 +38,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 		return Record{}, err
 	}
 	custom := jr.crawler != nil && e.Depth != SitemapDepth
-	if notDue(spec, base, time.Now()) {
+	if notDue(spec, base, r.now()) {
 		return carried(in, spec, e, base, opts.Follow && e.Depth < opts.MaxDepth, custom), nil
 	}
 	opts.RequestHook = conditional(base, opts.RequestHook)
@@ -112,7 +112,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	if o, ok := note.original(page.FinalURL); ok {
 		rec.Revisit.WARC = o
 	}
-	schedule(rec.Revisit, spec.Adaptive, base, time.Now())
+	schedule(rec.Revisit, spec.Adaptive, base, r.now())
 	pr.Change = rec.Revisit.Change
 	rec.Page = &pr
 	if custom && unchanged {

@@ -98,8 +98,12 @@ func BenchmarkRecrawl(b *testing.B) {
 		b.ReportMetric(b3, "third/first-bytes")
 		b.ReportMetric(float64(answers[2].Full+answers[2].NotModified), "third-requests")
 		for n, id := range runs {
+			changes := "none (no baseline)"
+			if c := reports[n].Changes; c != nil {
+				changes = c.Line(reports[n].Baseline)
+			}
 			b.Logf("%s: %v, %d pages, %d body bytes, %d answered in full, %d answered 304, changes %s", id, took[n].Round(time.Millisecond),
-				reports[n].Pages, reports[n].Bytes, answers[n].Full, answers[n].NotModified, reports[n].Changes.Line(""))
+				reports[n].Pages, reports[n].Bytes, answers[n].Full, answers[n].NotModified, changes)
 		}
 		_ = st.Close()
 	}

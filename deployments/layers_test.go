@@ -93,6 +93,7 @@ var layers = []layer{
 		"testsuite/testdata/faultycrawler",
 		"testsuite/testdata/barecolly",
 		"testsuite/testdata/sinkcrawler",
+		"testsuite/testdata/warccrawler",
 		"testsuite/testdata/jscrawler",
 		"testsuite/testdata/logincrawler",
 		"activities",

@@ -89,6 +89,7 @@ type Crawler struct {
 	middleware    []Middleware
 	pipelines     []Pipeline
 	sinks         []Sink
+	archive       *WARC // Archive
 	options       *optionsSchema
 	// Budget bounds a handler's time on one page (DefaultBudget if 0).
 	Budget time.Duration
@@ -177,6 +178,11 @@ func (c *Crawler) Validate() error {
 			if err := s.validate(); err != nil {
 				return fmt.Errorf("crawler %s: label %q: Rendered: %w", c.name, label, err)
 			}
+		}
+	}
+	if c.archive != nil {
+		if err := c.archive.validate(); err != nil {
+			return fmt.Errorf("crawler %s: Archive: %w", c.name, err)
 		}
 	}
 	for _, s := range c.sinks {

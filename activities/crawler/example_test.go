@@ -111,3 +111,23 @@ func ExampleVerifySignature() {
 	fmt.Println(sink.Name, crawler.VerifySignature(secret, body, "sha256=0000"))
 	// Output: hook false
 }
+
+// A crawler that archives its jobs: every response its pages get, as
+// received, in WARC files under <bodies root>/warc/JOB on each Runner,
+// rotated at 100 MB; a recrawl writes revisit records for the pages that
+// did not change. `baton crawl --warc DIR` on a job puts its files in DIR.
+func ExampleCrawler_Archive() {
+	c := crawler.New("shop", "1")
+	c.HandleFunc("", func(ctx context.Context, p *crawler.Page) error {
+		return p.Push(map[string]string{"title": p.Text("title")})
+	})
+	c.Archive(crawler.WARC{Dir: "warc", MaxFileBytes: 100 << 20})
+	w, ok := c.Archiving()
+	fmt.Println(ok, c.Validate(), w.JobDir("/var/lib/baton/bodies", "shop-20261128"), w.FileBytes())
+
+	c.Archive(crawler.WARC{Dir: "../elsewhere"})
+	fmt.Println(c.Validate())
+	// Output:
+	// true <nil> /var/lib/baton/bodies/warc/shop-20261128 104857600
+	// crawler shop: Archive: Dir "../elsewhere": a relative directory must stay under the bodies root (no ..)
+}

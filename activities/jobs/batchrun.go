@@ -122,7 +122,7 @@ type pulled struct {
 // batch ends as done and the job sees it end. early is the batch's first
 // renewal of its host leases when open made it (nil: crawl makes it).
 func (r *BatchRunner) crawl(ctx context.Context, in BatchRun, jr *jobRun, todo []Entry, size int, early *renewal) (ran int, fenced string, err error) {
-	jr, doneWARC, err := withWARC(jr, in.Log)
+	jr, doneWARC, err := withWARC(jr, r.Limits, in.Log)
 	if err != nil {
 		return 0, "", err
 	}

@@ -33,12 +33,12 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	// start after a hand-over (the job's parallelism and delay hold across
 	// its Runners).
 	leases.limit(e.URL, &opts)
-	base, err := r.baselineOf(ctx, spec, e)
+	base, err := r.baselineOf(ctx, jr, e)
 	if err != nil {
 		return Record{}, err
 	}
 	custom := jr.crawler != nil && e.Depth != SitemapDepth
-	if notDue(spec, base, time.Now()) {
+	if notDue(spec, base, r.now()) {
 		return carried(in, spec, e, base, opts.Follow && e.Depth < opts.MaxDepth, custom), nil
 	}
 	opts.RequestHook = conditional(base, opts.RequestHook)
@@ -112,7 +112,7 @@ func (r *BatchRunner) fetch(ctx context.Context, in BatchRun, jr *jobRun, auth c
 	if o, ok := note.original(page.FinalURL); ok {
 		rec.Revisit.WARC = o
 	}
-	schedule(rec.Revisit, spec.Adaptive, base, time.Now())
+	schedule(rec.Revisit, spec.Adaptive, base, r.now())
 	pr.Change = rec.Revisit.Change
 	rec.Page = &pr
 	if custom && unchanged {

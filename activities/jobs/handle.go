@@ -36,6 +36,9 @@ type jobRun struct {
 	// in the context of its Start hook and handlers): under the worker's
 	// rules and the job's --deny-private.
 	client *http.Client
+	// baselines reads the baseline's records of the job's fetches in
+	// batches (nil: the store reads them one by one).
+	baselines *baselineReads
 }
 
 // startTimeout bounds a crawler's Start hook.

@@ -57,6 +57,9 @@ func (r *BatchRunner) run(ctx context.Context, s Spec, stored <-chan struct{}, w
 	// fetched once for the job, whichever Runners crawl it.
 	s.Options.Robots = jobRobots{store: r.Store, job: s.ID, stored: stored, warm: warm}
 	jr := &jobRun{spec: s, bodiesRoot: bodiesRoot, client: r.crawlerClient(s.Options.DenyPrivate)}
+	if br, ok := r.Store.(BaselineBatchReader); ok && s.Baseline != "" {
+		jr.baselines = &baselineReads{store: br, job: s.Baseline}
+	}
 	if jr.crawler, jr.options, err = r.crawlerFor(s); err != nil {
 		return nil, err
 	}

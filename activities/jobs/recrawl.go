@@ -17,12 +17,21 @@ import (
 // fetches, sends its validators, and records the page new, changed or
 // unchanged; a 304 takes the baseline's fields, links and items.
 
-// baselineOf reads the baseline's record of url, by key; nil when the job
-// has no baseline or the baseline has no page of url (a sitemap is no
-// page).
-func (r *BatchRunner) baselineOf(ctx context.Context, spec Spec, e Entry) (*BaselinePage, error) {
+// baselineOf reads the baseline's record of url, by key (together with
+// the other fetches' reads of the job when the store reads in batches:
+// baselineReads); nil when the job has no baseline or the baseline has no
+// page of url (a sitemap is no page).
+func (r *BatchRunner) baselineOf(ctx context.Context, jr *jobRun, e Entry) (*BaselinePage, error) {
+	spec := jr.spec
 	if spec.Baseline == "" || e.Depth == SitemapDepth {
 		return nil, nil
+	}
+	if jr.baselines != nil {
+		b, err := jr.baselines.page(ctx, e.URL)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: baseline: %w", spec.ID, err)
+		}
+		return b, nil
 	}
 	b, ok, err := r.Store.BaselinePage(ctx, spec.Baseline, e.URL)
 	if err != nil {

@@ -99,6 +99,10 @@ type BatchRunner struct {
 	// Crawlers are the user crawlers this worker carries, by name (the
 	// built-in one is not among them); set before the first batch.
 	Crawlers map[string]*crawler.Crawler
+	// Clock is the time the adaptive schedule (Spec.Adaptive) reads: when
+	// a page is due, and its next fetch time. Nil: time.Now. A benchmark
+	// of a daily schedule sets a calendar of its own.
+	Clock func() time.Time
 
 	// Limits are this worker's operator limits (its --max-job-* flags and
 	// --bodies-root): a job above them fails its batches, saying why,
@@ -252,4 +256,12 @@ func (r *BatchRunner) watchControl(ctx context.Context, job string) <-chan strin
 		}
 	}()
 	return ch
+}
+
+// now is the Clock's time.
+func (r *BatchRunner) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
 }

@@ -38,3 +38,22 @@ func (t typedSpecs) Spec(ctx context.Context, job string) (Spec, error) {
 	}
 	return s, err
 }
+
+// BaselinePages reads in batches when the store does
+// (BaselineBatchReader), else URL by URL.
+func (t typedSpecs) BaselinePages(ctx context.Context, job string, urls []string) (map[string]BaselinePage, error) {
+	if br, ok := t.RunnerStore.(BaselineBatchReader); ok {
+		return br.BaselinePages(ctx, job, urls)
+	}
+	out := make(map[string]BaselinePage, len(urls))
+	for _, u := range urls {
+		p, ok, err := t.RunnerStore.BaselinePage(ctx, job, u)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[u] = p
+		}
+	}
+	return out, nil
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/batoncrawl/baton/activities/archive"
+	"github.com/batoncrawl/baton/activities/crawler"
 )
 
 // This file writes a job's WARC archive (Spec.WARCPath, crawl --warc): every
@@ -27,13 +28,14 @@ func (l Limits) warcDir(p string, onDisk bool) (string, error) {
 	return dir, err
 }
 
-// withWARC returns jr as one batch runs it: when the job archives, its
-// options send every exchange to a WARC writer of the batch's own (files
-// named after the job, rotated by size), and done closes the writer when
-// the batch ends (its files renamed without .open). A job that does not
-// archive gets jr itself.
-func withWARC(jr *jobRun, log *slog.Logger) (run *jobRun, done func(), err error) {
-	dir := jr.spec.WARCPath
+// withWARC returns jr as one batch runs it: when the job archives (its
+// warc_path, or its crawler's crawler.Archive), its options send every
+// exchange to a WARC writer of the batch's own (files named after the job,
+// rotated by size), and done closes the writer when the batch ends (its
+// files renamed without .open). A job that does not archive gets jr
+// itself.
+func withWARC(jr *jobRun, l Limits, log *slog.Logger) (run *jobRun, done func(), err error) {
+	dir, cfg := warcOf(jr, l)
 	if dir == "" {
 		return jr, func() {}, nil
 	}
@@ -42,10 +44,6 @@ func withWARC(jr *jobRun, log *slog.Logger) (run *jobRun, done func(), err error
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("job %s: WARC directory: %w", jr.spec.ID, err)
-	}
-	cfg := archive.DefaultConfig()
-	if len(jr.spec.ID) <= 100 {
-		cfg.Prefix = jr.spec.ID
 	}
 	w, err := archive.NewWriter(dir, cfg)
 	if err != nil {
@@ -66,4 +64,32 @@ func withWARC(jr *jobRun, log *slog.Logger) (run *jobRun, done func(), err error
 			log.Warn("WARC files not closed", "job", jr.spec.ID, "dir", dir, "err", err)
 		}
 	}, nil
+}
+
+// warcOf is where a job's archive goes ("" for a job that does not
+// archive) and its writer's config: the job's warc_path (checked by
+// Limits.Apply), else the directory its crawler's Archive names (the
+// crawler is the operator's code: an absolute directory anywhere, a
+// relative one under the bodies root); the crawler's file size either
+// way.
+func warcOf(jr *jobRun, l Limits) (string, archive.Config) {
+	cfg := archive.DefaultConfig()
+	if len(jr.spec.ID) <= 100 {
+		cfg.Prefix = jr.spec.ID
+	}
+	var w crawler.WARC
+	var declared bool
+	if jr.crawler != nil {
+		w, declared = jr.crawler.Archiving()
+	}
+	if declared {
+		cfg.MaxFileSize = w.FileBytes()
+	}
+	switch {
+	case jr.spec.WARCPath != "":
+		return jr.spec.WARCPath, cfg
+	case declared:
+		return w.JobDir(l.BodiesRoot, jr.spec.ID), cfg
+	}
+	return "", cfg
 }

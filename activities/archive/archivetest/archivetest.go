@@ -177,3 +177,15 @@ func nodeModules(t testing.TB, bin string) string {
 	t.Fatalf("%s (%s) is not inside a node_modules directory", bin, real)
 	return ""
 }
+
+// HTTPHeader is the value of the first header line of name in a request,
+// response or revisit record's block ("" when it has none).
+func (r Record) HTTPHeader(name string) string {
+	_, header, _ := r.HTTP()
+	for _, line := range strings.Split(header, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(k), name) {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -103,50 +102,88 @@ var revisitOfResult = func() string {
 // BaselinePage returns job's page of url with its revisit row (see
 // jobs.RevisitReader): one read by key.
 func (s *resultStore) BaselinePage(ctx context.Context, job, url string) (jobs.BaselinePage, bool, error) {
-	var (
-		out                                          jobs.BaselinePage
-		record                                       string
-		etag, lm, hash, change, wid, wuri, wdt, wdig sql.NullString
-		saved, interval, next                        sql.NullInt64
-		links                                        sql.NullString
-	)
-	err := s.read(ctx, func() error {
-		return s.db.QueryRowContext(ctx, s.q(`SELECT r.record, `+revisitOfResult+`
+	got, err := s.BaselinePages(ctx, job, []string{url})
+	p, ok := got[url]
+	return p, ok, err
+}
+
+// maxBaselineRead bounds the URLs of one baseline read (SQLite's
+// variables and PostgreSQL's parameters both allow far more).
+const maxBaselineRead = 256
+
+// BaselinePages returns job's pages of urls with their revisit rows, by
+// URL (a URL job has no page of is absent): one indexed read per
+// maxBaselineRead URLs.
+func (s *resultStore) BaselinePages(ctx context.Context, job string, urls []string) (map[string]jobs.BaselinePage, error) {
+	out := make(map[string]jobs.BaselinePage, len(urls))
+	for len(urls) > 0 {
+		n := min(len(urls), maxBaselineRead)
+		args := make([]any, 0, n+1)
+		args = append(args, job)
+		for _, u := range urls[:n] {
+			args = append(args, u)
+		}
+		urls = urls[n:]
+		rows, err := queryAll(ctx, s.core, `SELECT r.url, r.record, `+revisitOfResult+`
 			FROM baton_results r LEFT JOIN baton_revisit v ON r.change IS NULL AND v.job = r.job AND v.url = r.url
-			WHERE r.job = ? AND r.url = ?`), job, url).
-			Scan(&record, &etag, &lm, &hash, &change, &saved, &links, &interval, &next, &wid, &wuri, &wdt, &wdig)
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return out, false, nil
+			WHERE r.job = ? AND r.url IN (?`+strings.Repeat(", ?", n-1)+`)`, args, scanBaseline)
+		if err != nil {
+			return nil, fmt.Errorf("baseline %s: %w", job, err)
+		}
+		for _, r := range rows {
+			p, err := r.page(job)
+			if err != nil {
+				return nil, err
+			}
+			out[r.url] = p
+		}
 	}
+	return out, nil
+}
+
+// baselineRow is a row of a baseline read, as scanned.
+type baselineRow struct {
+	url, record                                  string
+	etag, lm, hash, change, wid, wuri, wdt, wdig sql.NullString
+	saved, interval, next                        sql.NullInt64
+	links                                        sql.NullString
+}
+
+func scanBaseline(rows *sql.Rows) (baselineRow, error) {
+	var r baselineRow
+	err := rows.Scan(&r.url, &r.record, &r.etag, &r.lm, &r.hash, &r.change, &r.saved, &r.links, &r.interval, &r.next,
+		&r.wid, &r.wuri, &r.wdt, &r.wdig)
+	return r, err
+}
+
+// page decodes the row's page and revisit fields.
+func (r baselineRow) page(job string) (jobs.BaselinePage, error) {
+	var out jobs.BaselinePage
+	p, err := decodeRecord(job, r.url, []byte(r.record))
 	if err != nil {
-		return out, false, fmt.Errorf("baseline %s page %s: %w", job, url, err)
-	}
-	p, err := decodeRecord(job, url, []byte(record))
-	if err != nil {
-		return out, false, fmt.Errorf("baseline %s page %s: %w", job, url, err)
+		return out, fmt.Errorf("baseline %s page %s: %w", job, r.url, err)
 	}
 	out.Page = p
 	v := &out.Revisit
-	v.ETag, v.LastModified, v.ContentHash, v.Change = etag.String, lm.String, hash.String, change.String
-	v.SavedBytes, v.Interval = saved.Int64, time.Duration(interval.Int64)*time.Millisecond
-	if next.Int64 > 0 {
-		v.NextFetch = time.UnixMilli(next.Int64).UTC()
+	v.ETag, v.LastModified, v.ContentHash, v.Change = r.etag.String, r.lm.String, r.hash.String, r.change.String
+	v.SavedBytes, v.Interval = r.saved.Int64, time.Duration(r.interval.Int64)*time.Millisecond
+	if r.next.Int64 > 0 {
+		v.NextFetch = time.UnixMilli(r.next.Int64).UTC()
 	}
-	if links.Valid && links.String != "" {
-		if err := json.Unmarshal([]byte(links.String), &v.Links); err != nil {
-			return out, false, fmt.Errorf("baseline %s page %s: %w: links: %v", job, url, ErrBadRecord, err)
+	if r.links.Valid && r.links.String != "" {
+		if err := json.Unmarshal([]byte(r.links.String), &v.Links); err != nil {
+			return out, fmt.Errorf("baseline %s page %s: %w: links: %v", job, r.url, ErrBadRecord, err)
 		}
 	}
-	v.WARC.RecordID, v.WARC.TargetURI, v.WARC.PayloadDigest = wid.String, wuri.String, wdig.String
-	if wdt.String != "" {
-		if t, err := time.Parse(time.RFC3339Nano, wdt.String); err == nil {
+	v.WARC.RecordID, v.WARC.TargetURI, v.WARC.PayloadDigest = r.wid.String, r.wuri.String, r.wdig.String
+	if r.wdt.String != "" {
+		if t, err := time.Parse(time.RFC3339Nano, r.wdt.String); err == nil {
 			v.WARC.Date = t
 		} else {
 			v.WARC = archive.Original{}
 		}
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // Changes counts job's pages by change against baseline (see

@@ -60,6 +60,20 @@ func testRevisitRows(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	assert.False(t, ok, "a URL the baseline has no page of")
 
+	// Many URLs in one read: the same records, a URL with no page absent.
+	if br, isBatch := f.s.(jobs.BaselineBatchReader); isBatch {
+		many, err := br.BaselinePages(f.ctx, base, []string{URL("a"), URL("never"), URL("b"), URL("a")})
+		require.NoError(t, err)
+		require.Len(t, many, 2)
+		assert.Equal(t, va.ETag, many[URL("a")].Revisit.ETag)
+		assert.Equal(t, ra.Page.Title, many[URL("a")].Page.Title)
+		requireEntries(t, va.Links, many[URL("a")].Revisit.Links, "links kept")
+		assert.Equal(t, jobs.RevisitRecord{}, many[URL("b")].Revisit)
+		empty, err := br.BaselinePages(f.ctx, base, nil)
+		require.NoError(t, err)
+		assert.Empty(t, empty)
+	}
+
 	// Written once per job and URL: a retried commit changes nothing.
 	again := ra
 	again.Revisit = &jobs.RevisitRecord{ETag: `"other"`, Change: jobs.ChangeChanged}

@@ -96,3 +96,19 @@ func TestUntilEndsTheNetworkIdleWait(t *testing.T) {
 		t.Errorf("an element never there: %v, want ErrNotSettled", err)
 	}
 }
+
+// A selector the browser cannot parse fails the page at once, naming it,
+// instead of waiting out the page's budget; a selector never matched
+// waits it out.
+func TestSelectorWaitBadAndNeverThere(t *testing.T) {
+	p := testPool(t, nil)
+	_, base := jsSite(t)
+	_, err := p.Render(context.Background(), Request{URL: base + "/js/item/1.html", Wait: WaitSelector + "span[", Timeout: time.Minute})
+	if err == nil || errors.Is(err, ErrNotSettled) || !strings.Contains(err.Error(), `selector "span["`) {
+		t.Errorf("bad selector: %v, want an error naming it", err)
+	}
+	_, err = p.Render(context.Background(), Request{URL: base + "/js/item/1.html", Wait: WaitSelector + "span.absent", Timeout: 2 * time.Second})
+	if !errors.Is(err, ErrNotSettled) {
+		t.Errorf("a selector never matched: %v, want ErrNotSettled", err)
+	}
+}

@@ -26,7 +26,7 @@ const benchTabs = 4
 // BenchmarkRender renders the JS items of the demo site through a Pool
 // and through a bare chromedp loop (one browser, a tab per goroutine
 // reused for every page, no interception, no cleaning) with the same
-// tabs and the same wait (selector:span.price; the items load no image,
+// browser flags, the same tabs and the same wait (selector:span.price; the items load no image,
 // media or font, so the Pool's blocking changes nothing). Both sides
 // open their tabs before the clock starts, and they take turns in rounds
 // of a few pages, so that a change in the machine's load weighs on both

@@ -35,7 +35,11 @@ type browser struct {
 
 // flags are the command-line flags of every browser: headless, no
 // sandbox (containers), and quiet: no background or component traffic
-// (which would leave the guard's view), no QUIC, no first-run work.
+// (which would leave the guard's view), no QUIC, no first-run work. No
+// spare renderer either: Chromium keeps one warm for the browser context
+// that navigated last, and with a context per tab it starts a new one
+// (and kills the last) at nearly every page, a renderer process's start
+// each time.
 func (c Config) flags(dir string) []chromedp.ExecAllocatorOption {
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
@@ -48,7 +52,7 @@ func (c Config) flags(dir string) []chromedp.ExecAllocatorOption {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-breakpad", true),
 		chromedp.Flag("disable-crash-reporter", true),
-		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider"),
+		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,SpareRendererForSitePerProcess"),
 		chromedp.Flag("metrics-recording-only", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.Flag("js-flags", fmt.Sprintf("--max-old-space-size=%d", c.JSHeapMB)),

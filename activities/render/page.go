@@ -239,16 +239,32 @@ func untilExpr(until []Want) string {
 	return b.String()
 }
 
-// selectorPoll is how often waitSelector looks for its element.
-const selectorPoll = 10 * time.Millisecond
+// selectorRetry is the pause before waitSelector asks again, when the
+// page's document changed under its script.
+const selectorRetry = 10 * time.Millisecond
 
-// waitSelector polls for an element matching sel.
+// waitSelectorExpr is a script whose promise resolves once an element
+// matches the selector %s: it looks again at every change of the DOM
+// (and every 100 ms, for changes no mutation reports), inside the page.
+const waitSelectorExpr = `new Promise((resolve) => {
+	const sel = %s;
+	const has = () => document.querySelector(sel) !== null;
+	if (has()) { resolve(true); return; }
+	let obs, iv;
+	const look = () => { if (has()) { obs.disconnect(); clearInterval(iv); resolve(true); } };
+	obs = new MutationObserver(look);
+	obs.observe(document, {subtree: true, childList: true, attributes: true});
+	iv = setInterval(look, 100);
+})`
+
+// waitSelector waits for an element matching sel with one script that
+// resolves when it is there, so that waiting costs no round trip to the
+// page per look; when the page's document is replaced meanwhile (a
+// redirect by script), it asks the new one.
 func (pr *pageRun) waitSelector(ctx context.Context, sel string) error {
-	expr := fmt.Sprintf("document.querySelector(%s) !== null", jsString(sel))
-	tick := time.NewTicker(selectorPoll)
-	defer tick.Stop()
+	expr := fmt.Sprintf(waitSelectorExpr, jsString(sel))
 	for {
-		found, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		found, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr, chromedp.EvalAwaitPromise))
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -259,7 +275,7 @@ func (pr *pageRun) waitSelector(ctx context.Context, sel string) error {
 			return nil
 		}
 		select {
-		case <-tick.C:
+		case <-time.After(selectorRetry):
 		case <-ctx.Done():
 			return ctx.Err()
 		}

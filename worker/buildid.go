@@ -57,4 +57,3 @@ func goBuildID(path string) (string, error) {
 	}
 	return string(data[16 : 16+descsz]), nil
 }
-

@@ -15,7 +15,8 @@ import (
 // Backups) and "all-runners" (All-are-Runner mode) — it reports
 //
 //   - formation-s: all processes started → every member has its elected
-//     role and GroupState lists them all;
+//     role and GroupState lists them all; formation-cpu-s: the CPU time
+//     the workers, Temporal and ZooKeeper spent meanwhile;
 //   - zk-recv/s/inst, zk-sent/s/inst: ZooKeeper's zk_packets_received and
 //     zk_packets_sent (mntr) per second and per instance over a steady
 //     window (BATON_SCALE_WINDOW, 60s by default, after 10 s of settling);
@@ -65,6 +66,7 @@ func BenchmarkClusterScale(b *testing.B) {
 						f = runScale(b, s)
 					}
 					b.ReportMetric(f.Formation.Seconds(), "formation-s")
+					b.ReportMetric(f.FormationCPU.Seconds(), "formation-cpu-s")
 					b.ReportMetric(f.Received, "zk-recv/s/inst")
 					b.ReportMetric(f.Sent, "zk-sent/s/inst")
 					b.ReportMetric(f.MaxReceived, "zk-recv/s-busiest")

@@ -149,6 +149,10 @@ func (f scaleFigures) median() (detected, tookOver time.Duration) {
 type scaleFigures struct {
 	N         int
 	Formation time.Duration // all processes started → every member has its elected role
+	// FormationCPU is the CPU time the workers, Temporal and ZooKeeper
+	// spent over the formation: on a machine of few cores, formation
+	// takes at least this divided by the cores.
+	FormationCPU time.Duration
 	// Received and Sent are ZooKeeper's zk_packets_received and
 	// zk_packets_sent per second and per instance over the window.
 	Received, Sent float64
@@ -191,6 +195,7 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 	if c.ZK == nil {
 		t.Fatal("the scale measurement reads a standalone ZooKeeper's counters")
 	}
+	before := clusterCPU(t, c, 0)
 	start := time.Now()
 	c.StartAll()
 	c.WaitElected(formationTimeout(n))
@@ -200,7 +205,12 @@ func runScale(t testing.TB, s scaleRun) scaleFigures {
 		return ok, fmt.Errorf("%d of %d members, standby_id %q", len(g.CurrentCrawler), n, g.StandbyID)
 	})
 	f.Formation = time.Since(start)
-	t.Logf("N=%d (%d runners, %d backups): formed in %v", n, s.Runners, s.Backups, f.Formation.Round(time.Millisecond))
+	formed := clusterCPU(t, c, n)
+	f.FormationCPU = formed.workers + formed.temporal - before.temporal + formed.zk - before.zk
+	t.Logf("N=%d (%d runners, %d backups): formed in %v at load %.1f; CPU to form: workers %v (%v each), Temporal %v, ZooKeeper %v",
+		n, s.Runners, s.Backups, f.Formation.Round(time.Millisecond), loadAverage(t), formed.workers.Round(time.Millisecond),
+		(formed.workers / time.Duration(n)).Round(time.Millisecond), (formed.temporal - before.temporal).Round(time.Millisecond),
+		(formed.zk - before.zk).Round(time.Millisecond))
 
 	// Settle, then the measured window. Nothing in the test process talks
 	// to ZooKeeper meanwhile (its own session only pings), so the server's
@@ -417,13 +427,15 @@ func monitorInt(t testing.TB, m testsuite.Monitor, key string) int64 {
 	return v
 }
 
-// cpuSample is the CPU time used so far by ZooKeeper and by the workers.
-type cpuSample struct{ zk, workers time.Duration }
+// cpuSample is the CPU time used so far by ZooKeeper, Temporal and the
+// workers.
+type cpuSample struct{ zk, temporal, workers time.Duration }
 
 func clusterCPU(t testing.TB, c *testsuite.Cluster, n int) cpuSample {
 	t.Helper()
 	var s cpuSample
 	s.zk = cpuTime(t, c.ZK.Process().Pid())
+	s.temporal = cpuTime(t, c.Temporal.Process().Pid())
 	for i := 1; i <= n; i++ {
 		s.workers += cpuTime(t, c.Process(i).Pid())
 	}

@@ -18,9 +18,11 @@ import (
 // BenchmarkSeedsFile submits a job with a seed file of 10^6 URLs
 // (BATON_SEEDS=N to change it) through the real CLI, `baton crawl
 // --seeds-file FILE`, against a real Temporal server and the SQLite store,
-// and reports the command's time and its peak RSS (VmHWM, sampled until it
-// exits). One worker runs, as in a user's cluster; the seeds go to the
-// store in chunks before the job's workflow starts.
+// and reports the command's time, its CPU time (user and system: on a
+// shared machine the time mostly waits for a core), its peak RSS (VmHWM,
+// sampled until it exits) and the 1-minute load average. One worker runs,
+// as in a user's cluster; the seeds go to the store in chunks before the
+// job's workflow starts.
 //
 // Run it with: make bench BENCH=SeedsFile PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
 func BenchmarkSeedsFile(b *testing.B) {
@@ -56,7 +58,10 @@ func BenchmarkSeedsFile(b *testing.B) {
 	if err != nil {
 		b.Fatalf("baton crawl: %v: %s", err, out.String())
 	}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	b.ReportMetric(float64(rss)/1024, "cli-peak-RSS-MiB")
 	b.ReportMetric(took.Seconds(), "cli-s")
+	b.ReportMetric(cpu.Seconds(), "cli-cpu-s")
+	b.ReportMetric(loadAverage(b), "loadavg")
 	b.Logf("%d seeds submitted in %v, CLI peak RSS %d MiB: %s", n, took.Round(time.Millisecond), rss/1024, strings.TrimSpace(out.String()))
 }

@@ -337,6 +337,7 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			Local: jobs.Local{Group: cfg.Group, Name: cfg.Name, Runner: batches}},
 		&jobs.ScheduleActivities{Temporal: tc})
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
+	useBuildIDAsChecksum()
 	reclaimActivities(dctx, tc, cfg.Temporal.Namespace, cfg.Group, cfg.Name, log)
 	if err := ws.start(tc, log, leaving, acts, queue, workflows.JobQueue(cfg.Group)); err != nil {
 		return err

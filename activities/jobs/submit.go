@@ -207,6 +207,9 @@ func (s Submission) splitURLSecrets(spec Spec, sec Secrets) (Spec, Secrets, erro
 		line := 0
 		if err := s.File.Each(func(u string) error {
 			line++
+			if !strings.Contains(u, "@") && (len(s.SecretParams) == 0 || !strings.Contains(u, "?")) {
+				return nil // no user:password, no parameter to seal
+			}
 			_, sec.URLs, err = crawl.SplitURLSecrets(u, s.SecretParams, sec.URLs)
 			if err != nil {
 				return badSubmission("seeds file URL %d: %v", line, err)
@@ -274,9 +277,6 @@ type SeedWriter interface {
 	AddSeeds(ctx context.Context, job string, seeds []Entry) (int, error)
 }
 
-// seedChunk is how many seeds of a file Queue writes per transaction.
-const seedChunk = 5000
-
 // Queue creates the plan's job in the store with every seed (the inline
 // ones, the sitemaps, and the seed file read again in chunks: memory stays
 // flat however long the file), so that JobStart finds it created with the
@@ -294,37 +294,11 @@ func (p Plan) Queue(ctx context.Context, st SeedWriter) (int, error) {
 	if p.File == nil {
 		return seen, nil
 	}
-	spec := p.Spec.compiled()
-	batch := make([]Entry, 0, seedChunk)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		n, err := st.AddSeeds(ctx, p.Spec.ID, batch)
-		if err != nil {
-			return fmt.Errorf("store the seeds of job %s: %w", p.Spec.ID, err)
-		}
-		seen += n
-		batch = batch[:0]
-		return nil
-	}
-	urlSecrets := crawl.NewURLSecrets(p.Secrets.URLs)
-	err = p.File.Each(func(u string) error {
-		n, err := p.Spec.Options.NormalizeURL(urlSecrets.Redact(u))
-		if err != nil {
-			return fmt.Errorf("%w: seed %q: %w", ErrBadSubmission, u, err)
-		}
-		if batch = append(batch, Entry{URL: n, Label: spec.seedLabel(n)}); len(batch) == seedChunk {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
+	n, err := p.queueFile(ctx, st)
 	if err != nil {
 		return 0, err
 	}
+	seen += n
 	if p.Spec.MaxPages > 0 {
 		seen = min(seen, p.Spec.MaxPages)
 	}

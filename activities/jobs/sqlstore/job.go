@@ -117,7 +117,7 @@ func (s *jobStore) AddSeeds(ctx context.Context, job string, seeds []jobs.Entry)
 	}
 	n := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		added, err := s.insertEntries(ctx, tx, job, seeds)
+		added, err := s.insertSeeds(ctx, tx, job, seeds)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,35 @@ func testAddSeeds(t *testing.T, f *fixture) {
 	assert.Equal(t, jobs.Stats{Seen: 4, Queued: 4}, f.stats(job))
 	_, err = f.s.AddSeeds(f.ctx, JobID(t, "nope"), Entries(0, URL("x")))
 	require.ErrorIs(t, err, jobs.ErrNoJob)
+}
+
+// testAddSeedsInBulk: a chunk of seeds larger than one statement of the
+// store (several full statements and a partial one), with URLs repeated
+// in the chunk and URLs queued before, queues each URL once, counts only
+// the new ones and keeps each seed's label.
+func testAddSeedsInBulk(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0, "p0007")
+	paths := seq("p", 1000)
+	in := Entries(0, urls(paths...)...)
+	for i := range in {
+		in[i].Label = "L" + paths[i]
+	}
+	in = append(in, in[10], in[999]) // repeated in the chunk
+	n, err := f.s.AddSeeds(f.ctx, job, in)
+	require.NoError(t, err)
+	assert.Equal(t, 999, n, "p0007 was queued by CreateJob; the repeats count once")
+	n, err = f.s.AddSeeds(f.ctx, job, Entries(0, URL("p0500"), URL("new")))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, jobs.Stats{Seen: 1001, Queued: 1001}, f.stats(job))
+	b, got := f.take(job, "b1", 2000)
+	assert.Equal(t, 1001, b.Size)
+	assert.ElementsMatch(t, append(urls(paths...), URL("new")), got)
+	for _, e := range f.entries(job, "b1") {
+		if e.URL != URL("p0007") && e.URL != URL("new") {
+			assert.Equal(t, "L"+strings.TrimPrefix(e.URL, URL("")), e.Label, "the label of %s", e.URL)
+		}
+	}
 }
 
 // testSecrets: sealed secrets are kept as given, once per job.

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"Secrets", testSecrets},
 		{"DeleteJob", testDeleteJob},
 		{"AddSeeds", testAddSeeds},
+		{"AddSeedsInBulk", testAddSeedsInBulk},
 		{"ClaimEpochs", testClaimEpochs},
 		{"FinishBatch", testFinishBatch},
 		{"RecordOnce", testRecordOnce},

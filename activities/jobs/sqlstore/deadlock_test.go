@@ -42,6 +42,28 @@ func crossLinked(n int) func(i int) []string {
 	}
 }
 
+// overHosts is crossLinked(pages) with page i on host h(i mod hosts).example,
+// and a seed on each host.
+func overHosts(pages, hosts int) (links func(i int) []string, seeds []string) {
+	onHost := func(u string) string {
+		var i int
+		fmt.Sscanf(u[strings.LastIndex(u, "/p")+2:], "%d", &i)
+		return strings.Replace(u, "example.com", fmt.Sprintf("h%d.example", i%hosts), 1)
+	}
+	cross := crossLinked(pages)
+	links = func(i int) []string {
+		out := cross(i)
+		for k, u := range out {
+			out[k] = onHost(u)
+		}
+		return out
+	}
+	for i := range hosts {
+		seeds = append(seeds, onHost(storetest.URL(fmt.Sprintf("p%05d", i))))
+	}
+	return links, seeds
+}
+
 // pageItems are the items page i pushes: i%4 of them.
 func pageItems(i int) []crawler.Pushed {
 	out := make([]crawler.Pushed, i%4)
@@ -191,24 +213,8 @@ func TestPostgresHostLeasesNeverDeadlock(t *testing.T) {
 	for range 3 {
 		stores = append(stores, openPostgres(t, pg))
 	}
-	onHost := func(u string) string {
-		var i int
-		fmt.Sscanf(u[strings.LastIndex(u, "/p")+2:], "%d", &i)
-		return strings.Replace(u, "example.com", fmt.Sprintf("h%d.example", i%hosts), 1)
-	}
-	cross := crossLinked(pages)
-	links := func(i int) []string {
-		out := cross(i)
-		for k, u := range out {
-			out[k] = onHost(u)
-		}
-		return out
-	}
+	links, seeds := overHosts(pages, hosts)
 	job := storetest.JobID(t, "leased")
-	var seeds []string
-	for i := range hosts {
-		seeds = append(seeds, onHost(storetest.URL(fmt.Sprintf("p%05d", i))))
-	}
 	spec := storetest.Spec(job, 0, seeds...)
 	spec.Options.AllowedDomains, spec.Options.Parallelism, spec.Options.Delay = nil, 2, time.Millisecond
 	_, err := stores[0].CreateJob(ctx, spec, storetest.Entries(0, seeds...))
@@ -290,23 +296,7 @@ func TestPostgresHostLeasesAcrossJobsNeverDeadlock(t *testing.T) {
 	for range 3 {
 		stores = append(stores, openPostgres(t, pg))
 	}
-	onHost := func(u string) string {
-		var i int
-		fmt.Sscanf(u[strings.LastIndex(u, "/p")+2:], "%d", &i)
-		return strings.Replace(u, "example.com", fmt.Sprintf("h%d.example", i%hosts), 1)
-	}
-	cross := crossLinked(pages)
-	links := func(i int) []string {
-		out := cross(i)
-		for k, u := range out {
-			out[k] = onHost(u)
-		}
-		return out
-	}
-	var seeds []string
-	for i := range hosts {
-		seeds = append(seeds, onHost(storetest.URL(fmt.Sprintf("p%05d", i))))
-	}
+	links, seeds := overHosts(pages, hosts)
 	var ids []string
 	for k, delay := range []time.Duration{time.Millisecond, 0} {
 		job := storetest.JobID(t, fmt.Sprintf("j%d", k))

@@ -235,6 +235,25 @@ func testRobotsClaim(t *testing.T, f *fixture) {
 // A lease expires its TTL after its last renewal: a batch that stopped
 // pulling (its Runner gone, nobody re-queued it) loses its host to the
 // next batch then, not before; the first batch's next pull finds it lost.
+// takeOnceExpired takes up to n URLs into job's batch as soon as it can,
+// which is once the lease renewed at renewed (whose TTL is ttl) has
+// expired, and says how long after the renewal that was. A lease still
+// held ttl + 10 s after its renewal fails the test.
+func (f *fixture) takeOnceExpired(job, batch string, n int, renewed time.Time, ttl time.Duration) ([]string, time.Duration) {
+	t := f.t
+	t.Helper()
+	deadline := renewed.Add(ttl + 10*time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		require.True(t, time.Now().Before(deadline), "the lease never expired (TTL %v)", ttl)
+		if _, got := f.take(job, batch, n); len(got) > 0 {
+			return got, time.Since(renewed)
+		}
+		<-tick.C
+	}
+}
+
 func testHostLeaseExpiry(t *testing.T, f *fixture) {
 	job := f.politeJob("j", func(o *crawl.Options, tm *roles.Timers) {
 		o.Parallelism, o.Delay, o.IgnoreRobots = 2, 10*time.Millisecond, true
@@ -244,18 +263,7 @@ func testHostLeaseExpiry(t *testing.T, f *fixture) {
 	require.Len(t, f.takeAs(job, "b1", "r1", 2), 2)
 	renewed := time.Now()
 	f.pull(job, "b1", 1, 0, 2)
-	var got []string
-	deadline := renewed.Add(ttl + 10*time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		require.True(t, time.Now().Before(deadline), "b1's lease never expired (TTL %v)", ttl)
-		if _, got = f.take(job, "b2", 2); len(got) > 0 {
-			break
-		}
-		<-tick.C
-	}
-	took := time.Since(renewed)
+	got, took := f.takeOnceExpired(job, "b2", 2, renewed, ttl)
 	assert.GreaterOrEqual(t, took, ttl-time.Second, "taken %v after b1's renewal, TTL %v", took, ttl)
 	f.claim(job, "b2", "r2", 1)
 	assert.Equal(t, hostURLs("a.example", 4)[2:], got)

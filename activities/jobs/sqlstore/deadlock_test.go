@@ -42,6 +42,25 @@ func crossLinked(n int) func(i int) []string {
 	}
 }
 
+// sweepQueued runs last batches of job until nothing is queued (links to
+// a host found as its holder ended): every host is free by then, so each
+// batch takes something.
+func sweepQueued(ctx context.Context, t *testing.T, st *sqlstore.Store, job string, links func(int) []string) {
+	t.Helper()
+	for sweep := 0; ; sweep++ {
+		stats, err := st.Stats(ctx, job)
+		require.NoError(t, err)
+		if stats.Queued == 0 {
+			return
+		}
+		id := fmt.Sprintf("sweep%d", sweep)
+		b, err := st.TakeBatch(ctx, job, id, 16)
+		require.NoError(t, err)
+		require.Positive(t, b.Size, "%d queued and every host free", stats.Queued)
+		require.NoError(t, runOneBatch(ctx, st, job, id, "sweeper", links))
+	}
+}
+
 // overHosts is crossLinked(pages) with page i on host h(i mod hosts).example,
 // and a seed on each host.
 func overHosts(pages, hosts int) (links func(i int) []string, seeds []string) {
@@ -227,18 +246,7 @@ func TestPostgresHostLeasesNeverDeadlock(t *testing.T) {
 	offset := pg.LogOffset()
 
 	runBatches(ctx, t, stores, job, links)
-	for sweep := 0; ; sweep++ {
-		st, err := stores[0].Stats(ctx, job)
-		require.NoError(t, err)
-		if st.Queued == 0 {
-			break
-		}
-		id := fmt.Sprintf("sweep%d", sweep)
-		b, err := stores[0].TakeBatch(ctx, job, id, 16)
-		require.NoError(t, err)
-		require.Positive(t, b.Size, "%d queued and every host free", st.Queued)
-		require.NoError(t, runOneBatch(ctx, stores[0], job, id, "sweeper", links))
-	}
+	sweepQueued(ctx, t, stores[0], job, links)
 	got := results(t, stores[0], job)
 	assert.Equal(t, pages, len(got), "pages recorded")
 	for u, n := range got {
@@ -329,18 +337,7 @@ func TestPostgresHostLeasesAcrossJobsNeverDeadlock(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for _, job := range ids {
-		for sweep := 0; ; sweep++ {
-			st, err := stores[0].Stats(ctx, job)
-			require.NoError(t, err)
-			if st.Queued == 0 {
-				break
-			}
-			id := fmt.Sprintf("sweep%d", sweep)
-			b, err := stores[0].TakeBatch(ctx, job, id, 16)
-			require.NoError(t, err)
-			require.Positive(t, b.Size, "%d queued and every host free", st.Queued)
-			require.NoError(t, runOneBatch(ctx, stores[0], job, id, "sweeper", links))
-		}
+		sweepQueued(ctx, t, stores[0], job, links)
 		got := results(t, stores[0], job)
 		assert.Equal(t, pages, len(got), "pages recorded of %s", job)
 	}

@@ -167,12 +167,14 @@ func (p profiled) during(b *testing.B, r int) (wait func()) {
 type pgWrites struct {
 	wal, xacts, rows int64
 	walRecords, fpi  int64               // WAL records, full-page images among them
+	lsn              string              // the WAL position
 	tables           map[string][4]int64 // inserted, updated (HOT of them), deleted
 }
 
 func readPGWrites(b *testing.B, pg *testsuite.Postgres) pgWrites {
 	return pgWrites{
 		wal:        pg.AdminInt(b, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`),
+		lsn:        walLSN(b, pg),
 		xacts:      pg.AdminInt(b, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`),
 		rows:       pg.AdminInt(b, `SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = current_database()`),
 		walRecords: pg.AdminInt(b, `SELECT wal_records FROM pg_stat_wal`),
@@ -222,6 +224,7 @@ func reportPGWrites(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, 
 	}
 	b.Logf("PostgreSQL per page recorded: %.0f B of WAL (%.1f records, %.2f full-page images), %.3f transactions that wrote, %.2f rows written (inserted +, updated ~, deleted -: %s)",
 		per(after.wal-before.wal), per(after.walRecords-before.walRecords), per(after.fpi-before.fpi), per(after.xacts-before.xacts), per(after.rows-before.rows), strings.Join(tables, "; "))
+	b.Logf("PostgreSQL WAL per page recorded by relation (records×bytes): %s", walByRelation(b, pg, before.lsn, pages))
 }
 
 // benchSite is a server the benchmark crawls, with its access log.

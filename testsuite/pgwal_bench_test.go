@@ -1,9 +1,12 @@
 package testsuite_test
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batoncrawl/baton/testsuite"
 )
@@ -34,4 +37,13 @@ func walByRelation(b *testing.B, pg *testsuite.Postgres, from string, pages int)
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// defaultJobID is a job ID of the shape `baton crawl` gives a job without
+// --id (job-YYYYMMDD-HHMMSS-xxxxxx): every row and index entry of the
+// store holds the job's ID, so its length is part of the cost per page.
+func defaultJobID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "job-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
 }

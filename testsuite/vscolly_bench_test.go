@@ -90,7 +90,7 @@ func BenchmarkAgainstColly(b *testing.B) {
 						}
 						cr := runColly(b, colly, srv)
 						done := prof.during(b, r)
-						br := runBaton(b, c, pg, srv, fmt.Sprintf("vs-%s-%s-%s-%d-%d", site, store, shape, time.Now().UnixNano(), r), runners*conc)
+						br := runBaton(b, c, pg, srv, defaultJobID(), runners*conc)
 						done()
 						if br.distinct != cr.distinct {
 							b.Errorf("round %d: Baton crawled %d distinct pages, bare Colly %d", r, br.distinct, cr.distinct)

@@ -47,3 +47,32 @@ func defaultJobID() string {
 	_, _ = rand.Read(b)
 	return "job-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
 }
+
+// resetStatements starts pg_stat_statements' counts afresh.
+func resetStatements(b *testing.B, pg *testsuite.Postgres) {
+	pg.Admin(b, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`, `SELECT pg_stat_statements_reset()`)
+}
+
+// topStatements lists the client database's statements since
+// resetStatements that wrote the most WAL, per page recorded: calls,
+// rows, WAL records and bytes, and the statement's start.
+func topStatements(b *testing.B, pg *testsuite.Postgres, pages int) string {
+	rows := pg.AdminText(b, `SELECT coalesce(string_agg(format('%s|%s|%s|%s|%s', calls, rows, wal_records, wal_bytes,
+			left(regexp_replace(query, '\s+', ' ', 'g'), 110)), E'\n' ORDER BY wal_bytes DESC), '')
+		FROM (SELECT * FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			ORDER BY wal_bytes DESC LIMIT 12) t`)
+	per := float64(max(pages, 1))
+	var out []string
+	for _, row := range strings.Split(rows, "\n") {
+		f := strings.SplitN(row, "|", 5)
+		if len(f) < 5 {
+			continue
+		}
+		var n [4]float64
+		for i := range n {
+			_, _ = fmt.Sscanf(f[i], "%g", &n[i])
+		}
+		out = append(out, fmt.Sprintf("  %.3f calls, %.2f rows, %.2f WAL records, %.0f B: %s", n[0]/per, n[1]/per, n[2]/per, n[3]/per, f[4]))
+	}
+	return strings.Join(out, "\n")
+}

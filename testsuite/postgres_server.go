@@ -56,6 +56,9 @@ func (pg *Postgres) serverArgs() []string {
 		"wal_init_zero=off",
 		"password_encryption=scram-sha-256",
 		"logging_collector=off",
+		// Statements' counts, rows and WAL for the benchmarks (the
+		// extension is created where read).
+		"shared_preload_libraries=pg_stat_statements",
 		"log_destination=stderr",
 	)...)
 }

@@ -55,7 +55,8 @@ func resetStatements(b *testing.B, pg *testsuite.Postgres) {
 
 // topStatements lists the client database's statements since
 // resetStatements that wrote the most WAL, per page recorded: calls,
-// rows, WAL records and bytes, and the statement's start.
+// rows, WAL records and bytes, and the statement's start; on one line
+// (a benchmark's log is cut after a few lines).
 func topStatements(b *testing.B, pg *testsuite.Postgres, pages int) string {
 	rows := pg.AdminText(b, `SELECT coalesce(string_agg(format('%s|%s|%s|%s|%s', calls, rows, wal_records, wal_bytes,
 			left(regexp_replace(query, '\s+', ' ', 'g'), 110)), E'\n' ORDER BY wal_bytes DESC), '')
@@ -72,7 +73,7 @@ func topStatements(b *testing.B, pg *testsuite.Postgres, pages int) string {
 		for i := range n {
 			_, _ = fmt.Sscanf(f[i], "%g", &n[i])
 		}
-		out = append(out, fmt.Sprintf("  %.3f calls, %.2f rows, %.2f WAL records, %.0f B: %s", n[0]/per, n[1]/per, n[2]/per, n[3]/per, f[4]))
+		out = append(out, fmt.Sprintf("%.3f calls, %.2f rows, %.2f WAL records, %.0f B: %s", n[0]/per, n[1]/per, n[2]/per, n[3]/per, f[4]))
 	}
-	return strings.Join(out, "\n")
+	return strings.Join(out, " | ")
 }

@@ -226,7 +226,7 @@ func reportPGWrites(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, 
 	b.Logf("PostgreSQL per page recorded: %.0f B of WAL (%.1f records, %.2f full-page images), %.3f transactions that wrote, %.2f rows written (inserted +, updated ~, deleted -: %s)",
 		per(after.wal-before.wal), per(after.walRecords-before.walRecords), per(after.fpi-before.fpi), per(after.xacts-before.xacts), per(after.rows-before.rows), strings.Join(tables, "; "))
 	b.Logf("PostgreSQL WAL per page recorded by relation (records×bytes): %s", walByRelation(b, pg, before.lsn, pages))
-	b.Logf("PostgreSQL statements per page recorded, the most WAL first (calls, rows, WAL records, WAL bytes):\n%s", topStatements(b, pg, pages))
+	b.Logf("PostgreSQL statements per page recorded, the most WAL first (calls, rows, WAL records, WAL bytes): %s", topStatements(b, pg, pages))
 }
 
 // benchSite is a server the benchmark crawls, with its access log.

@@ -19,7 +19,8 @@ func walLSN(b *testing.B, pg *testsuite.Postgres) string {
 // walByRelation says where the WAL written since from went, per page
 // recorded: by the relation each record changed (a table, an index, a
 // TOAST table; a record changing none, such as a commit, by its resource
-// manager), the heaviest first, as "name records×bytes" (pg_walinspect).
+// manager), the heaviest first, as "name records×bytes" (pg_walinspect);
+// those under a byte a page left out.
 func walByRelation(b *testing.B, pg *testsuite.Postgres, from string, pages int) string {
 	pg.Admin(b, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`)
 	rows := pg.AdminText(b, `SELECT coalesce(string_agg(format('%s %s %s', rel, n, bytes), ';' ORDER BY bytes DESC), '') FROM (
@@ -32,7 +33,7 @@ func walByRelation(b *testing.B, pg *testsuite.Postgres, from string, pages int)
 	for _, row := range strings.Split(rows, ";") {
 		var name string
 		var n, bytes int64
-		if _, err := fmt.Sscanf(row, "%s %d %d", &name, &n, &bytes); err == nil {
+		if _, err := fmt.Sscanf(row, "%s %d %d", &name, &n, &bytes); err == nil && float64(bytes) >= per {
 			out = append(out, fmt.Sprintf("%s %.2f×%.0f B", name, float64(n)/per, float64(bytes)/per))
 		}
 	}

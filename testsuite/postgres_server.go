@@ -30,6 +30,12 @@ func (pg *Postgres) serverArgs() []string {
 		return args
 	}
 	args := []string{"-D", pg.dataDir}
+	if os.Getenv("BATON_PG_STATEMENTS") != "" {
+		// Statements' counts, rows and WAL, for a benchmark's report
+		// (the extension is created where read); off by default: it
+		// costs the server CPU on every statement.
+		args = append(args, set("shared_preload_libraries=pg_stat_statements")...)
+	}
 	return append(args, set(
 		"listen_addresses="+pg.listenHost(),
 		"port="+strconv.Itoa(pg.port),
@@ -56,9 +62,6 @@ func (pg *Postgres) serverArgs() []string {
 		"wal_init_zero=off",
 		"password_encryption=scram-sha-256",
 		"logging_collector=off",
-		// Statements' counts, rows and WAL for the benchmarks (the
-		// extension is created where read).
-		"shared_preload_libraries=pg_stat_statements",
 		"log_destination=stderr",
 	)...)
 }

@@ -48,7 +48,11 @@ import (
 //
 // BATON_BENCH_STORES (sqlite,postgres), BATON_BENCH_SHAPES (3x8; 1x24
 // too), BATON_BENCH_PROFILE (a directory: CPU
-// profiles of the workers, see profiled). The clusters run with the
+// profiles of the workers, see profiled), BATON_PG_STATEMENTS (set: the
+// PostgreSQL statements that write the most WAL per page, from
+// pg_stat_statements, which then costs the server some CPU). On
+// PostgreSQL it reports the WAL, writing transactions and rows written
+// per page recorded, by table and by relation (pg_walinspect). The clusters run with the
 // default timers and one Backup Runner. Run it with:
 //
 //	make bench BENCH=AgainstColly PKGS=./testsuite/ BENCH_FLAGS='-benchtime=1x -count=5'
@@ -83,7 +87,9 @@ func BenchmarkAgainstColly(b *testing.B) {
 					var pg0 pgWrites
 					if pg != nil {
 						pg0 = readPGWrites(b, pg)
-						resetStatements(b, pg)
+						if os.Getenv("BATON_PG_STATEMENTS") != "" {
+							resetStatements(b, pg)
+						}
 					}
 					for r := range rounds {
 						if pg != nil {
@@ -226,6 +232,9 @@ func reportPGWrites(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, 
 	b.Logf("PostgreSQL per page recorded: %.0f B of WAL (%.1f records, %.2f full-page images), %.3f transactions that wrote, %.2f rows written (inserted +, updated ~, deleted -: %s)",
 		per(after.wal-before.wal), per(after.walRecords-before.walRecords), per(after.fpi-before.fpi), per(after.xacts-before.xacts), per(after.rows-before.rows), strings.Join(tables, "; "))
 	b.Logf("PostgreSQL WAL per page recorded by relation (records×bytes): %s", walByRelation(b, pg, before.lsn, pages))
+	if os.Getenv("BATON_PG_STATEMENTS") == "" {
+		return
+	}
 	b.Logf("PostgreSQL statements per page recorded, the most WAL first (calls, rows, WAL records, WAL bytes): %s", topStatements(b, pg, pages))
 }
 

@@ -231,7 +231,8 @@ func reportPGWrites(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, 
 	}
 	b.Logf("PostgreSQL per page recorded: %.0f B of WAL (%.1f records, %.2f full-page images), %.3f transactions that wrote, %.2f rows written (inserted +, updated ~, deleted -: %s)",
 		per(after.wal-before.wal), per(after.walRecords-before.walRecords), per(after.fpi-before.fpi), per(after.xacts-before.xacts), per(after.rows-before.rows), strings.Join(tables, "; "))
-	b.Logf("PostgreSQL WAL per page recorded by relation (records×bytes): %s", walByRelation(b, pg, before.lsn, pages))
+	b.Logf("PostgreSQL WAL per page recorded by relation (records×bytes): %s; a page's record (JSON) averages %d B",
+		walByRelation(b, pg, before.lsn, pages), pg.AdminInt(b, `SELECT coalesce(avg(octet_length(record)), 0)::bigint FROM baton_results`))
 	if os.Getenv("BATON_PG_STATEMENTS") == "" {
 		return
 	}

@@ -12,6 +12,10 @@ import (
 // This file holds the bulk insert of a job's seeds (AddSeeds): a seed
 // file of millions of URLs goes to the frontier in chunks.
 
+// seedRows is how many frontier rows one statement of insertSeeds
+// inserts (6,000 parameters: within both engines' limits).
+const seedRows = 1000
+
 // seedTuple is one frontier row of insertSeeds' statements.
 const seedTuple = "(?, ?, ?, 0, ?, ?, ?)"
 
@@ -22,7 +26,7 @@ const seedTuple = "(?, ?, ?, 0, ?, ?, ?)"
 // every chunk (PostgreSQL's statements are unnamed: pgbouncer may sit
 // between the workers and the server).
 func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
-	args := make([]any, 0, rowsPerStatement*6)
+	args := make([]any, 0, seedRows*6)
 	var full *sql.Stmt
 	defer func() {
 		if full != nil {
@@ -31,7 +35,7 @@ func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entr
 	}()
 	added := 0
 	for len(entries) > 0 {
-		n := min(rowsPerStatement, len(entries))
+		n := min(seedRows, len(entries))
 		args = args[:0]
 		for _, e := range entries[:n] {
 			if err := jobs.CheckURLLength(e.URL); err != nil {
@@ -43,7 +47,7 @@ func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entr
 		var res sql.Result
 		var err error
 		switch {
-		case n == rowsPerStatement && !s.d.dollar:
+		case n == seedRows && !s.d.dollar:
 			if full == nil {
 				if full, err = tx.PrepareContext(ctx, seedInsert(n)); err != nil {
 					return 0, fmt.Errorf("queue URLs: %w", err)

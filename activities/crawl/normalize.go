@@ -91,8 +91,8 @@ func HostKey(raw string) string {
 
 // removeDotSegments implements RFC 3986 section 5.2.4.
 func removeDotSegments(p string) string {
-	if p == "" {
-		return ""
+	if !strings.Contains(p, "/.") && !strings.HasPrefix(p, ".") {
+		return p // no dot segment
 	}
 	var out []string
 	segs := strings.Split(p, "/")

@@ -8,7 +8,7 @@ import (
 )
 
 // seedChunk is how many seeds of a file Queue writes per transaction.
-const seedChunk = 5000
+const seedChunk = 20000
 
 // queueFile adds the seeds of the plan's file to its stored job in
 // chunks of seedChunk, and returns how many were new. The file is read

@@ -54,7 +54,7 @@ func seedFilePlan(t *testing.T, n int) jobs.Plan {
 // A seed file of several chunks is queued whole and in the file's order
 // (the job's crawl order), each seed normalised.
 func TestQueueSeedFileInOrderAcrossChunks(t *testing.T) {
-	const n = 12001 // two full chunks and a partial one
+	const n = 45001 // two full chunks and a partial one
 	sink := &seedSink{}
 	got, err := seedFilePlan(t, n).Queue(context.Background(), sink)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestQueueSeedFileInOrderAcrossChunks(t *testing.T) {
 // (the file's reader stops too), and nothing is reported queued.
 func TestQueueSeedFileStopsOnAStoreError(t *testing.T) {
 	sink := &failingSink{failFrom: 2}
-	plan := seedFilePlan(t, 30000)
+	plan := seedFilePlan(t, 70000)
 	done := make(chan error, 1)
 	go func() {
 		_, err := plan.Queue(context.Background(), sink)

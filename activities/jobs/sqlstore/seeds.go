@@ -12,6 +12,10 @@ import (
 // This file holds the bulk insert of a job's seeds (AddSeeds): a seed
 // file of millions of URLs goes to the frontier in chunks.
 
+// seedRows is how many frontier rows one statement of insertSeeds
+// inserts (6,000 parameters: within both engines' limits).
+const seedRows = 1000
+
 // seedTuple is one frontier row of insertSeeds' statements.
 const seedTuple = "(?, ?, ?, 0, ?, ?, ?)"
 
@@ -20,9 +24,14 @@ const seedTuple = "(?, ?, ?, 0, ?, ?, ?)"
 // counts the rows it inserted (no URL comes back), and on SQLite the
 // statement of a full chunk is parsed once per call and run again for
 // every chunk (PostgreSQL's statements are unnamed: pgbouncer may sit
-// between the workers and the server).
+// between the workers and the server). The rows of the next statement
+// (each URL's host parsed) are made while the engine runs the one
+// before.
 func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
-	args := make([]any, 0, rowsPerStatement*6)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rows := make(chan seedArgs, 1)
+	go seedStatements(ctx, job, entries, rows)
 	var full *sql.Stmt
 	defer func() {
 		if full != nil {
@@ -30,28 +39,23 @@ func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entr
 		}
 	}()
 	added := 0
-	for len(entries) > 0 {
-		n := min(rowsPerStatement, len(entries))
-		args = args[:0]
-		for _, e := range entries[:n] {
-			if err := jobs.CheckURLLength(e.URL); err != nil {
-				return 0, fmt.Errorf("queue URLs: %w", err)
-			}
-			args = append(args, entryRow(job, e)...)
+	for st := range rows {
+		if st.err != nil {
+			return 0, fmt.Errorf("queue URLs: %w", st.err)
 		}
-		entries = entries[n:]
+		n := len(st.args) / 6
 		var res sql.Result
 		var err error
 		switch {
-		case n == rowsPerStatement && !s.d.dollar:
+		case n == seedRows && !s.d.dollar:
 			if full == nil {
 				if full, err = tx.PrepareContext(ctx, seedInsert(n)); err != nil {
 					return 0, fmt.Errorf("queue URLs: %w", err)
 				}
 			}
-			res, err = full.ExecContext(ctx, args...)
+			res, err = full.ExecContext(ctx, st.args...)
 		default:
-			res, err = tx.ExecContext(ctx, s.q(seedInsert(n)), args...)
+			res, err = tx.ExecContext(ctx, s.q(seedInsert(n)), st.args...)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("queue URLs: %w", err)
@@ -63,6 +67,39 @@ func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entr
 		added += int(k)
 	}
 	return added, nil
+}
+
+// seedArgs are the parameters of one statement of insertSeeds, or why
+// they could not be made.
+type seedArgs struct {
+	args []any
+	err  error
+}
+
+// seedStatements sends the parameters of entries' rows on out, seedRows
+// rows a statement, until they are all sent, one is refused (a URL too
+// long) or ctx is done; it closes out.
+func seedStatements(ctx context.Context, job string, entries []jobs.Entry, out chan<- seedArgs) {
+	defer close(out)
+	for len(entries) > 0 {
+		n := min(seedRows, len(entries))
+		st := seedArgs{args: make([]any, 0, n*6)}
+		for _, e := range entries[:n] {
+			if st.err = jobs.CheckURLLength(e.URL); st.err != nil {
+				break
+			}
+			st.args = append(st.args, entryRow(job, e)...)
+		}
+		entries = entries[n:]
+		select {
+		case out <- st:
+		case <-ctx.Done():
+			return
+		}
+		if st.err != nil {
+			return
+		}
+	}
 }
 
 // seedInsert is the statement inserting n frontier rows, each new URL

@@ -90,21 +90,21 @@ func testAddSeeds(t *testing.T, f *fixture) {
 // the new ones and keeps each seed's label.
 func testAddSeedsInBulk(t *testing.T, f *fixture) {
 	job := f.newJob("j", 0, "p0007")
-	paths := seq("p", 1000)
+	paths := seq("p", 2500)
 	in := Entries(0, urls(paths...)...)
 	for i := range in {
 		in[i].Label = "L" + paths[i]
 	}
-	in = append(in, in[10], in[999]) // repeated in the chunk
+	in = append(in, in[10], in[2499]) // repeated in the chunk
 	n, err := f.s.AddSeeds(f.ctx, job, in)
 	require.NoError(t, err)
-	assert.Equal(t, 999, n, "p0007 was queued by CreateJob; the repeats count once")
+	assert.Equal(t, 2499, n, "p0007 was queued by CreateJob; the repeats count once")
 	n, err = f.s.AddSeeds(f.ctx, job, Entries(0, URL("p0500"), URL("new")))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	assert.Equal(t, jobs.Stats{Seen: 1001, Queued: 1001}, f.stats(job))
-	b, got := f.take(job, "b1", 2000)
-	assert.Equal(t, 1001, b.Size)
+	assert.Equal(t, jobs.Stats{Seen: 2501, Queued: 2501}, f.stats(job))
+	b, got := f.take(job, "b1", 3000)
+	assert.Equal(t, 2501, b.Size)
 	assert.ElementsMatch(t, append(urls(paths...), URL("new")), got)
 	for _, e := range f.entries(job, "b1") {
 		if e.URL != URL("p0007") && e.URL != URL("new") {

@@ -43,15 +43,12 @@ type linkResolver struct {
 
 func newLinkResolver(base string) linkResolver {
 	var l linkResolver
-	// AbsoluteURL resolves against the base as its parser serialises it.
-	u, err := linkParser.ParseRef(base, "")
+	// AbsoluteURL resolves every href against the base parsed so.
+	u, err := linkParser.Parse(base)
 	if err != nil {
 		return l
 	}
-	if l.base, err = linkParser.Parse(u.Href(false)); err != nil {
-		l.base = nil
-		return l
-	}
+	l.base = u
 	href := l.base.Href(true)
 	scheme, rest, ok := strings.Cut(href, "://")
 	if !ok || scheme != "http" && scheme != "https" {

@@ -147,3 +147,28 @@ func BenchmarkLinkResolver(b *testing.B) {
 		}
 	})
 }
+
+// TestLinkURLReadsBack: the scheme and host linkURL gives with a link are
+// those of its normalised URL read back, for hosts of every kind.
+func TestLinkURLReadsBack(t *testing.T) {
+	for _, raw := range []string{"http://h.example/a", "HTTP://Upper.Example:80/x", "https://h.example:443/", "http://[::1]:8080/v6",
+		"http://[fe80::1%25en0]/z", "http://xn--r8jz45g.jp/p", "https://例え.jp/パス", "http://a_b.example/", "http://h.example:8080/?q=%zz",
+		"http://user:pw@h.example/", "http://h%41.example/", "http://h.example./a/../b", "ftp://h.example/", "http://h.example:/x"} {
+		n, u, err := linkURL(raw, false)
+		wn, werr := normalizeURL(raw, false)
+		if werr == nil {
+			var back *url.URL
+			if back, werr = url.Parse(wn); werr == nil && back.Scheme != "http" && back.Scheme != "https" {
+				werr = errNotHTTP
+			}
+			if werr == nil {
+				require.NoError(t, err, raw)
+				assert.Equal(t, wn, n, raw)
+				assert.Equal(t, back.Scheme, u.Scheme, raw)
+				assert.Equal(t, back.Host, u.Host, raw)
+				continue
+			}
+		}
+		assert.Error(t, err, raw)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -69,14 +68,6 @@ func (e *Engine) attempt(ctx context.Context, b *built, o Options, base http.Rou
 		a.r.finalURL = resp.Request.URL.String()
 	})
 	c.OnResponse(a.onResponse)
-	c.OnError(func(_ *colly.Response, err error) {
-		// Colly reports an HTML parse error (e.g. nesting deeper than
-		// x/net/html's 512 levels) only here: Request returns nil.
-		if a.gotBody && a.parseErr == nil {
-			a.parseErr = err
-		}
-	})
-	a.onHTML(c)
 	var body io.Reader
 	if b.body != nil {
 		body = bytes.NewReader(b.body)
@@ -106,7 +97,6 @@ type attemptRun struct {
 	read             int64 // bytes read, for a body that never completed
 	gotBody          bool
 	parseErr, selErr error
-	titled, rooted   bool
 }
 
 // collector is the attempt's Colly collector, over base with the
@@ -196,9 +186,11 @@ func (a *attemptRun) onResponse(resp *colly.Response) {
 	case a.sitemap:
 		r.links, r.sitemaps, r.sitemapErr = parseSitemap(resp.Body, resp.Request.URL, o.MaxBodyBytes)
 	case isHTML(ct) || ct == "" && isHTML(http.DetectContentType(resp.Body)):
-		// Colly parses the body after this callback: it reads the
-		// converted one.
+		// Parsed here, once (no OnHTML callback: Colly parses nothing).
 		resp.Body, r.charset = toUTF8(resp.Body, ct)
+		if !a.sitemap {
+			a.readHTML(resp.Body, resp.Request.URL)
+		}
 	case isJSON(ct) && (len(a.sels) > 0 || a.jsonLinks), (hasJSONSelector(a.sels) || a.jsonLinks) && gjson.ValidBytes(resp.Body):
 		// A JSON type, or a body that is JSON served under another type
 		// (text/plain, octet-stream) when a json: field or a JSON link
@@ -209,40 +201,6 @@ func (a *attemptRun) onResponse(resp *colly.Response) {
 		if a.jsonLinks && gjson.ValidBytes(resp.Body) {
 			a.rawLinks = jsonLinksOf(resp.Body, a.rules.linksJSON, resp.Request.URL, 4*MaxLinksPerPage)
 		}
-	}
-}
-
-// onHTML registers what the attempt reads of an HTML page: its title, its
-// fields, canonical URL and JSON-LD, and its links.
-func (a *attemptRun) onHTML(c *colly.Collector) {
-	c.OnHTML("title", func(el *colly.HTMLElement) {
-		if !a.titled && !a.sitemap {
-			a.titled = true
-			a.r.title = truncateUTF8(strings.TrimSpace(el.Text), MaxTitleBytes)
-		}
-	})
-	c.OnHTML("html", func(el *colly.HTMLElement) {
-		if a.rooted || a.sitemap || len(el.DOM.Nodes) == 0 {
-			return
-		}
-		a.rooted = true
-		doc := el.DOM.Nodes[0]
-		base := baseOf(doc, el.Request.URL) // honours <base href>
-		if len(a.sels) > 0 {
-			a.r.fields, a.selErr = extractHTML(doc, a.sels, base)
-		}
-		a.r.canonical = canonicalOf(doc, base)
-		a.r.jsonld = jsonLDOf(doc)
-	})
-	if a.wantLinks && !a.sitemap {
-		var links linkResolver
-		c.OnHTML("a[href]", func(el *colly.HTMLElement) {
-			if len(a.rawLinks) < 4*MaxLinksPerPage {
-				if abs := links.resolve(el.Request, el.Attr("href")); abs != "" {
-					a.rawLinks = append(a.rawLinks, abs)
-				}
-			}
-		})
 	}
 }
 

@@ -28,17 +28,23 @@ func (o Options) NormalizeURL(raw string) (string, error) {
 }
 
 func normalizeURL(raw string, keepTracking bool) (string, error) {
+	n, _, err := normalizeParsed(raw, keepTracking)
+	return n, err
+}
+
+// normalizeParsed is normalizeURL that also returns the URL it made.
+func normalizeParsed(raw string, keepTracking bool) (string, *url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if u.Scheme == "" || u.Host == "" {
-		return "", fmt.Errorf("%q is not an absolute URL", raw)
+		return "", nil, fmt.Errorf("%q is not an absolute URL", raw)
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = normalizeHost(u.Scheme, u.Host)
 	if u.Hostname() == "" { // "http://:80/"
-		return "", fmt.Errorf("%q has no host name", raw)
+		return "", nil, fmt.Errorf("%q has no host name", raw)
 	}
 	u.Fragment, u.RawFragment = "", ""
 
@@ -49,7 +55,7 @@ func normalizeURL(raw string, keepTracking bool) (string, error) {
 	}
 	dec, err := url.PathUnescape(p)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	u.Path, u.RawPath = dec, p
 	if u.EscapedPath() != p { // RawPath not taken as is: keep the exact escaping
@@ -57,7 +63,7 @@ func normalizeURL(raw string, keepTracking bool) (string, error) {
 	}
 	u.RawQuery = sortQuery(normalizePercent(escapeQuery(u.RawQuery)), keepTracking)
 	u.ForceQuery = false
-	return u.String(), nil
+	return u.String(), u, nil
 }
 
 // normalizeHost lower-cases host and drops the scheme's default port.
@@ -241,15 +247,31 @@ func domainAllowed(scheme, host string, allowed []string) bool {
 
 var errNotHTTP = errors.New("not an http(s) URL")
 
+// plainHost: a host (lower-cased) that a URL's serialisation writes as it
+// is and that reads back the same: letters, digits and ".-:[]".
+func plainHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == ':' || c == '[' || c == ']') {
+			return false
+		}
+	}
+	return true
+}
+
 // linkURL resolves, filters and normalises one link: http(s) only.
+// Its URL's scheme and host are those of the normalised URL read back:
+// a host of plain characters (letters, digits, ".-:[]") reads back as it
+// is, any other is read back.
 func linkURL(abs string, keepTracking bool) (string, *url.URL, error) {
-	n, err := normalizeURL(abs, keepTracking)
+	n, u, err := normalizeParsed(abs, keepTracking)
 	if err != nil {
 		return "", nil, err
 	}
-	u, err := url.Parse(n)
-	if err != nil {
-		return "", nil, err
+	if !plainHost(u.Host) {
+		if u, err = url.Parse(n); err != nil {
+			return "", nil, err
+		}
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return "", nil, errNotHTTP

@@ -37,13 +37,15 @@ func (b *batchRun) startPull() {
 	if b.stopping() || b.halted != "" || b.extending || b.exhausted || b.size >= b.limit || len(b.queue) > b.conc/2 {
 		return
 	}
+	if b.renewing {
+		return // (the pull starts once the renewal has answered)
+	}
+	// Asked once per pull, not per event of the loop: Drain reads the
+	// Runner's membership entry.
 	if b.in.Drain != nil && b.in.Drain() {
 		// Scaled down or leaving: no more pulls, finish what we hold.
 		b.exhausted, b.draining = true, true
 		b.in.Log.Info("batch draining: no more URLs pulled", "ran", b.ran, "held", len(b.queue)+b.inflight+len(b.pending)+b.committing)
-		return
-	}
-	if b.renewing {
 		return
 	}
 	b.extending = true

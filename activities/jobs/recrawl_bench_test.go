@@ -71,7 +71,7 @@ func BenchmarkRecrawl(b *testing.B) {
 				baseline = runs[n-1]
 			}
 			t0 := time.Now()
-			benchCrawl(b, st, spec(id, baseline), clock)
+			benchCrawl(b, st, spec(id, baseline), clock, false)
 			took[n] = time.Since(t0)
 			for _, a := range site.Answers() {
 				answers[n].Full += a.Full
@@ -110,13 +110,14 @@ func BenchmarkRecrawl(b *testing.B) {
 }
 
 // benchCrawl runs a job to its end with one Runner, batch after batch,
-// its adaptive schedule on clock.
-func benchCrawl(b *testing.B, st jobs.Store, spec jobs.Spec, clock func() time.Time) {
+// its adaptive schedule on clock; perPage: its pages not due recorded page
+// by page (BatchRunner.NoBulkCarry).
+func benchCrawl(b testing.TB, st jobs.Store, spec jobs.Spec, clock func() time.Time, perPage bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	_, err := (&jobs.Activities{Store: st}).JobStart(ctx, spec)
 	require.NoError(b, err)
-	br := &jobs.BatchRunner{Store: st, Pages: crawl.NewEngine(), Concurrency: 16, Clock: clock}
+	br := &jobs.BatchRunner{Store: st, Pages: crawl.NewEngine(), Concurrency: 16, Clock: clock, NoBulkCarry: perPage}
 	for seq := 0; ; seq++ {
 		id := jobs.BatchID(spec.ID, seq)
 		bi, err := st.TakeBatch(ctx, spec.ID, id, spec.BatchSize)

@@ -89,6 +89,16 @@ func (s *resultStore) CarryNotDue(ctx context.Context, req jobs.CarryRequest) (j
 	}
 	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
 	known := s.frontier.knownFor(req.Job)
+	// A run whose pages are all due (a plain run) takes no write
+	// transaction: the read outside one finds nothing to carry.
+	var none bool
+	if err := s.read(ctx, func() error {
+		due, _, err := s.carryCandidates(ctx, s.db, req, byURL, urls, known)
+		none = len(due) == 0
+		return err
+	}); err != nil || none {
+		return out, err
+	}
 	var sent []string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out, sent = jobs.CarryResult{}, nil

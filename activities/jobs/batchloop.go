@@ -17,9 +17,11 @@ func (b *batchRun) run() {
 			b.renewNow = false
 			b.renew()
 		}
+		b.startCarry()
 		b.startFetches()
 		b.startCommit()
-		if b.inflight == 0 && b.recording == 0 && !b.extending && (len(b.pending) == 0 || b.stopping()) {
+		carryIdle := !b.carrying && (len(b.toCarry) == 0 || b.stopping() || b.halted != "")
+		if b.inflight == 0 && b.recording == 0 && !b.extending && carryIdle && (len(b.pending) == 0 || b.stopping()) {
 			switch b.idle() {
 			case idleDone:
 				return
@@ -34,7 +36,7 @@ func (b *batchRun) run() {
 // startPull pulls more URLs from the job's frontier once the queue runs
 // low, unless the worker drains.
 func (b *batchRun) startPull() {
-	if b.stopping() || b.halted != "" || b.extending || b.exhausted || b.size >= b.limit || len(b.queue) > b.conc/2 {
+	if b.stopping() || b.halted != "" || b.extending || b.exhausted || b.size >= b.limit || len(b.queue)+len(b.toCarry) > b.conc/2 {
 		return
 	}
 	if b.renewing {
@@ -108,7 +110,7 @@ func (b *batchRun) startCommit() {
 	// with the commit (a crawl's first waves).
 	take := 0
 	if b.halted == "" && !b.draining && b.size < b.limit {
-		take = min(max(0, b.conc-b.inflight-len(b.queue)), b.limit-b.size)
+		take = min(max(0, b.conc-b.inflight-len(b.queue)-len(b.toCarry)), b.limit-b.size)
 	}
 	go func() {
 		got, taken, err := b.r.Store.RecordTake(b.ctx, group, take)
@@ -189,6 +191,8 @@ func (b *batchRun) wait() {
 		b.onFetched(f)
 	case c := <-b.committed:
 		b.onCommitted(c)
+	case c := <-b.carried:
+		b.onCarried(c)
 	case p := <-b.extended:
 		b.onExtended(p)
 	}
@@ -259,7 +263,7 @@ func (b *batchRun) onCommitted(c commitDone) {
 	b.ran += c.n
 	if len(c.taken) > 0 {
 		b.size += len(c.taken)
-		b.queue = append(b.queue, c.taken...)
+		b.enqueue(c.taken)
 	}
 	if c.added > 0 && !b.draining {
 		b.exhausted = false
@@ -291,7 +295,7 @@ func (b *batchRun) onExtended(p pulled) {
 		b.sawQueued = false
 	default:
 		b.size += len(p.p.Entries)
-		b.queue = append(b.queue, p.p.Entries...)
+		b.enqueue(p.p.Entries)
 		b.plenty = len(p.p.Entries) >= p.n
 		b.checkLeases(p)
 	}

@@ -77,6 +77,14 @@ type batchRun struct {
 
 	halted string // the job's control state once it is not running
 
+	// The bulk carry of pages not due (carry.go): carrier is nil when the
+	// batch does not carry in bulk; toCarry wait for it, carrying says one
+	// is under way.
+	carrier  BulkCarrier
+	toCarry  []Entry
+	carrying bool
+	carried  chan carryDone
+
 	ran    int
 	fenced string
 	err    error
@@ -143,9 +151,14 @@ func (r *BatchRunner) newBatchRun(ctx context.Context, in BatchRun, jr *jobRun, 
 		limit: max(jr.spec.BatchSize, size), commitLinger: r.CommitLinger,
 		fetched: make(chan fetchedPage, conc), committed: make(chan commitDone, maxCommits),
 		extended: make(chan pulled, 1), renewed: make(chan pulled, 1),
-		leases: &hostLeases{}, size: size, queue: todo,
+		leases: &hostLeases{}, size: size,
 		starting: size == 0 && len(todo) == 0, startBy: time.Now().Add(startWait),
+		carried: make(chan carryDone, 1),
 	}
+	if bc, ok := r.bulkCarries(jr); ok {
+		b.carrier = bc
+	}
+	b.enqueue(todo)
 	if b.commitLinger <= 0 {
 		b.commitLinger = DefaultCommitLinger
 	}

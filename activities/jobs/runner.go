@@ -103,6 +103,10 @@ type BatchRunner struct {
 	// a page is due, and its next fetch time. Nil: time.Now. A benchmark
 	// of a daily schedule sets a calendar of its own.
 	Clock func() time.Time
+	// NoBulkCarry records the pages not due of an adaptive run page by page
+	// (fetch's carried) even on a store that carries them in bulk
+	// (BulkCarrier): the reference a test compares the bulk carry with.
+	NoBulkCarry bool
 
 	// Limits are this worker's operator limits (its --max-job-* flags and
 	// --bodies-root): a job above them fails its batches, saying why,

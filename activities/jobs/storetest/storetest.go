@@ -100,6 +100,9 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"RevisitRows", testRevisitRows},
 		{"RevisitValidatorsBounded", testRevisitValidatorsBounded},
 		{"ItemsCarriedOver", testItemsCarriedOver},
+		{"BulkCarry", testBulkCarry},
+		{"BulkCarryNoFollow", testBulkCarryNoFollow},
+		{"BulkCarryStaleEpoch", testBulkCarryStaleEpoch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

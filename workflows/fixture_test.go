@@ -313,6 +313,14 @@ func newEnv(t *testing.T) (*sdktest.TestWorkflowEnvironment, *recorder) {
 		rec.names = append(rec.names, info.ActivityType.Name)
 		rec.calls = append(rec.calls, recordedCall{Name: info.ActivityType.Name, Attempt: info.Attempt, At: env.Now(), Args: args})
 	})
+	// The Lifecycle's short steps run as local activities (no Args
+	// recorded: nothing reads them).
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.names = append(rec.names, info.ActivityType.Name)
+		rec.calls = append(rec.calls, recordedCall{Name: info.ActivityType.Name, Attempt: info.Attempt, At: env.Now()})
+	})
 	return env, rec
 }
 

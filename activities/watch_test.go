@@ -413,3 +413,23 @@ func TestReporterReportsARunnerThatDiesAgain(t *testing.T) {
 	f.beat(3, t0.Add(-time.Minute), roles.HeartHealthy)
 	reported("runner 3 reported again after it died again")
 }
+
+func TestWatchRunnersChecksWhenAHeartbeatTimesOut(t *testing.T) {
+	// A check interval of an hour: the first late check still comes when
+	// the heartbeat reaches update_timeout, not at the next interval.
+	f := newClusterFixture(t, 2, 1)
+	f.timers.CheckCrawlerState = time.Hour
+	f.timers.HeartRhythmTimeout = 1
+	f.start()
+	now := time.Now()
+	f.beat(1, now.Add(time.Hour), roles.HeartHealthy)             // fresh for the whole test
+	f.beat(2, now.Add(-300*time.Millisecond), roles.HeartHealthy) // times out in 200 ms
+	a := newActs(&cluster.Deps{Store: f.spy, Clock: time.Now, Log: quiet()}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	w, err := a.WatchRunners(ctx, cluster.WatchInput{Member: f.member(3), Free: 1})
+	require.NoError(t, err)
+	assert.Equal(t, name(2), w.Dead)
+	assert.GreaterOrEqual(t, w.DetectedAfter, f.timers.UpdateTimeout)
+	assert.Less(t, time.Since(now), 2*time.Second, "declared dead %v after its heartbeat timed out", time.Since(now)-200*time.Millisecond)
+}

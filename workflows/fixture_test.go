@@ -252,6 +252,15 @@ type recorder struct {
 	mu    sync.Mutex
 	names []string
 	calls []recordedCall
+	// local lists the activities run as local activities, in order.
+	local []string
+}
+
+// locals returns the names of the local activities started, in order.
+func (r *recorder) locals() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.local)
 }
 
 type recordedCall struct {
@@ -312,6 +321,15 @@ func newEnv(t *testing.T) (*sdktest.TestWorkflowEnvironment, *recorder) {
 		defer rec.mu.Unlock()
 		rec.names = append(rec.names, info.ActivityType.Name)
 		rec.calls = append(rec.calls, recordedCall{Name: info.ActivityType.Name, Attempt: info.Attempt, At: env.Now(), Args: args})
+	})
+	// The Lifecycle's short steps run as local activities (no Args
+	// recorded: nothing reads them).
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.names = append(rec.names, info.ActivityType.Name)
+		rec.local = append(rec.local, info.ActivityType.Name)
+		rec.calls = append(rec.calls, recordedCall{Name: info.ActivityType.Name, Attempt: info.Attempt, At: env.Now()})
 	})
 	return env, rec
 }

@@ -36,7 +36,7 @@ const (
 // keep the history bounded.
 func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	m := in.Member
-	sctx := withShort(ctx, m)
+	step := newSteps(ctx, m)
 	log := workflow.GetLogger(ctx)
 	pos := cluster.Position{Role: roles.RoleInitial}
 	if err := workflow.SetQueryHandler(ctx, QueryPosition, func() (cluster.Position, error) { return pos, nil }); err != nil {
@@ -44,7 +44,7 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	}
 	if !in.Registered {
 		var reg cluster.RegisterResult
-		if err := workflow.ExecuteActivity(sctx, ma.Register, m).Get(ctx, &reg); err != nil {
+		if err := step(ma.Register, &reg); err != nil {
 			return err
 		}
 		pos.Role = reg.Role
@@ -55,7 +55,7 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	failures := 0
 	for i := 0; i < maxLoops/4; i++ {
 		pos = cluster.Position{} // decode afresh: omitted fields must not keep old values
-		if err := workflow.ExecuteActivity(sctx, ma.Position, m).Get(ctx, &pos); err != nil {
+		if err := step(ma.Position, &pos); err != nil {
 			return err
 		}
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrRole.ValueSet(string(pos.Role)))
@@ -64,11 +64,11 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 		switch {
 		case pos.Missing:
 			var reg cluster.RegisterResult
-			err = workflow.ExecuteActivity(sctx, ma.Register, m).Get(ctx, &reg)
+			err = step(ma.Register, &reg)
 		case pos.Role == roles.RoleInitial:
 			lctx := withLong(ctx, m)
 			if err = workflow.ExecuteActivity(lctx, ma.WaitMembers, m).Get(ctx, nil); err == nil {
-				err = workflow.ExecuteActivity(sctx, ma.Elect, m).Get(ctx, nil)
+				err = step(ma.Elect, nil)
 			}
 		case pos.Role == roles.RoleRunner:
 			res, err = runChild(ctx, m, "runner", Runner)
@@ -79,7 +79,7 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 		case pos.Role.Dead():
 			log.Warn("this instance was declared dead; rejoining", "role", pos.Role)
 			var reg cluster.RegisterResult
-			err = workflow.ExecuteActivity(sctx, ma.Register, m).Get(ctx, &reg)
+			err = step(ma.Register, &reg)
 		}
 		if err != nil {
 			// A failed role is not the end of the instance: report it and
@@ -104,6 +104,27 @@ func Lifecycle(ctx workflow.Context, in LifecycleInput) error {
 	}
 	in.Registered = true
 	return workflow.NewContinueAsNewError(ctx, Lifecycle, in)
+}
+
+// localStepsVersion marks the Lifecycles whose short steps (Register,
+// Position, Elect) run as local activities: in the workflow task that
+// needs them, in the instance's own process, without a round trip through
+// Temporal's server (an activity task, its events and one more workflow
+// task each). A group of many instances forming at once, or a backup
+// taking over, waits for the server less. Histories without the marker
+// replay them as activities.
+const localStepsVersion = "lifecycle-local-steps"
+
+// newSteps returns how the Lifecycle runs one short step for m: the
+// activity fn (a method expression of ma) with m, its result into out
+// (nil: none).
+func newSteps(ctx workflow.Context, m cluster.Member) func(fn any, out any) error {
+	if workflow.GetVersion(ctx, localStepsVersion, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		sctx := withShort(ctx, m)
+		return func(fn any, out any) error { return workflow.ExecuteActivity(sctx, fn, m).Get(ctx, out) }
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, localStartOptions(m))
+	return func(fn any, out any) error { return workflow.ExecuteLocalActivity(lctx, fn, m).Get(ctx, out) }
 }
 
 // runChild runs a role workflow as a child with a readable ID and the

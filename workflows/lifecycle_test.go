@@ -153,6 +153,10 @@ func TestLifecycleRealElection(t *testing.T) {
 			assert.Equal(t, dispatches, next.Dispatches)
 
 			assert.Equal(t, []string{"Register", "Position", "WaitMembers", "Elect", "Position"}, rec.started()[:5])
+			locals := rec.locals()
+			require.GreaterOrEqual(t, len(locals), 4, "the short steps run as local activities: %v", locals)
+			assert.Equal(t, []string{"Register", "Position", "Elect", "Position"}, locals[:4],
+				"the short steps run as local activities, WaitMembers as an activity")
 			assert.Equal(t, append([]string{"Heartbeat"}, repeat(tc.child, dispatches-1)...), kids.started())
 			assert.Equal(t, tc.role, cl.node(tc.index).Role)
 			g := cl.group()

@@ -92,6 +92,24 @@ type ring struct {
 	// reported are the runners this watcher reported dead (it cannot take
 	// them over itself), so it writes each report once.
 	reported map[string]bool
+	// due is how soon, after the last check, the first watched heartbeat
+	// reaches its update_timeout (0: none is fresh, or one is late already).
+	due time.Duration
+}
+
+// wait is how long the watcher waits before its next check: the check
+// interval, or less when a watched heartbeat times out sooner, so that
+// its first late check comes when it times out rather than up to a check
+// interval later. While a watched heartbeat is late, checks are a check
+// interval apart, so a peer is still declared dead only after
+// heart_rhythm_timeout checks that each saw it late, its heartbeat then
+// at least update_timeout + (heart_rhythm_timeout - 1) x the interval old.
+func (r *ring) wait() time.Duration {
+	d := r.m.Timers.CheckCrawlerState
+	if r.due > 0 && r.due < d {
+		return r.due
+	}
+	return d
 }
 
 func (a *Activities) newRing(ctx context.Context, c *metadata.Cluster, m cluster.Member) *ring {
@@ -121,16 +139,30 @@ type deadPeer struct {
 func (r *ring) check(ctx context.Context, members []string, roleOf func(context.Context, string) roles.Role) []deadPeer {
 	peers := roles.RingSuccessors(members, r.m.Name, roles.RingWatchers)
 	var dead []deadPeer
+	r.due = 0
+	late := false
+	defer func() {
+		if late {
+			r.due = 0
+		}
+	}()
 	for _, p := range peers {
 		age, timeout, beat, ok := r.a.peerAge(ctx, r.c, p, r.m.Timers.UpdateTimeout)
 		if !ok {
 			r.gr.trouble(r.a.Deps.Now())
 			continue
 		}
+		if left := timeout - age; left > 0 && (r.due == 0 || left < r.due) {
+			// A millisecond past it: the check then sees it timed out.
+			r.due = left + time.Millisecond
+		}
 		r.a.Deps.Metrics.PeerAge(p, age)
 		r.watched[p] = true
 		if age >= timeout && r.gr.blind(r.a.Deps.Now) {
 			continue
+		}
+		if age >= timeout {
+			late = true
 		}
 		if r.det.Observe(p, age, timeout) != roles.Dead {
 			delete(r.reported, p) // alive (again): a later death is reported anew
@@ -267,7 +299,7 @@ func (a *Activities) WatchRunners(ctx context.Context, in cluster.WatchInput) (c
 	defer r.close()
 	v := a.newView(c, m)
 	var reports cluster.WatchedChildren
-	tick := time.NewTicker(m.Timers.CheckCrawlerState)
+	tick := time.NewTimer(m.Timers.CheckCrawlerState)
 	defer tick.Stop()
 	for {
 		node, pos, gone, err := v.position(ctx)
@@ -332,6 +364,7 @@ func (a *Activities) WatchRunners(ctx context.Context, in cluster.WatchInput) (c
 			}
 		}
 		cluster.Heartbeat(ctx, watchState{Counts: r.det.Counts})
+		tick.Reset(r.wait())
 		select {
 		case <-ctx.Done():
 			return cluster.WatchResult{}, ctx.Err()
@@ -400,7 +433,7 @@ func (a *Activities) WaitStandby(ctx context.Context, m cluster.Member) (cluster
 			return cluster.WatchResult{Dead: d.name, DeadRole: roles.RoleBackup, Position: pos, DetectedAfter: d.age, Beat: d.beat}, nil
 		}
 		cluster.Heartbeat(ctx, watchState{Counts: r.det.Counts})
-		if _, err := metadata.WaitAny(ctx, m.Timers.CheckCrawlerState, v.selfZ.Changed(), v.nodeZ.Changed()); err != nil {
+		if _, err := metadata.WaitAny(ctx, r.wait(), v.selfZ.Changed(), v.nodeZ.Changed()); err != nil {
 			return cluster.WatchResult{}, err
 		}
 	}

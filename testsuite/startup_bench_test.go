@@ -53,9 +53,6 @@ func BenchmarkWorkerStart(b *testing.B) {
 					p := startElected(b, c, hbv)
 					took = append(took, time.Since(start))
 					b.Logf("%s run %d: elected after %v", name, r+1, took[len(took)-1].Round(time.Millisecond))
-					if os.Getenv("DBGLOG") != "" {
-						os.WriteFile(fmt.Sprintf("/tmp/startup-%s-%d.log", name, r), []byte(p.Logs()), 0o644)
-					}
 					p.Kill()
 				}
 			}

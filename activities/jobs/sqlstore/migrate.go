@@ -31,7 +31,11 @@ const migrationTries = 3
 const hostFillRows = 1000
 
 func (s *schemaStore) migrate(ctx context.Context) error {
-	if err := s.migrateDDL(ctx); err != nil {
+	err := s.migrateDDL(ctx)
+	if errors.Is(err, errSchemaCurrent) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	if err := s.fillHosts(ctx); err != nil {
@@ -74,12 +78,25 @@ func (s *schemaStore) migrateDDL(ctx context.Context) error {
 	})
 }
 
-// ddl runs the schema's statements in tx.
+// errSchemaCurrent says that another process set the schema up while
+// this one waited for the write lock: nothing is left to do.
+var errSchemaCurrent = errors.New("schema already current")
+
+// ddl runs the schema's statements in tx, unless the store's version,
+// read under tx's write lock, is already current: the processes of a
+// fresh group that open the store at once then set it up once, the
+// first, instead of each in turn.
 func (s *schemaStore) ddl(ctx context.Context, tx *sql.Tx) error {
 	if s.d.lockSchema != "" {
 		if _, err := tx.ExecContext(ctx, s.d.lockSchema); err != nil {
 			return err
 		}
+	}
+	if current, err := s.versionInTx(ctx, tx); err != nil || current {
+		if err == nil {
+			err = errSchemaCurrent
+		}
+		return err
 	}
 	for _, st := range schema(s.d) {
 		if _, err := tx.ExecContext(ctx, st); err != nil {
@@ -100,6 +117,25 @@ func (s *schemaStore) ddl(ctx context.Context, tx *sql.Tx) error {
 	_, _ = crand.Read(b)
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO baton_store (key, value) VALUES ('id', ?) ON CONFLICT (key) DO NOTHING`), hex.EncodeToString(b))
 	return err
+}
+
+// versionInTx says whether the store's recorded schema version, read in
+// tx, is this Baton's.
+func (s *schemaStore) versionInTx(ctx context.Context, tx *sql.Tx) (bool, error) {
+	q := `SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'baton_store' AND table_schema = current_schema()`
+	if !s.d.dollar {
+		q = `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'baton_store'`
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil || n == 0 {
+		return false, err
+	}
+	var v string
+	err := tx.QueryRowContext(ctx, `SELECT value FROM baton_store WHERE key = 'schema'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return v == strconv.Itoa(schemaVersion), err
 }
 
 // statementHead is the first line of a DDL statement (it names the table).

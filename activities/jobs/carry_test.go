@@ -3,7 +3,6 @@ package jobs_test
 import (
 	"context"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/crawl/demosite"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
@@ -40,14 +38,7 @@ func TestRecrawlBulkCarryRecordsAsPerPage(t *testing.T) {
 	site := demosite.New(demosite.Config{Recrawl: pages})
 	srv := httptest.NewServer(site)
 	t.Cleanup(srv.Close)
-	spec := func(id, baseline string) jobs.Spec {
-		opts := crawl.DefaultOptions()
-		opts.Follow, opts.MaxDepth, opts.Parallelism = true, 100, 8
-		opts.AllowedDomains = []string{strings.TrimPrefix(srv.URL, "http://")}
-		opts.Selectors = map[string]string{"price": ".price"}
-		return jobs.Spec{ID: id, Group: testGroup, Seeds: []string{srv.URL + demosite.RecrawlPrefix}, Options: opts,
-			BatchSize: 50, Baseline: baseline, Adaptive: &jobs.Adaptive{Floor: 20 * time.Hour, Cap: 336 * time.Hour}}
-	}
+	spec := func(id, baseline string) jobs.Spec { return dailySpec(srv.URL, id, baseline, 50) }
 	start := time.Now()
 	crawlDays := func(st jobs.Store, perPage bool) {
 		var day atomic.Int64

@@ -50,14 +50,7 @@ func BenchmarkRecrawl(b *testing.B) {
 		var day atomic.Int64
 		start := time.Now()
 		clock := func() time.Time { return start.Add(time.Duration(day.Load()) * 24 * time.Hour) }
-		spec := func(id, baseline string) jobs.Spec {
-			opts := crawl.DefaultOptions()
-			opts.Follow, opts.MaxDepth, opts.Parallelism = true, 100, 8
-			opts.AllowedDomains = []string{strings.TrimPrefix(srv.URL, "http://")}
-			opts.Selectors = map[string]string{"price": ".price"}
-			return jobs.Spec{ID: id, Group: testGroup, Seeds: []string{srv.URL + demosite.RecrawlPrefix}, Options: opts,
-				BatchSize: 500, Baseline: baseline, Adaptive: &jobs.Adaptive{Floor: 20 * time.Hour, Cap: 336 * time.Hour}}
-		}
+		spec := func(id, baseline string) jobs.Spec { return dailySpec(srv.URL, id, baseline, 500) }
 		runs := []string{"first", "second", "third"}
 		took := make([]time.Duration, len(runs))
 		cpu := make([]time.Duration, len(runs))
@@ -111,6 +104,19 @@ func BenchmarkRecrawl(b *testing.B) {
 		}
 		_ = st.Close()
 	}
+}
+
+// dailySpec is a job of the daily recrawl over the demo site's recrawl
+// section at siteURL: followed to depth 100, its prices selected, each
+// run with the previous as baseline under --adaptive (floor 20 h, cap
+// 336 h), in batches of batch URLs.
+func dailySpec(siteURL, id, baseline string, batch int) jobs.Spec {
+	opts := crawl.DefaultOptions()
+	opts.Follow, opts.MaxDepth, opts.Parallelism = true, 100, 8
+	opts.AllowedDomains = []string{strings.TrimPrefix(siteURL, "http://")}
+	opts.Selectors = map[string]string{"price": ".price"}
+	return jobs.Spec{ID: id, Group: testGroup, Seeds: []string{siteURL + demosite.RecrawlPrefix}, Options: opts,
+		BatchSize: batch, Baseline: baseline, Adaptive: &jobs.Adaptive{Floor: 20 * time.Hour, Cap: 336 * time.Hour}}
 }
 
 // cpuTime is the CPU time (user and system) the process has used: on a

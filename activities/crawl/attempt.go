@@ -188,9 +188,7 @@ func (a *attemptRun) onResponse(resp *colly.Response) {
 	case isHTML(ct) || ct == "" && isHTML(http.DetectContentType(resp.Body)):
 		// Parsed here, once (no OnHTML callback: Colly parses nothing).
 		resp.Body, r.charset = toUTF8(resp.Body, ct)
-		if !a.sitemap {
-			a.readHTML(resp.Body, resp.Request.URL)
-		}
+		a.readHTML(resp.Body, resp.Request.URL)
 	case isJSON(ct) && (len(a.sels) > 0 || a.jsonLinks), (hasJSONSelector(a.sels) || a.jsonLinks) && gjson.ValidBytes(resp.Body):
 		// A JSON type, or a body that is JSON served under another type
 		// (text/plain, octet-stream) when a json: field or a JSON link

@@ -89,23 +89,22 @@ func (s *resultStore) CarryNotDue(ctx context.Context, req jobs.CarryRequest) (j
 	}
 	slices.SortFunc(urls, func(a, b []any) int { return strings.Compare(a[0].(string), b[0].(string)) })
 	known := s.frontier.knownFor(req.Job)
-	// A run whose pages are all due (a plain run) takes no write
-	// transaction: the read outside one finds nothing to carry.
-	var none bool
+	// The baseline is a finished job: its rows are read once, outside the
+	// write transaction, and a run whose pages are all due (a plain run)
+	// takes none. Whether each page is still the batch's to carry is
+	// decided in the transaction (finishHead), and a link queued since
+	// the read is skipped there (linksHead).
+	var due, links [][]any
 	if err := s.read(ctx, func() error {
-		due, _, err := s.carryCandidates(ctx, s.db, req, byURL, urls, known)
-		none = len(due) == 0
+		var err error
+		due, links, err = s.carryCandidates(ctx, s.db, req, byURL, urls, known)
 		return err
-	}); err != nil || none {
+	}); err != nil || len(due) == 0 {
 		return out, err
 	}
 	var sent []string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out, sent = jobs.CarryResult{}, nil
-		due, links, err := s.carryCandidates(ctx, tx, req, byURL, urls, known)
-		if err != nil || len(due) == 0 {
-			return err
-		}
 		added, err := s.returning(ctx, tx, linksHead, nil, linksTuple, linksTail, links)
 		if err != nil {
 			return fmt.Errorf("carry: queue links: %w", err)

@@ -19,12 +19,14 @@ func walLSN(b *testing.B, pg *testsuite.Postgres) string {
 // walByRelation says where the WAL written since from went, per page
 // recorded: by the relation each record changed (a table, an index, a
 // TOAST table; a record changing none, such as a commit, by its resource
-// manager), the heaviest first, as "name records×bytes" (pg_walinspect);
-// those under a byte a page left out.
+// manager) and the kind of record (INSERT, UPDATE, HOT_UPDATE,
+// HEAP_CONFIRM of an INSERT … ON CONFLICT, INSERT_LEAF of an index
+// entry, …), the heaviest first, as "name/kind records×bytes"
+// (pg_walinspect); those under a byte a page left out.
 func walByRelation(b *testing.B, pg *testsuite.Postgres, from string, pages int) string {
 	pg.Admin(b, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`)
 	rows := pg.AdminText(b, `SELECT coalesce(string_agg(format('%s %s %s', rel, n, bytes), ';' ORDER BY bytes DESC), '') FROM (
-		SELECT coalesce(c.relname, w.resource_manager || '/' || split_part(w.record_type, ' ', 1)) AS rel, count(*) AS n, sum(w.record_length) AS bytes
+		SELECT coalesce(c.relname, w.resource_manager) || '/' || split_part(w.record_type, ' ', 1) AS rel, count(*) AS n, sum(w.record_length) AS bytes
 		FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_lsn()) w
 		LEFT JOIN pg_class c ON c.relfilenode = nullif(substring(w.block_ref from 'rel \d+/\d+/(\d+)'), '')::oid
 		GROUP BY 1) t`, from)

@@ -149,6 +149,12 @@ func (g *group) countAdded(added map[string]bool) {
 // The statements of a group commit's rows (chunked, tx.go), on both
 // paths: the links queued, the group's own URLs finished, the results and
 // the bodies (RETURNING url, for those written, is added where read).
+// A result is written only for a URL the same transaction finished (a
+// URL's result row and its finished state are written together, and
+// RequeueFailed drops the one as it undoes the other), so it never
+// meets a row of its URL: a plain INSERT, without ON CONFLICT, which on
+// PostgreSQL would cost each row a speculative insertion's confirmation
+// record in the WAL.
 const (
 	linksHead   = `INSERT INTO baton_frontier (job, url, depth, label, data, host) VALUES `
 	linksTuple  = "(?, ?, ?, ?, ?, ?)"
@@ -158,7 +164,7 @@ const (
 	resultsHead = `INSERT INTO baton_results (job, url, batch, failed, record, claim, etag, last_modified, content_hash, change,
 		saved_bytes, links, interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest) VALUES `
 	resultsTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	resultsTail  = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
+	resultsTail  = ` RETURNING url`
 	bodiesHead   = `INSERT INTO baton_bodies (job, url, body) VALUES `
 	bodiesTuple  = "(?, ?, ?)"
 	bodiesTail   = ` ON CONFLICT (job, url) DO NOTHING`
@@ -336,10 +342,12 @@ func (s *resultStore) writeResults(ctx context.Context, tx dbtx, g *group, finis
 // hash), refused the links refused by index in rs.
 func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, owners map[string]string, refused map[int][]jobs.RefusedLink) (results, bodies [][]any, err error) {
 	claimed, dups := assignClaims(rs, finished, owners)
+	written := make(map[string]bool, len(rs))
 	for i, r := range rs {
-		if !finished[r.URL] || r.Page == nil {
-			continue // finished before (a retried write), or no page
+		if !finished[r.URL] || r.Page == nil || written[r.URL] {
+			continue // finished before (a retried write), no page, or twice in rs
 		}
+		written[r.URL] = true
 		failed := 0
 		if r.Page.Error != "" {
 			failed = 1

@@ -25,7 +25,11 @@ import (
 //     SIGTERM (it left the group; its Lifecycle is closed).
 //
 // It reports the median, the fastest and the slowest of BATON_BENCH_RUNS
-// runs (5 by default) and the machine's 1-minute load average. Run it with
+// runs (5 by default), the machine's 1-minute load average, and the
+// median CPU the start cost until elected: the worker's
+// (worker-cpu-ms) and the Temporal server's and ZooKeeper's over the
+// same time (servers-cpu-ms), what a group of many workers started at
+// once on few cores pays per instance whatever the load. Run it with
 //
 //	make bench BENCH='^BenchmarkWorkerStart$' PKGS=./testsuite/ BENCH_FLAGS=-benchtime=1x
 func BenchmarkWorkerStart(b *testing.B) {
@@ -34,7 +38,7 @@ func BenchmarkWorkerStart(b *testing.B) {
 	base, root := c.Group, c.Root
 	for _, name := range []string{"fresh", "restart", "crash-restart"} {
 		b.Run(name, func(b *testing.B) {
-			var took []time.Duration
+			var took, workerCPU, serversCPU []time.Duration
 			for i := 0; i < b.N; i++ {
 				for r := 0; r < runs; r++ {
 					// Instance names are global under a root: a new root
@@ -49,14 +53,19 @@ func BenchmarkWorkerStart(b *testing.B) {
 						startElected(b, c, -1).Kill()
 						hbv = heartbeatVersion(b, c)
 					}
+					servers := serverCPU(b, c)
 					start := time.Now()
 					p := startElected(b, c, hbv)
 					took = append(took, time.Since(start))
+					workerCPU = append(workerCPU, cpuTime(b, p.Pid()))
+					serversCPU = append(serversCPU, serverCPU(b, c)-servers)
 					b.Logf("%s run %d: elected after %v", name, r+1, took[len(took)-1].Round(time.Millisecond))
 					p.Kill()
 				}
 			}
 			reportSpread(b, took, "elected")
+			b.ReportMetric(medianMs(workerCPU), "worker-cpu-ms")
+			b.ReportMetric(medianMs(serversCPU), "servers-cpu-ms")
 		})
 	}
 }
@@ -76,6 +85,23 @@ func startElected(b *testing.B, c *testsuite.Cluster, hbv int32) *testsuite.Proc
 		return err == nil && v > hbv, err
 	})
 	return p
+}
+
+// serverCPU is the CPU time the cluster's Temporal server and ZooKeeper
+// have spent.
+func serverCPU(b *testing.B, c *testsuite.Cluster) time.Duration {
+	d := cpuTime(b, c.Temporal.Process().Pid())
+	if c.ZK != nil { // a standalone server (not an ensemble)
+		d += cpuTime(b, c.ZK.Process().Pid())
+	}
+	return d
+}
+
+// medianMs is the median of d in milliseconds.
+func medianMs(d []time.Duration) float64 {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return float64(d[len(d)/2]) / float64(time.Millisecond)
 }
 
 // heartbeatVersion is the version of instance 1's heartbeat znode.

@@ -38,10 +38,14 @@ type Config struct {
 	ZK               connect.ZooKeeper
 	ZKSessionTimeout time.Duration
 	Temporal         connect.Temporal
-	LogFormat        string
-	LogLevel         string
-	MaxResultDetail  int
-	DataDir          string
+	// TemporalCompression is the gRPC compression of the calls to
+	// Temporal: auto (none to a frontend on this machine, else gzip),
+	// gzip or none.
+	TemporalCompression string
+	LogFormat           string
+	LogLevel            string
+	MaxResultDetail     int
+	DataDir             string
 	// Store is the job store: "" for SQLite under DataDir, or a
 	// postgres:// DSN (its password from StoreSecurity).
 	Store string
@@ -164,7 +168,7 @@ func DefaultConfig() Config {
 		ZKSessionTimeout: 10 * time.Second, Temporal: connect.DefaultTemporal(),
 		LogFormat: "text", LogLevel: "info", MaxResultDetail: 100, DataDir: "baton-data",
 		Concurrency: jobs.DefaultConcurrency, MetricsAddr: defaultMetricsAddr, MetricsJobGrace: telemetry.DefaultJobGrace, ConnectTimeout: 30 * time.Second,
-		LeaveTimeout: 20 * time.Second, GCPercent: defaultGCPercent(),
+		LeaveTimeout: 20 * time.Second, GCPercent: defaultGCPercent(), TemporalCompression: CompressionAuto,
 	}
 }
 
@@ -186,6 +190,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	c.ZK.AddFlags(fs)
 	fs.DurationVar(&c.ZKSessionTimeout, "zk-session-timeout", c.ZKSessionTimeout, "ZooKeeper session timeout")
 	c.Temporal.AddFlags(fs)
+	fs.StringVar(&c.TemporalCompression, "temporal-compression", c.TemporalCompression, "gRPC compression of the calls to Temporal: auto (none to a frontend on this machine, else gzip), gzip (a slow or billed link) or none (spares both ends the CPU)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://<host:port>/metrics (empty: off)")
@@ -281,6 +286,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Temporal.Validate(); err != nil {
+		return err
+	}
+	if err := checkCompression(c.TemporalCompression); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(c.ZK.Root, "/") || strings.HasSuffix(c.ZK.Root, "/") {
@@ -379,5 +387,6 @@ func (c Config) TemporalOptions(log *slog.Logger, metrics client.MetricsHandler)
 		return o, err
 	}
 	o.MetricsHandler = metrics
+	o.ConnectionOptions.GrpcCompression = grpcCompression(c.TemporalCompression, c.Temporal.Address)
 	return o, nil
 }

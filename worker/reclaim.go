@@ -34,16 +34,27 @@ const errPredecessorGone = "PredecessorGone"
 // host, or still running, is left to its heartbeat timeout. It must run
 // before this process's Temporal workers start. It returns how many
 // attempts it failed; errors are logged, never fatal.
+//
+// An instance whose Lifecycle Temporal does not know (a new instance, the
+// common case of a cluster starting) has nothing to reclaim: its role
+// workflows are the Lifecycle's children, closed with it, and its
+// Heartbeat is started by it (a closed Lifecycle is known for the
+// namespace's retention, far longer than any activity's heartbeat
+// timeout). It is looked up first, and alone in that case.
 func reclaimActivities(ctx context.Context, tc client.Client, ns, group, name string, log *slog.Logger) int {
 	host, err := os.Hostname()
 	if err != nil {
 		return 0
 	}
 	n := 0
+	lifecycle := workflows.LifecycleID(group, name)
 	for _, id := range workflows.RoleWorkflowIDs(group, name) {
 		d, err := tc.DescribeWorkflowExecution(ctx, id, "")
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
+			if id == lifecycle {
+				return n
+			}
 			continue
 		}
 		if err != nil {

@@ -391,6 +391,11 @@ func runLifecycle(ctx context.Context, cfg Config, log *slog.Logger, tc client.C
 			TaskQueue:                                queue,
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			WorkflowExecutionErrorWhenAlreadyStarted: false,
+			// The first workflow task comes back in the start's reply, to
+			// this process's worker on queue: no dispatch through the
+			// server's matching and no poll to wait for (the server falls
+			// back to dispatching it when it does not start it eagerly).
+			EnableEagerStart: true,
 			TypedSearchAttributes: temporal.NewSearchAttributes(
 				workflows.AttrCluster.ValueSet(cfg.Group), workflows.AttrCrawler.ValueSet(cfg.Name),
 				workflows.AttrRole.ValueSet("lifecycle")),

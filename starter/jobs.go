@@ -49,6 +49,10 @@ func (t *temporalFlags) dialWithin(ctx context.Context, timeout time.Duration) (
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
+	// The CLI's requests are small (a spec, a query, a signal): gzip
+	// would cost each command CPU (a compressor set up per request) and
+	// save no time.
+	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, t.conn.Unreachable(err, timeout)

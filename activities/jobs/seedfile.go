@@ -4,12 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
-
-	"github.com/batoncrawl/baton/activities/crawl"
-	"github.com/batoncrawl/baton/roles"
 )
 
 // maxBadSeeds is how many bad lines of a seed file are reported.
@@ -25,7 +21,8 @@ type SeedFile struct {
 	count   int    // URLs in it (a URL on several lines counts each time)
 	hosts   []string
 	hostSet map[string]bool
-	origins []string // scheme://host of its URLs, each once, in order
+	origins []string      // scheme://host of its URLs, each once, in order
+	spoolTo *bufio.Writer // while stdin is scanned: its copy
 }
 
 // Name is the file as given ("-" for stdin).
@@ -72,11 +69,11 @@ func (sf *SeedFile) Each(fn func(string) error) error {
 // ScanSeedFile checks a seed file (or stdin for "-"): one URL per line,
 // blank lines and '#' comments skipped. Every bad line is reported with
 // its line number (the first ten) and nothing is submitted: errors wrap
-// ErrBadSubmission.
+// ErrBadSubmission. The lines are checked in blocks by a goroutine per
+// core (checkSeedLines) and taken in the file's order.
 func ScanSeedFile(name string, stdin io.Reader) (*SeedFile, error) {
 	sf := &SeedFile{name: name, path: name, hostSet: map[string]bool{}}
 	var r io.Reader = stdin
-	var spool *bufio.Writer
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
@@ -91,71 +88,72 @@ func ScanSeedFile(name string, stdin io.Reader) (*SeedFile, error) {
 		}
 		defer tmp.Close()
 		sf.path, sf.spool = tmp.Name(), true
-		spool = bufio.NewWriter(tmp)
+		sf.spoolTo = bufio.NewWriter(tmp)
 	}
 	fail := func(err error) (*SeedFile, error) {
 		sf.Close()
 		return nil, err
 	}
-	var bad []string
-	nBad := 0
-	originSet := map[string]bool{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
-		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-			err = (roles.Request{URL: s}).Validate() // what is wrong, in a Request's words
-		}
-		if err == nil {
-			_, err = crawl.NormalizeURL(s)
-		}
-		if err == nil {
-			err = CheckURLLength(s)
-		}
-		if err != nil {
-			nBad++
-			if len(bad) < maxBadSeeds {
-				bad = append(bad, fmt.Sprintf("  %s:%d: %v", name, line, err))
-			}
-			continue
-		}
-		sf.count++
-		if spool != nil {
-			spool.WriteString(s + "\n")
-		}
-		if h := u.Hostname(); !sf.hostSet[h] && len(sf.hosts) <= MaxDefaultDomains {
-			sf.hostSet[h] = true
-			sf.hosts = append(sf.hosts, h)
-		}
-		if o := strings.ToLower(u.Scheme) + "://" + u.Host; !originSet[o] {
-			originSet[o] = true
-			sf.origins = append(sf.origins, o)
-		}
+	sc := newSeedScan(sf)
+	lines, err := checkSeedLines(r, sc.take)
+	if err != nil {
+		return fail(badSubmission("seeds file %s line %d: %v", name, lines+1, err))
 	}
-	if err := sc.Err(); err != nil {
-		return fail(badSubmission("seeds file %s line %d: %v", name, line+1, err))
-	}
-	if spool != nil {
-		if err := spool.Flush(); err != nil {
+	if sf.spoolTo != nil {
+		if err := sf.spoolTo.Flush(); err != nil {
 			return fail(err)
 		}
+		sf.spoolTo = nil
 	}
-	if nBad > 0 {
+	if sc.nBad > 0 {
 		more := ""
-		if nBad > len(bad) {
-			more = fmt.Sprintf("\n  … and %d more", nBad-len(bad))
+		if sc.nBad > len(sc.bad) {
+			more = fmt.Sprintf("\n  … and %d more", sc.nBad-len(sc.bad))
 		}
-		return fail(badSubmission("seeds file %s: %d bad lines (nothing submitted):\n%s%s", name, nBad, strings.Join(bad, "\n"), more))
+		return fail(badSubmission("seeds file %s: %d bad lines (nothing submitted):\n%s%s", name, sc.nBad, strings.Join(sc.bad, "\n"), more))
 	}
 	if sf.count == 0 {
 		return fail(badSubmission("seeds file %s: no URL in it", name))
 	}
 	return sf, nil
+}
+
+// seedScan gathers the checked lines of a seed file, in order, into it.
+type seedScan struct {
+	sf        *SeedFile
+	bad       []string
+	nBad      int
+	originSet map[string]bool
+}
+
+func newSeedScan(sf *SeedFile) *seedScan {
+	return &seedScan{sf: sf, originSet: map[string]bool{}}
+}
+
+// take adds one checked line (number n, from 1) of the file.
+func (sc *seedScan) take(n int, l seedLine) {
+	sf := sc.sf
+	switch {
+	case l.skip:
+		return
+	case l.err != nil:
+		sc.nBad++
+		if len(sc.bad) < maxBadSeeds {
+			sc.bad = append(sc.bad, fmt.Sprintf("  %s:%d: %v", sf.name, n, l.err))
+		}
+		return
+	}
+	sf.count++
+	if sf.spoolTo != nil {
+		sf.spoolTo.WriteString(l.url)
+		sf.spoolTo.WriteByte('\n')
+	}
+	if h := l.host; !sf.hostSet[h] && len(sf.hosts) <= MaxDefaultDomains {
+		sf.hostSet[h] = true
+		sf.hosts = append(sf.hosts, h)
+	}
+	if o := l.origin; !sc.originSet[o] {
+		sc.originSet[o] = true
+		sf.origins = append(sf.origins, o)
+	}
 }

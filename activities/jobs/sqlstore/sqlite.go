@@ -58,7 +58,7 @@ func OpenSQLiteExisting(ctx context.Context, dir string) (*Store, error) {
 
 func sqliteDSN(path string) string {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)"} {
+	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")

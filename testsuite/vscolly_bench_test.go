@@ -315,8 +315,9 @@ func hitsSince(b *testing.B, s benchSite, offset int64) atSite {
 // to its exit, and CPU.
 type crawlRun struct {
 	atSite
-	wall time.Duration
-	cpu  time.Duration
+	start time.Time // the command's start
+	wall  time.Duration
+	cpu   time.Duration
 	// parts splits Baton's CPU by process kind.
 	parts map[string]time.Duration
 }
@@ -326,6 +327,11 @@ func (r crawlRun) rate() float64 { return float64(r.distinct) / r.wall.Seconds()
 func (r crawlRun) siteRate() float64 {
 	return float64(r.distinct) / max(r.last.Sub(r.first), time.Millisecond).Seconds()
 }
+
+// head is the time from the command to its first request at the site,
+// tail from its last request to the command's exit.
+func (r crawlRun) head() time.Duration { return r.first.Sub(r.start) }
+func (r crawlRun) tail() time.Duration { return r.start.Add(r.wall).Sub(r.last) }
 
 func (r crawlRun) cpuPer1000() float64 {
 	return float64(r.cpu.Milliseconds()) * 1000 / float64(max(r.distinct, 1))
@@ -342,7 +348,7 @@ func runColly(b *testing.B, bin string, s benchSite) crawlRun {
 	}
 	var res struct{ Responses int }
 	_ = json.Unmarshal(out, &res)
-	return crawlRun{atSite: hitsSince(b, s, offset), wall: wall,
+	return crawlRun{atSite: hitsSince(b, s, offset), start: start, wall: wall,
 		cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
@@ -385,7 +391,7 @@ func runBaton(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, s benc
 			b.Errorf("PostgreSQL logged %d deadlocks during job %s", n, id)
 		}
 	}
-	r := crawlRun{atSite: hitsSince(b, s, offset), wall: wall, parts: map[string]time.Duration{
+	r := crawlRun{atSite: hitsSince(b, s, offset), start: start, wall: wall, parts: map[string]time.Duration{
 		"cli": cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}}
 	for k, v := range after {
 		r.parts[k] = v - before[k]
@@ -425,6 +431,10 @@ func reportRounds(b *testing.B, rs []vsRound) {
 		{"baton-cpu-ms/1000pages", func(r vsRound) float64 { return r.baton.cpuPer1000() }},
 		{"cpu-ratio", func(r vsRound) float64 { return r.baton.cpuPer1000() / r.colly.cpuPer1000() }},
 		{"baton-wall-ms", func(r vsRound) float64 { return float64(r.baton.wall.Milliseconds()) }},
+		{"baton-head-ms", func(r vsRound) float64 { return float64(r.baton.head().Milliseconds()) }},
+		{"baton-tail-ms", func(r vsRound) float64 { return float64(r.baton.tail().Milliseconds()) }},
+		{"colly-head-ms", func(r vsRound) float64 { return float64(r.colly.head().Milliseconds()) }},
+		{"colly-tail-ms", func(r vsRound) float64 { return float64(r.colly.tail().Milliseconds()) }},
 	}
 	for _, kind := range []string{"workers", "temporal", "zookeeper", "postgres", "cli"} {
 		if _, ok := rs[0].baton.parts[kind]; ok {

@@ -66,7 +66,7 @@ func sqliteDSN(path string) string {
 }
 
 func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open(cachedSQLite, dsn) // its statements kept: sqlitestmts.go
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}

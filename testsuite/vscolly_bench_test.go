@@ -33,7 +33,9 @@ import (
 //   - pages/s: distinct pages the server served over the time from the
 //     command to its exit (`baton crawl URL --follow --wait`, as a user
 //     types it; the Colly program's process likewise), and their ratio;
-//   - Baton's rate at the site (its first request to its last);
+//   - Baton's rate at the site (its first request to its last), and the
+//     time from the command to its first request and from its last
+//     request to its exit (head-ms, tail-ms; Colly's too);
 //   - CPU per 1,000 pages: the Colly process's; Baton's summed over every
 //     process it needs (the workers, Temporal, ZooKeeper, PostgreSQL and
 //     the CLI), and their ratio.

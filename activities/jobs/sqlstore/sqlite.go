@@ -21,7 +21,10 @@ const SQLiteFile = "baton.db"
 // OpenSQLite opens (creating it) the embedded store in dir/baton.db: WAL
 // mode, synchronous=FULL (a killed process or a machine crash loses no
 // committed page), a busy timeout so several worker processes on one host
-// share it, and immediate write transactions. It refuses a directory on a
+// share it, immediate write transactions, statement journals in memory
+// (temp_store: they only undo a statement that fails inside its
+// transaction, and a multi-row statement wrote one to a temporary file)
+// and its statements kept compiled per connection (sqlitestmts.go). It refuses a directory on a
 // network file system, where SQLite's locks are not reliable: use
 // PostgreSQL there.
 func OpenSQLite(ctx context.Context, dir string) (*Store, error) {

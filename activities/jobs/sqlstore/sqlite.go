@@ -74,6 +74,9 @@ func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
+	// Kept open, not closed past database/sql's two idle ones: each
+	// connection keeps its compiled statements.
+	db.SetMaxIdleConns(8)
 	// Several workers opening the file at once take turns (a connection
 	// sets WAL mode under the file's lock).
 	for {

@@ -33,7 +33,9 @@ import (
 //   - pages/s: distinct pages the server served over the time from the
 //     command to its exit (`baton crawl URL --follow --wait`, as a user
 //     types it; the Colly program's process likewise), and their ratio;
-//   - Baton's rate at the site (its first request to its last);
+//   - Baton's rate at the site (its first request to its last), and the
+//     time from the command to its first request and from its last
+//     request to its exit (head-ms, tail-ms; Colly's too);
 //   - CPU per 1,000 pages: the Colly process's; Baton's summed over every
 //     process it needs (the workers, Temporal, ZooKeeper, PostgreSQL and
 //     the CLI), and their ratio.
@@ -315,8 +317,9 @@ func hitsSince(b *testing.B, s benchSite, offset int64) atSite {
 // to its exit, and CPU.
 type crawlRun struct {
 	atSite
-	wall time.Duration
-	cpu  time.Duration
+	start time.Time // the command's start
+	wall  time.Duration
+	cpu   time.Duration
 	// parts splits Baton's CPU by process kind.
 	parts map[string]time.Duration
 }
@@ -326,6 +329,11 @@ func (r crawlRun) rate() float64 { return float64(r.distinct) / r.wall.Seconds()
 func (r crawlRun) siteRate() float64 {
 	return float64(r.distinct) / max(r.last.Sub(r.first), time.Millisecond).Seconds()
 }
+
+// head is the time from the command to its first request at the site,
+// tail from its last request to the command's exit.
+func (r crawlRun) head() time.Duration { return r.first.Sub(r.start) }
+func (r crawlRun) tail() time.Duration { return r.start.Add(r.wall).Sub(r.last) }
 
 func (r crawlRun) cpuPer1000() float64 {
 	return float64(r.cpu.Milliseconds()) * 1000 / float64(max(r.distinct, 1))
@@ -342,7 +350,7 @@ func runColly(b *testing.B, bin string, s benchSite) crawlRun {
 	}
 	var res struct{ Responses int }
 	_ = json.Unmarshal(out, &res)
-	return crawlRun{atSite: hitsSince(b, s, offset), wall: wall,
+	return crawlRun{atSite: hitsSince(b, s, offset), start: start, wall: wall,
 		cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
@@ -385,7 +393,7 @@ func runBaton(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, s benc
 			b.Errorf("PostgreSQL logged %d deadlocks during job %s", n, id)
 		}
 	}
-	r := crawlRun{atSite: hitsSince(b, s, offset), wall: wall, parts: map[string]time.Duration{
+	r := crawlRun{atSite: hitsSince(b, s, offset), start: start, wall: wall, parts: map[string]time.Duration{
 		"cli": cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}}
 	for k, v := range after {
 		r.parts[k] = v - before[k]
@@ -425,6 +433,10 @@ func reportRounds(b *testing.B, rs []vsRound) {
 		{"baton-cpu-ms/1000pages", func(r vsRound) float64 { return r.baton.cpuPer1000() }},
 		{"cpu-ratio", func(r vsRound) float64 { return r.baton.cpuPer1000() / r.colly.cpuPer1000() }},
 		{"baton-wall-ms", func(r vsRound) float64 { return float64(r.baton.wall.Milliseconds()) }},
+		{"baton-head-ms", func(r vsRound) float64 { return float64(r.baton.head().Milliseconds()) }},
+		{"baton-tail-ms", func(r vsRound) float64 { return float64(r.baton.tail().Milliseconds()) }},
+		{"colly-head-ms", func(r vsRound) float64 { return float64(r.colly.head().Milliseconds()) }},
+		{"colly-tail-ms", func(r vsRound) float64 { return float64(r.colly.tail().Milliseconds()) }},
 	}
 	for _, kind := range []string{"workers", "temporal", "zookeeper", "postgres", "cli"} {
 		if _, ok := rs[0].baton.parts[kind]; ok {

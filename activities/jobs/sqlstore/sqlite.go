@@ -21,7 +21,10 @@ const SQLiteFile = "baton.db"
 // OpenSQLite opens (creating it) the embedded store in dir/baton.db: WAL
 // mode, synchronous=FULL (a killed process or a machine crash loses no
 // committed page), a busy timeout so several worker processes on one host
-// share it, and immediate write transactions. It refuses a directory on a
+// share it, immediate write transactions, statement journals in memory
+// (temp_store: they only undo a statement that fails inside its
+// transaction, and a multi-row statement wrote one to a temporary file)
+// and its statements kept compiled per connection (sqlitestmts.go). It refuses a directory on a
 // network file system, where SQLite's locks are not reliable: use
 // PostgreSQL there.
 func OpenSQLite(ctx context.Context, dir string) (*Store, error) {
@@ -58,7 +61,7 @@ func OpenSQLiteExisting(ctx context.Context, dir string) (*Store, error) {
 
 func sqliteDSN(path string) string {
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)"} {
+	for _, p := range []string{"busy_timeout(5)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -66,11 +69,14 @@ func sqliteDSN(path string) string {
 }
 
 func openSQLiteDSN(ctx context.Context, path, dsn string) (*Store, error) {
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open(cachedSQLite, dsn) // its statements kept: sqlitestmts.go
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
+	// Kept open, not closed past database/sql's two idle ones: each
+	// connection keeps its compiled statements.
+	db.SetMaxIdleConns(8)
 	// Several workers opening the file at once take turns (a connection
 	// sets WAL mode under the file's lock).
 	for {

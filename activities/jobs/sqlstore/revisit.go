@@ -118,6 +118,9 @@ func (s *resultStore) BaselinePages(ctx context.Context, job string, urls []stri
 	out := make(map[string]jobs.BaselinePage, len(urls))
 	for len(urls) > 0 {
 		n := min(len(urls), maxBaselineRead)
+		if s.d.name == sqliteDialect.name {
+			n = chunkSize(len(urls)) // a few shapes, kept compiled (sqlitestmts.go)
+		}
 		args := make([]any, 0, n+1)
 		args = append(args, job)
 		for _, u := range urls[:n] {

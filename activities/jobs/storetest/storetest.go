@@ -103,6 +103,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"BulkCarry", testBulkCarry},
 		{"BulkCarryNoFollow", testBulkCarryNoFollow},
 		{"BulkCarryStaleEpoch", testBulkCarryStaleEpoch},
+		{"BulkCarryListLengths", testBulkCarryListLengths},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

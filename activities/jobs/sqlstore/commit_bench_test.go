@@ -70,17 +70,7 @@ func benchCommit(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job st
 		rs := make([]jobs.Record, group)
 		for j := range rs {
 			next++
-			u := fmt.Sprintf("http://new.test/x%d", next)
-			links := make([]jobs.Entry, 0, 30)
-			for l := range 10 {
-				links = append(links, jobs.Entry{URL: fmt.Sprintf("http://new.test/nav%d", l), Depth: 2})
-			}
-			for range 20 {
-				links = append(links, jobs.Entry{URL: fmt.Sprintf("http://new.test/p%d", rng.IntN(20000)), Depth: 2})
-			}
-			page := &jobs.PageRecord{Page: crawl.Page{URL: u, FinalURL: u, StatusCode: 200, ContentType: "text/html", Bytes: 3000, Title: "t " + u, Depth: 1,
-				BodyHash: fmt.Sprintf("%016x", rng.Uint64())}, Job: job, Batch: batch, Runner: "r1", Epoch: 1}
-			rs[j] = jobs.Record{Job: job, Batch: batch, Runner: "r1", Epoch: 1, URL: u, Links: links, Page: page}
+			rs[j] = benchRecord(rng, job, batch, next)
 		}
 		t0 := time.Now()
 		out, taken, err := s.RecordTake(ctx, rs, take)

@@ -133,14 +133,9 @@ func StartPgBouncer(t testing.TB, pg *Postgres, poolSize int) *PgBouncer {
 // Address is pgbouncer's "127.0.0.1:port".
 func (b *PgBouncer) Address() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port)) }
 
-// DSN connects to the client database through pgbouncer, with unnamed
-// statements (default_query_exec_mode=exec), as a pooler in transaction
-// mode that does not track prepared statements needs.
+// DSN connects to the client database through pgbouncer.
 func (b *PgBouncer) DSN() string {
 	u, _ := url.Parse(b.pg.DSN())
 	u.Host = b.Address()
-	q := u.Query()
-	q.Set("default_query_exec_mode", "exec")
-	u.RawQuery = q.Encode()
 	return u.String()
 }

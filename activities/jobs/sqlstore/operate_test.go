@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -193,32 +192,6 @@ func TestLongLinks(t *testing.T) {
 			assert.False(t, errors.Is(err, context.DeadlineExceeded))
 		})
 	}
-}
-
-// TestPostgresThroughPgBouncerNeedsExecMode: behind a PgBouncer that does
-// not track prepared statements in transaction mode, a store opened
-// without default_query_exec_mode=exec in its DSN fails at its open and
-// says what to add (a second store's first statement meets the first's,
-// prepared on the one server connection).
-func TestPostgresThroughPgBouncerNeedsExecMode(t *testing.T) {
-	pg := testsuite.StartPostgres(t)
-	openPostgres(t, pg).Close()
-	bouncer := testsuite.StartPgBouncer(t, pg, 1)
-	u, err := url.Parse(bouncer.DSN())
-	require.NoError(t, err)
-	q := u.Query()
-	q.Del("default_query_exec_mode")
-	u.RawQuery = q.Encode()
-	dsn := u.String()
-	for range 2 {
-		var s *sqlstore.Store
-		if s, err = sqlstore.OpenPostgres(testCtx(t, time.Minute), dsn, ""); err != nil {
-			break
-		}
-		t.Cleanup(func() { _ = s.Close() })
-	}
-	require.Error(t, err, "a second store through a pooler that mixes prepared statements")
-	assert.Contains(t, err.Error(), "add default_query_exec_mode=exec to the DSN")
 }
 
 // TestPostgresThroughPgBouncer: the store works behind PgBouncer in

@@ -40,13 +40,12 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 	if password != "" {
 		cfg.Password = password
 	}
-	// Statements are prepared once per connection and kept (pgx's
-	// statement cache; the multi-row ones come in a few fixed sizes,
-	// chunkSize), so the server does not parse and plan each anew. A DSN
-	// with default_query_exec_mode=exec asks for unnamed statements
-	// instead, parsed in the round trip that runs them: for a pooler in
-	// transaction mode that does not track prepared statements (PgBouncer
-	// before 1.21, or without max_prepared_statements).
+	// No named prepared statements: a statement is parsed in the round
+	// trip that runs it (the extended protocol's unnamed statement), so the
+	// store works behind PgBouncer in transaction mode, and no server
+	// keeps hundreds of cached statements (one per VALUES size) per
+	// connection.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	// The session guards are set in each transaction (guards.go), not
 	// here: a pooler refuses or drops startup parameters. The client
 	// notices a server that vanished in seconds.
@@ -90,9 +89,6 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 		}
 	}
 	s, err := newStore(ctx, &core{db: db, d: postgresDialect, guard: guardStatement(c.Guards), migrationGuard: guardStatement(c.Guards.migration())}, "postgres", location, c.Existing)
-	if err != nil && preparedStatementsLost(err) {
-		err = fmt.Errorf("%w: a pooler in transaction mode that does not keep prepared statements (PgBouncer before 1.21, or without max_prepared_statements) sits in front of the server: add default_query_exec_mode=exec to the DSN", err)
-	}
 	if err == nil && c.Warm {
 		warmPool(ctx, db, pool)
 	}
@@ -113,14 +109,6 @@ func warmPool(ctx context.Context, db *sql.DB, n int) {
 	for _, c := range conns {
 		_ = c.Close() // back to the pool, open
 	}
-}
-
-// preparedStatementsLost reports whether err is the server refusing a
-// prepared statement as already there or not there: the sign of a
-// transaction-mode pooler handing a connection's statements to another.
-func preparedStatementsLost(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42P05" || pe.Code == "26000")
 }
 
 // IsPostgresDSN reports whether a --store value names PostgreSQL.

@@ -21,9 +21,10 @@ const seedTuple = "(?, ?, ?, 0, ?, ?, ?)"
 
 // insertSeeds queues entries new to the job's frontier, as insertEntries
 // does, and returns how many were new; for many rows at once: the engine
-// counts the rows it inserted (no URL comes back), and the statement of
-// a full chunk is prepared once per call and run again for every chunk.
-// The rows of the next statement
+// counts the rows it inserted (no URL comes back), and on SQLite the
+// statement of a full chunk is parsed once per call and run again for
+// every chunk (PostgreSQL's statements are unnamed: pgbouncer may sit
+// between the workers and the server). The rows of the next statement
 // (each URL's host parsed) are made while the engine runs the one
 // before.
 func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {

@@ -107,29 +107,19 @@ func (s *resultStore) BaselinePage(ctx context.Context, job, url string) (jobs.B
 	return p, ok, err
 }
 
-// maxBaselineRead bounds the URLs of one baseline read (SQLite's
-// variables and PostgreSQL's parameters both allow far more).
-const maxBaselineRead = 256
-
 // BaselinePages returns job's pages of urls with their revisit rows, by
-// URL (a URL job has no page of is absent): one indexed read per
-// maxBaselineRead URLs.
+// URL (a URL job has no page of is absent): one indexed read per chunk of
+// URLs (chunked: a few statement shapes, kept compiled on SQLite).
 func (s *resultStore) BaselinePages(ctx context.Context, job string, urls []string) (map[string]jobs.BaselinePage, error) {
 	out := make(map[string]jobs.BaselinePage, len(urls))
-	for len(urls) > 0 {
-		n := min(len(urls), maxBaselineRead)
-		if s.d.name == sqliteDialect.name {
-			n = chunkSize(len(urls)) // a few shapes, kept compiled (sqlitestmts.go)
-		}
-		args := make([]any, 0, n+1)
-		args = append(args, job)
-		for _, u := range urls[:n] {
-			args = append(args, u)
-		}
-		urls = urls[n:]
-		rows, err := queryAll(ctx, s.core, `SELECT r.url, r.record, `+revisitOfResult+`
+	list := make([][]any, len(urls))
+	for i, u := range urls {
+		list[i] = []any{u}
+	}
+	for _, st := range s.chunked(`SELECT r.url, r.record, `+revisitOfResult+`
 			FROM baton_results r LEFT JOIN baton_revisit v ON r.change IS NULL AND v.job = r.job AND v.url = r.url
-			WHERE r.job = ? AND r.url IN (?`+strings.Repeat(", ?", n-1)+`)`, args, scanBaseline)
+			WHERE r.job = ? AND r.url IN (`, []any{job}, "?", `)`, list) {
+		rows, err := queryAll(ctx, s.core, st.query, st.args, scanBaseline)
 		if err != nil {
 			return nil, fmt.Errorf("baseline %s: %w", job, err)
 		}

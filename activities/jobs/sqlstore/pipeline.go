@@ -168,7 +168,7 @@ func (s *core) pipelinedOnce(ctx context.Context, ahead func(*pgx.Batch) func(pg
 			if !ok {
 				return fmt.Errorf("pipeline: a connection of %T, not pgx's", dc)
 			}
-			br := pc.Conn().SendBatch(ctx, b)
+			br := s.named.sendBatch(ctx, pc.Conn(), b)
 			if err := read(br); err != nil {
 				_ = br.Close()
 				return err

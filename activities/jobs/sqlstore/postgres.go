@@ -40,12 +40,17 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 	if password != "" {
 		cfg.Password = password
 	}
-	// No named prepared statements: a statement is parsed in the round
-	// trip that runs it (the extended protocol's unnamed statement), so the
-	// store works behind PgBouncer in transaction mode, and no server
-	// keeps hundreds of cached statements (one per VALUES size) per
-	// connection.
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	// A statement is parsed in the round trip that runs it (the extended
+	// protocol's unnamed statement), but for a pipeline's, named on each
+	// connection (pgnamed.go), unless the DSN's default_query_exec_mode
+	// says how to run every statement (exec: never named, as a pooler
+	// that drops named statements needs).
+	var named *namedStatements
+	switch cfg.DefaultQueryExecMode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+		named = &namedStatements{}
+	}
 	// The session guards are set in each transaction (guards.go), not
 	// here: a pooler refuses or drops startup parameters. The client
 	// notices a server that vanished in seconds.
@@ -88,7 +93,7 @@ func openPostgres(ctx context.Context, c Config) (*Store, error) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	s, err := newStore(ctx, &core{db: db, d: postgresDialect, guard: guardStatement(c.Guards), migrationGuard: guardStatement(c.Guards.migration())}, "postgres", location, c.Existing)
+	s, err := newStore(ctx, &core{db: db, d: postgresDialect, named: named, guard: guardStatement(c.Guards), migrationGuard: guardStatement(c.Guards.migration())}, "postgres", location, c.Existing)
 	if err == nil && c.Warm {
 		warmPool(ctx, db, pool)
 	}
@@ -164,6 +169,10 @@ var postgresDialect = &dialect{
 // pgTransient: the server is restarting or unreachable, or a transaction
 // conflicted; worth retrying.
 func pgTransient(err error) bool {
+	var lost *namedLost
+	if errors.As(err, &lost) { // a pooler's: retried unnamed (pgnamed.go)
+		return true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {

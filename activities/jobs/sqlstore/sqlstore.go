@@ -96,6 +96,9 @@ type core struct {
 	// RetryFor bounds how long a write is retried while the database is
 	// unreachable (a PostgreSQL restart); 0 means 30 s.
 	RetryFor time.Duration
+
+	// named, on PostgreSQL, names a pipeline's statements (pgnamed.go).
+	named *namedStatements
 }
 
 // Store is a jobs.Store on a SQL database. It is safe for concurrent use.

@@ -166,16 +166,13 @@ type statement struct {
 // rowsPerStatement is how many rows one statement of chunked writes.
 const rowsPerStatement = 200
 
-// chunked returns the statements writing rows rowsPerStatement at a time
-// (on SQLite in chunkSizes): head with headArgs, then one tuple per row,
+// chunked returns the statements writing rows in chunks of chunkSize:
+// head with headArgs, then one tuple per row,
 // then tail with tailArgs.
 func (s *core) chunked(head string, headArgs []any, tuple, tail string, rows [][]any, tailArgs ...any) []statement {
 	var out []statement
 	for len(rows) > 0 {
-		n := min(rowsPerStatement, len(rows))
-		if s.d.name == sqliteDialect.name {
-			n = chunkSize(len(rows))
-		}
+		n := chunkSize(len(rows))
 		var b strings.Builder
 		b.WriteString(head)
 		args := append([]any(nil), headArgs...)
@@ -194,15 +191,15 @@ func (s *core) chunked(head string, headArgs []any, tuple, tail string, rows [][
 }
 
 // exactRows is how many rows a statement of chunked takes as they come
-// on SQLite; more are taken in chunks of the sizes of chunkLadder, so
-// that the embedded store's connections keep a few shapes of each
-// statement compiled (sqlitestmts.go), at most five statements for up
-// to 255 rows.
+// more are taken in chunks of the sizes of chunkLadder, so that a
+// connection keeps a few shapes of each statement compiled (SQLite:
+// sqlitestmts.go) or prepared (PostgreSQL: pgnamed.go), at most five
+// statements for up to 255 rows.
 const exactRows = 16
 
 var chunkLadder = []int{rowsPerStatement, 128, 64, 32, 16}
 
-// chunkSize is the size of the next chunk of n rows on SQLite.
+// chunkSize is the size of the next chunk of n rows.
 func chunkSize(n int) int {
 	if n <= exactRows {
 		return n

@@ -68,3 +68,7 @@ func PreparedStatements(ctx context.Context, s *Store, pool int) ([]Prepared, er
 
 // MaxNamed is how many statements one connection keeps prepared.
 const MaxNamed = maxNamed
+
+// NamesStatements reports whether s runs its pipelines' statements by
+// name (PostgreSQL, no pooler found that drops them, not turned off).
+func NamesStatements(s *Store) bool { return s.named != nil && !s.named.off.Load() }

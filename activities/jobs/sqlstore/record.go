@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -354,7 +355,7 @@ func resultRows(job, batch string, rs []jobs.Record, finished map[string]bool, o
 		p := *r.Page // the caller's record is left as it is
 		p.DuplicateOf = dups[i]
 		p.LinksRefused = append(p.LinksRefused[:len(p.LinksRefused):len(p.LinksRefused)], refused[i]...)
-		rec, err := encodeRecord(job, r.URL, batch, p)
+		rec, err := json.Marshal(&p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("record %s: %w", r.URL, err)
 		}

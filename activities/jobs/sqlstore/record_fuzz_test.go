@@ -25,7 +25,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := decodeRecord(job, url, "b1", data)
+		p, err := decodeRecord(job, url, data)
 		if err != nil {
 			require.True(t, errors.Is(err, ErrBadRecord), "%v", err)
 			require.Greater(t, len(err.Error()), len(ErrBadRecord.Error())+2, "the error says what is wrong")
@@ -35,7 +35,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		require.Equal(t, job, p.Job)
 		enc, err := json.Marshal(p)
 		require.NoError(t, err)
-		again, err := decodeRecord(job, url, "b1", enc)
+		again, err := decodeRecord(job, url, enc)
 		require.NoError(t, err)
 		require.Equal(t, p, again)
 	})

@@ -18,26 +18,9 @@ import (
 // cannot be read: not a JSON object, or one that belongs to another row.
 var ErrBadRecord = errors.New("unreadable page record")
 
-// encodeRecord is the stored record of page p in the result row of job,
-// url and batch: its JSON without the values the row holds (the job, the
-// URL and the batch, each "" when it is the row's), which decodeRecord
-// takes from the row.
-func encodeRecord(job, url, batch string, p jobs.PageRecord) ([]byte, error) {
-	if p.Job == job {
-		p.Job = ""
-	}
-	if p.URL == url {
-		p.URL = ""
-	}
-	if p.Batch == batch {
-		p.Batch = ""
-	}
-	return json.Marshal(&p)
-}
-
-// decodeRecord reads the stored record of job's url in a row of batch
-// and says what is wrong with it.
-func decodeRecord(job, url, batch string, data []byte) (jobs.PageRecord, error) {
+// decodeRecord reads the stored record of job's url and says what is
+// wrong with it.
+func decodeRecord(job, url string, data []byte) (jobs.PageRecord, error) {
 	var p jobs.PageRecord
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
 		return p, fmt.Errorf("%w: want a JSON object, got %.20q", ErrBadRecord, data)
@@ -48,15 +31,6 @@ func decodeRecord(job, url, batch string, data []byte) (jobs.PageRecord, error) 
 			return p, fmt.Errorf("%w: malformed JSON at byte %d: %v", ErrBadRecord, se.Offset, err)
 		}
 		return p, fmt.Errorf("%w: %v", ErrBadRecord, err)
-	}
-	if p.URL == "" {
-		p.URL = url
-	}
-	if p.Job == "" {
-		p.Job = job
-	}
-	if p.Batch == "" {
-		p.Batch = batch
 	}
 	switch {
 	case p.URL != url:
@@ -74,8 +48,8 @@ const resultsPerStatement = 1000
 
 // storedResult is a stored page record as read.
 type storedResult struct {
-	seq              int64
-	url, batch, data string
+	seq       int64
+	url, data string
 }
 
 // Results calls fn for every page of a job in the order recorded. It reads
@@ -92,16 +66,16 @@ func (s *resultStore) Results(ctx context.Context, job string, fn func(jobs.Page
 	var bad []error // the first ten
 	nbad := 0
 	for after := int64(-1 << 63); ; {
-		lot, err := queryAll(ctx, s.core, `SELECT `+s.d.seqCol+`, url, batch, record FROM baton_results WHERE job = ? AND `+s.d.seqCol+` > ? ORDER BY `+s.d.seqCol+` LIMIT ?`,
+		lot, err := queryAll(ctx, s.core, `SELECT `+s.d.seqCol+`, url, record FROM baton_results WHERE job = ? AND `+s.d.seqCol+` > ? ORDER BY `+s.d.seqCol+` LIMIT ?`,
 			[]any{job, after, resultsPerStatement}, func(rows *sql.Rows) (storedResult, error) {
 				var r storedResult
-				return r, rows.Scan(&r.seq, &r.url, &r.batch, &r.data)
+				return r, rows.Scan(&r.seq, &r.url, &r.data)
 			})
 		if err != nil {
 			return fmt.Errorf("results of job %s: %w", job, err)
 		}
 		for _, r := range lot {
-			p, err := decodeRecord(job, r.url, r.batch, []byte(r.data))
+			p, err := decodeRecord(job, r.url, []byte(r.data))
 			if err != nil {
 				if nbad++; len(bad) < 10 {
 					bad = append(bad, fmt.Errorf("record of %s: %w", r.url, err))

@@ -30,7 +30,7 @@ func (s *resultStore) ResultsByURL(ctx context.Context, job string, fn func(jobs
 	var rows *sql.Rows
 	err := s.read(ctx, func() error {
 		var err error
-		rows, err = s.db.QueryContext(ctx, s.q(`SELECT url, batch, record FROM baton_results WHERE job = ? ORDER BY `+s.urlOrder()), job)
+		rows, err = s.db.QueryContext(ctx, s.q(`SELECT url, record FROM baton_results WHERE job = ? ORDER BY `+s.urlOrder()), job)
 		return err
 	})
 	if err != nil {
@@ -40,11 +40,11 @@ func (s *resultStore) ResultsByURL(ctx context.Context, job string, fn func(jobs
 	var bad []error // the first ten
 	nbad := 0
 	for rows.Next() {
-		var url, batch, data string
-		if err := rows.Scan(&url, &batch, &data); err != nil {
+		var url, data string
+		if err := rows.Scan(&url, &data); err != nil {
 			return fmt.Errorf("results of job %s by URL: %w", job, err)
 		}
-		p, err := decodeRecord(job, url, batch, []byte(data))
+		p, err := decodeRecord(job, url, []byte(data))
 		if err != nil {
 			if nbad++; len(bad) < 10 {
 				bad = append(bad, fmt.Errorf("record of %s: %w", url, err))

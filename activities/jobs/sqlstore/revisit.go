@@ -116,7 +116,7 @@ func (s *resultStore) BaselinePages(ctx context.Context, job string, urls []stri
 	for i, u := range urls {
 		list[i] = []any{u}
 	}
-	for _, st := range s.chunked(`SELECT r.url, r.batch, r.record, `+revisitOfResult+`
+	for _, st := range s.chunked(`SELECT r.url, r.record, `+revisitOfResult+`
 			FROM baton_results r LEFT JOIN baton_revisit v ON r.change IS NULL AND v.job = r.job AND v.url = r.url
 			WHERE r.job = ? AND r.url IN (`, []any{job}, "?", `)`, list) {
 		rows, err := queryAll(ctx, s.core, st.query, st.args, scanBaseline)
@@ -136,7 +136,7 @@ func (s *resultStore) BaselinePages(ctx context.Context, job string, urls []stri
 
 // baselineRow is a row of a baseline read, as scanned.
 type baselineRow struct {
-	url, batch, record                           string
+	url, record                                  string
 	etag, lm, hash, change, wid, wuri, wdt, wdig sql.NullString
 	saved, interval, next                        sql.NullInt64
 	links                                        sql.NullString
@@ -144,7 +144,7 @@ type baselineRow struct {
 
 func scanBaseline(rows *sql.Rows) (baselineRow, error) {
 	var r baselineRow
-	err := rows.Scan(&r.url, &r.batch, &r.record, &r.etag, &r.lm, &r.hash, &r.change, &r.saved, &r.links, &r.interval, &r.next,
+	err := rows.Scan(&r.url, &r.record, &r.etag, &r.lm, &r.hash, &r.change, &r.saved, &r.links, &r.interval, &r.next,
 		&r.wid, &r.wuri, &r.wdt, &r.wdig)
 	return r, err
 }
@@ -152,7 +152,7 @@ func scanBaseline(rows *sql.Rows) (baselineRow, error) {
 // page decodes the row's page and revisit fields.
 func (r baselineRow) page(job string) (jobs.BaselinePage, error) {
 	var out jobs.BaselinePage
-	p, err := decodeRecord(job, r.url, r.batch, []byte(r.record))
+	p, err := decodeRecord(job, r.url, []byte(r.record))
 	if err != nil {
 		return out, fmt.Errorf("baseline %s page %s: %w", job, r.url, err)
 	}

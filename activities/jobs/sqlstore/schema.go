@@ -54,9 +54,7 @@ type schemaStore struct {
 //	   written, and their rows (an older store's, or an older Baton's
 //	   still running) are read where the result row has none; no index
 //	   baton_frontier_batch (finished URLs by batch)
-//	8  a stored page record leaves out what its result row holds (its
-//	   job, URL and batch, each "" when the row's: encodeRecord); on
-//	   PostgreSQL baton_frontier has a fillfactor of 80 (a URL's
+//	8  on PostgreSQL baton_frontier has a fillfactor of 80 (a URL's
 //	   hand-out and finish find room on its row's page)
 const schemaVersion = 8
 
@@ -73,8 +71,7 @@ const schemaVersion = 8
 //	                token of the hand-out that moved it into its batch
 //	                (NULL once it is finished)
 //	baton_batches   one row per batch: holder, epoch, size, state, error
-//	baton_results   one row per (job, URL): the page record (JSON, without
-//	                the job, URL and batch of the row: encodeRecord); the
+//	baton_results   one row per (job, URL): the page record (JSON); the
 //	                body hash it claims when it is the first page
 //	                recorded with it (claim, unique per job: duplicates
 //	                point to that page); and what the next run of the

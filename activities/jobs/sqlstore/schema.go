@@ -54,7 +54,9 @@ type schemaStore struct {
 //	   written, and their rows (an older store's, or an older Baton's
 //	   still running) are read where the result row has none; no index
 //	   baton_frontier_batch (finished URLs by batch)
-const schemaVersion = 7
+//	8  on PostgreSQL baton_frontier has a fillfactor of 80 (a URL's
+//	   hand-out and finish find room on its row's page)
+const schemaVersion = 8
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -357,9 +359,10 @@ func upgrades(d *dialect) []column {
 	return cols
 }
 
-// upgradedIndexes are the indexes on columns of upgrades: made after them.
+// upgradedIndexes are the indexes on columns of upgrades, made after
+// them, and the tables' storage settings.
 func upgradedIndexes(d *dialect) []string {
-	return []string{
+	sts := []string{
 		// A hand-out finds the hosts of the queued URLs, and a host's
 		// queued URLs in frontier order, without reading the others.
 		`CREATE INDEX IF NOT EXISTS baton_frontier_host ON baton_frontier (job, host` + d.seqIndex + `) WHERE state = 0`,
@@ -371,6 +374,14 @@ func upgradedIndexes(d *dialect) []string {
 		// batch: baton_frontier_claimed serves every hand-out's reads.
 		`DROP INDEX IF EXISTS baton_frontier_batch`,
 	}
+	if d.name == "postgres" {
+		// A URL's row is updated twice after its insert (handed out,
+		// finished), each time with a new version: room left on its page
+		// keeps the new version there, without a lock record on the old.
+		// Rows written before keep their pages until they are updated.
+		sts = append(sts, `ALTER TABLE baton_frontier SET (fillfactor = 80)`)
+	}
+	return sts
 }
 
 // claimIndex is the index that keeps a body hash's claim unique per job.

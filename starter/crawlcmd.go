@@ -69,6 +69,9 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
   baton crawl https://api.example.com/items --follow --links json:items.#.url --links json:next`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cf.seedsFile == "" {
+				smallHeapGC() // a seeds file's chunks are collected as Go does
+			}
 			sub, lf, err := cf.submission(cmd, g, args)
 			if err != nil {
 				return err

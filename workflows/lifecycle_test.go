@@ -162,9 +162,11 @@ func TestLifecycleRealElection(t *testing.T) {
 			g := cl.group()
 			assert.Equal(t, "2", g.StandbyID, "standby_id is the smallest backup index")
 			assert.ElementsMatch(t, []string{crawler(1), crawler(2), crawler(3)}, g.CurrentCrawler)
-			// The first member to elect places every registered member.
-			assert.Equal(t, []string{crawler(1)}, g.CurrentRunner)
-			assert.ElementsMatch(t, []string{crawler(2), crawler(3)}, g.CurrentBackup)
+			if tc.role == roles.RoleRunner {
+				assert.Equal(t, []string{crawler(tc.index)}, g.CurrentRunner)
+			} else {
+				assert.Equal(t, []string{crawler(tc.index)}, g.CurrentBackup)
+			}
 		})
 	}
 }

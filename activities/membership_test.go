@@ -196,38 +196,3 @@ func TestWaitMembersHonoursContext(t *testing.T) {
 	_, err = a.WaitMembers(ctx, f.member(1))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
-
-func TestTheFirstElectPlacesEveryMember(t *testing.T) {
-	f := newClusterFixture(t, 2, 4)
-	ctx := context.Background()
-	a := f.acts(nil)
-	for i := 1; i <= 6; i++ {
-		_, err := a.Register(ctx, f.member(i))
-		require.NoError(t, err)
-	}
-	role, err := a.Elect(ctx, f.member(5))
-	require.NoError(t, err)
-	assert.Equal(t, roles.RoleBackup, role)
-	want := gs(6, 2, 4, "3", names(1, 2, 3, 4, 5, 6), names(1, 2), names(3, 4, 5, 6), nil, nil, nil)
-	g := f.group()
-	assert.ElementsMatch(t, want.CurrentRunner, g.CurrentRunner)
-	assert.ElementsMatch(t, want.CurrentBackup, g.CurrentBackup)
-	assert.Equal(t, "3", g.StandbyID)
-	assert.Equal(t, roles.RoleInitial, f.node(1).Role, "the others write their own NodeState")
-	_, v, err := f.mem.Get(ctx, f.c().GroupPath())
-	require.NoError(t, err)
-
-	// The others find their place: GroupState is not written again.
-	for i := 1; i <= 6; i++ {
-		role, err := a.Elect(ctx, f.member(i))
-		require.NoError(t, err)
-		assert.Equal(t, map[bool]roles.Role{true: roles.RoleRunner, false: roles.RoleBackup}[i <= 2], role, "member %d", i)
-		assert.Equal(t, role, f.node(i).Role)
-	}
-	_, v2, err := f.mem.Get(ctx, f.c().GroupPath())
-	require.NoError(t, err)
-	assert.Equal(t, v, v2, "one GroupState write for the whole election")
-	pos, err := a.Position(ctx, f.member(3))
-	require.NoError(t, err)
-	assert.Equal(t, cluster.Position{Role: roles.RoleBackup, Standby: true}, pos)
-}

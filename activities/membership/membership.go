@@ -222,11 +222,6 @@ func (a *Activities) WaitMembers(ctx context.Context, m cluster.Member) (roles.G
 // the losers current_backup, standby_id becomes the smallest backup index,
 // and the member's role is written to its NodeState. A member that already
 // has a role keeps it.
-//
-// The first member to elect writes the whole election (every registered
-// member's place) in one GroupState update; the others find their place
-// there and only write their NodeState, without the group lock: a group of
-// many members forms with one group write instead of one per member.
 func (a *Activities) Elect(ctx context.Context, m cluster.Member) (roles.Role, error) {
 	c := a.Deps.Cluster(m.Group)
 	node, v, err := c.GetNode(ctx, m.Name)
@@ -238,9 +233,43 @@ func (a *Activities) Elect(ctx context.Context, m cluster.Member) (roles.Role, e
 	if node.Role != roles.RoleInitial {
 		return node.Role, nil
 	}
-	role, err := a.placeInGroup(ctx, c, m)
+	var role roles.Role
+	_, err = c.UpdateGroup(ctx, func(g *roles.GroupState) error {
+		members := slices.Clone(g.CurrentCrawler)
+		roles.SortNames(members)
+		if len(members) > g.TotalCrawler && g.TotalCrawler > 0 {
+			members = members[:g.TotalCrawler]
+		}
+		results := roles.Elect(members, g.TotalRunner)
+		role = roles.RoleBackup
+		i := slices.Index(members, m.Name)
+		if i >= 0 && results[i] == roles.Winner {
+			role = roles.RoleRunner
+		}
+		switch {
+		case role == roles.RoleRunner:
+			g.CurrentRunner = roles.Add(g.CurrentRunner, m.Name)
+		case i < 0 && !slices.Contains(g.CurrentBackup, m.Name):
+			// Registered before the election but beyond the group's size
+			// (more workers started than it was formed with): an extra
+			// backup, counted in the totals.
+			g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
+			g.TotalBackup++
+			g.TotalCrawler++
+		default:
+			g.CurrentBackup = roles.Add(g.CurrentBackup, m.Name)
+		}
+		// standby_id is the smallest index among all elected losers, also
+		// those that have not written themselves yet (members is sorted).
+		if i := slices.Index(results, roles.Loser); i >= 0 {
+			if cur, err := strconv.Atoi(g.StandbyID); err != nil || cur > roles.IndexOf(members[i]) {
+				g.StandbyID = strconv.Itoa(roles.IndexOf(members[i]))
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return "", err
+		return "", a.Deps.Corrupt(ctx, fmt.Errorf("elect %s: %w", m.Name, err))
 	}
 	if _, err := c.SetNode(ctx, m.Name, roles.NodeState{Group: m.Group, Role: role}, v); err != nil {
 		return "", fmt.Errorf("elect %s: write role: %w", m.Name, err)
@@ -248,74 +277,6 @@ func (a *Activities) Elect(ctx context.Context, m cluster.Member) (roles.Role, e
 	a.Deps.Seen(role)
 	a.Deps.Logger(cluster.LogWith(ctx, role)).Info("elected", "crawler", m.Name)
 	return role, nil
-}
-
-// placeInGroup returns the member's elected role: read from GroupState
-// when a peer's election placed it already, else elected under the group
-// lock with every member not placed yet.
-func (a *Activities) placeInGroup(ctx context.Context, c *metadata.Cluster, m cluster.Member) (roles.Role, error) {
-	if g, _, err := c.GetGroup(ctx); err == nil {
-		switch {
-		case slices.Contains(g.CurrentRunner, m.Name):
-			return roles.RoleRunner, nil
-		case slices.Contains(g.CurrentBackup, m.Name):
-			return roles.RoleBackup, nil
-		}
-	}
-	var role roles.Role
-	_, err := c.UpdateGroup(ctx, func(g *roles.GroupState) error {
-		role = electAll(g, m.Name)
-		return nil
-	})
-	if err != nil {
-		return "", a.Deps.Corrupt(ctx, fmt.Errorf("elect %s: %w", m.Name, err))
-	}
-	return role, nil
-}
-
-// electAll runs the election over g's registered members (by index, at
-// most total_crawler of them), places every member that has no place yet
-// and returns name's role. A member registered beyond the group's size
-// (more workers started than it was formed with) is an extra backup,
-// counted in the totals, placed by its own Elect.
-func electAll(g *roles.GroupState, name string) roles.Role {
-	members := slices.Clone(g.CurrentCrawler)
-	roles.SortNames(members)
-	if len(members) > g.TotalCrawler && g.TotalCrawler > 0 {
-		members = members[:g.TotalCrawler]
-	}
-	results := roles.Elect(members, g.TotalRunner)
-	role := roles.RoleBackup
-	i := slices.Index(members, name)
-	switch {
-	case i >= 0 && results[i] == roles.Winner:
-		role = roles.RoleRunner
-		g.CurrentRunner = roles.Add(g.CurrentRunner, name)
-	case i < 0 && !slices.Contains(g.CurrentBackup, name):
-		g.CurrentBackup = roles.Add(g.CurrentBackup, name)
-		g.TotalBackup++
-		g.TotalCrawler++
-	default:
-		g.CurrentBackup = roles.Add(g.CurrentBackup, name)
-	}
-	for j, n := range members {
-		if slices.Contains(g.CurrentRunner, n) || slices.Contains(g.CurrentBackup, n) {
-			continue
-		}
-		if results[j] == roles.Winner {
-			g.CurrentRunner = append(g.CurrentRunner, n)
-		} else {
-			g.CurrentBackup = append(g.CurrentBackup, n)
-		}
-	}
-	// standby_id is the smallest index among all elected losers (members
-	// is sorted).
-	if j := slices.Index(results, roles.Loser); j >= 0 {
-		if cur, err := strconv.Atoi(g.StandbyID); err != nil || cur > roles.IndexOf(members[j]) {
-			g.StandbyID = strconv.Itoa(roles.IndexOf(members[j]))
-		}
-	}
-	return role
 }
 
 // Position reads the member's role and whether it is the standby (the

@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,4 +97,26 @@ func TestBeatHeartWritesNothingWhileMarkedDead(t *testing.T) {
 	cancel()
 	_, err = await(t, done, "BeatHeart")
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A worker leaving its group (SIGTERM) ends its heartbeat without the
+// Apparent Death mark: a watcher takes that mark for a death at once, and
+// the member is still in GroupState until it has left.
+func TestBeatHeartOfALeavingWorkerEndsWithoutApparentDeath(t *testing.T) {
+	f := newClusterFixture(t, 1, 1)
+	f.start()
+	a := f.acts(nil)
+	leaving := &atomic.Bool{}
+	a.heartbeatActs.Leaving = leaving
+	ctx, cancel := context.WithCancel(context.Background())
+	done := goRun(func() (struct{}, error) { return struct{}{}, a.BeatHeart(ctx, f.member(1)) })
+	t1 := t0.Add(time.Second)
+	f.clock.Set(t1)
+	f.waitHeartbeat(1, "healthy at t1", func(h roles.Heartbeat) bool { return h.HeartRhythmTime == t1.Format(roles.TimeFormat) })
+
+	leaving.Store(true)
+	cancel()
+	_, err := await(t, done, "BeatHeart")
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, roles.HeartHealthy, f.heartbeat(1).HealthyState, "no Apparent Death while leaving")
 }

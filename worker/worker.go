@@ -438,6 +438,7 @@ func activitySet(deps *cluster.Deps, fetcher crawl.Fetcher, maxResultDetail int,
 	a := workflows.NewActivities(deps, fetcher)
 	a.Failover.Closer = closer
 	a.Runner.Options, a.Runner.MaxResultDetail, a.Runner.Leaving = crawl.DefaultOptions(), maxResultDetail, leaving
+	a.Heartbeat.Leaving = leaving
 	return a.All()
 }
 

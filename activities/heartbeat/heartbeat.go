@@ -7,6 +7,7 @@ package heartbeat
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -24,11 +25,17 @@ var ErrStopping = errors.New("worker stopping")
 // Heartbeat workflow. Temporal registers them by method name.
 type Activities struct {
 	Deps *cluster.Deps
+	// Leaving is set by the worker when it leaves its group (SIGTERM): the
+	// heartbeat then ends without the Apparent Death mark, which a watcher
+	// takes for a death at once, before the member is out of GroupState;
+	// leaving deletes the Heartbeat znode instead. Nil: never set.
+	Leaving *atomic.Bool
 }
 
 // BeatHeart writes the member's Heartbeat every update_time
 // (heart_rhythm_time = now in UTC, healthy_state Healthy, task_state = its
-// Task's running_status) until ctx ends; then it writes Apparent Death once.
+// Task's running_status) until ctx ends; then it writes Apparent Death once
+// (unless the worker is leaving its group: see Leaving).
 // While the member is marked dead it writes nothing, so the Asystole mark
 // of the backup that discovered it stays until it rejoins. It is meant to
 // run for the life of the worker as a heartbeating activity.
@@ -42,6 +49,9 @@ func (a *Activities) BeatHeart(ctx context.Context, m cluster.Member) error {
 	hb := roles.NewHeartbeat(a.Deps.Now(), m.Timers)
 	var nodeZ, taskZ cluster.WatchedZnode
 	lastBeat := func() {
+		if a.Leaving != nil && a.Leaving.Load() {
+			return
+		}
 		hb.HealthyState = roles.HeartApparentDeath
 		hb.HeartRhythmTime = a.Deps.Now().UTC().Format(roles.TimeFormat)
 		wctx, cancel := context.WithTimeout(context.Background(), time.Second)

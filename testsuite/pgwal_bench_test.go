@@ -80,3 +80,29 @@ func topStatements(b *testing.B, pg *testsuite.Postgres, pages int) string {
 	}
 	return strings.Join(out, " | ")
 }
+
+// statementsByCalls lists PostgreSQL's statements run the most, per page
+// recorded: calls, plans (a statement run by name on a connection that
+// keeps its generic plan is not planned again), rows, and the server's
+// time executing and planning them (µs).
+func statementsByCalls(b *testing.B, pg *testsuite.Postgres, pages int) string {
+	rows := pg.AdminText(b, `SELECT coalesce(string_agg(format('%s|%s|%s|%s|%s|%s', calls, plans, rows, total_exec_time, total_plan_time,
+			left(regexp_replace(query, '\s+', ' ', 'g'), 110)), E'\n' ORDER BY calls DESC), '')
+		FROM (SELECT * FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			ORDER BY calls DESC LIMIT 20) t`)
+	per := float64(max(pages, 1))
+	var out []string
+	for _, row := range strings.Split(rows, "\n") {
+		f := strings.SplitN(row, "|", 6)
+		if len(f) < 6 {
+			continue
+		}
+		var n [5]float64
+		for i := range n {
+			_, _ = fmt.Sscanf(f[i], "%g", &n[i])
+		}
+		out = append(out, fmt.Sprintf("%.3f calls, %.3f plans, %.2f rows, exec %.0f µs, plan %.0f µs: %s",
+			n[0]/per, n[1]/per, n[2]/per, 1000*n[3]/per, 1000*n[4]/per, f[5]))
+	}
+	return strings.Join(out, " | ")
+}

@@ -31,10 +31,10 @@ func (pg *Postgres) serverArgs() []string {
 	}
 	args := []string{"-D", pg.dataDir}
 	if os.Getenv("BATON_PG_STATEMENTS") != "" {
-		// Statements' counts, rows and WAL, for a benchmark's report
+		// Statements' counts, rows, WAL and plans, for a benchmark's report
 		// (the extension is created where read); off by default: it
 		// costs the server CPU on every statement.
-		args = append(args, set("shared_preload_libraries=pg_stat_statements")...)
+		args = append(args, set("shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on")...)
 	}
 	return append(args, set(
 		"listen_addresses="+pg.listenHost(),

@@ -51,7 +51,8 @@ import (
 // BATON_BENCH_STORES (sqlite,postgres), BATON_BENCH_SHAPES (3x8; 1x24
 // too), BATON_BENCH_PROFILE (a directory: CPU
 // profiles of the workers, see profiled), BATON_PG_STATEMENTS (set: the
-// PostgreSQL statements that write the most WAL per page, from
+// PostgreSQL statements that write the most WAL per page and those run
+// the most, with their plans and the server's time in them, from
 // pg_stat_statements, which then costs the server some CPU). On
 // PostgreSQL it reports the WAL, writing transactions and rows written
 // per page recorded, by table and by relation (pg_walinspect). The clusters run with the
@@ -243,6 +244,7 @@ func reportPGWrites(b *testing.B, c *testsuite.Cluster, pg *testsuite.Postgres, 
 		return
 	}
 	b.Logf("PostgreSQL statements per page recorded, the most WAL first (calls, rows, WAL records, WAL bytes): %s", topStatements(b, pg, pages))
+	b.Logf("PostgreSQL statements per page recorded, the most run first: %s", statementsByCalls(b, pg, pages))
 }
 
 // benchSite is a server the benchmark crawls, with its access log.

@@ -85,27 +85,24 @@ func (ns *namedStatements) sendBatch(ctx context.Context, conn *pgx.Conn, b *pgx
 		values         [][]byte
 		formats, rfmts []int16
 	}
+	// A builder of its own for each statement: its values stay as
+	// encoded, in one buffer, until the pipeline is sent.
 	enc := make([]encoded, len(b.QueuedQueries))
-	var eqb pgx.ExtendedQueryBuilder
 	for i, qq := range b.QueuedQueries {
+		var eqb pgx.ExtendedQueryBuilder
 		if err := eqb.Build(conn.TypeMap(), nil, qq.Arguments); err != nil {
 			return &namedResults{err: fmt.Errorf("batch statement %d: %w", i+1, err), closed: true}
 		}
-		e := encoded{formats: append([]int16(nil), eqb.ParamFormats...), rfmts: append([]int16(nil), eqb.ResultFormats...)}
-		for _, v := range eqb.ParamValues {
-			if v != nil {
-				v = append([]byte{}, v...)
-			}
-			e.values = append(e.values, v)
-		}
-		enc[i] = e
+		enc[i] = encoded{values: eqb.ParamValues, formats: eqb.ParamFormats, rfmts: eqb.ResultFormats}
 	}
 	cn := namesOf(conn.PgConn())
 	br := &namedResults{ns: ns, cn: cn, typeMap: conn.TypeMap(), conn: conn.PgConn(), pipeline: conn.PgConn().StartPipeline(ctx)}
 	parsing := map[string]bool{}
 	for i, qq := range b.QueuedQueries {
 		e, it := enc[i], namedItem{}
-		if len(qq.Arguments) > 0 {
+		// BEGIN and COMMIT stay unnamed; a SELECT without arguments
+		// (the session guards) is named as the others.
+		if len(qq.Arguments) > 0 || strings.HasPrefix(qq.SQL, "SELECT ") {
 			it.name = statementName(qq.SQL)
 		}
 		switch {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,17 +21,39 @@ func (s *core) q(query string) string {
 	if !s.d.dollar {
 		return query
 	}
-	var b strings.Builder
+	if d, ok := dollared.Load(query); ok {
+		return d.(string)
+	}
+	d := dollarPlaceholders(query)
+	if dollaredN.Add(1) <= maxDollared {
+		dollared.Store(query, d)
+	}
+	return d
+}
+
+// dollared holds the statements q rewrote, maxDollared at most: the
+// store's statements come in a bounded set of shapes (chunked).
+var (
+	dollared  sync.Map
+	dollaredN atomic.Int64
+)
+
+const maxDollared = 4096
+
+// dollarPlaceholders numbers the ? placeholders of query: $1, $2, …
+func dollarPlaceholders(query string) string {
+	b := make([]byte, 0, len(query)+len(query)/4)
 	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c != '?' {
+			b = append(b, c)
 			continue
 		}
-		b.WriteRune(r)
+		n++
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(n), 10)
 	}
-	return b.String()
+	return string(b)
 }
 
 // write runs fn in a write transaction, retrying while the database is

@@ -19,7 +19,8 @@ import (
 // This file holds PostgreSQL's named statements: the statements of a
 // pipeline (pipeline.go: a pull, a group commit, their writes) are
 // prepared once per connection and run by name after, so the server
-// parses and plans them once, not at every run. The Parse of a statement
+// parses them once, not at every run (it still plans them per run until
+// its plan cache settles on a generic plan: plan_cache_mode). The Parse of a statement
 // not yet prepared on the connection goes in the pipeline that first
 // runs it by name, so naming costs no round trip. A statement is named
 // at its second run on a connection (one run once, such as an IN list

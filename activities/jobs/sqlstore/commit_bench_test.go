@@ -44,7 +44,7 @@ func benchCommit(b *testing.B, pg *testsuite.Postgres, s *sqlstore.Store, job st
 	ctx := testCtx(b, 10*time.Minute)
 	opts := crawl.DefaultOptions()
 	opts.Parallelism, opts.IgnoreRobots = 24, true
-	_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts}, []jobs.Entry{{URL: "http://new.test/"}})
+	_, err := s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{"http://new.test/"}, Options: opts, PolitenessScope: jobs.PolitenessJob}, []jobs.Entry{{URL: "http://new.test/"}})
 	require.NoError(b, err)
 	const batch = "b"
 	_, err = s.OpenBatch(ctx, job, batch)

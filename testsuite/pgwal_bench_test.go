@@ -61,24 +61,10 @@ func resetStatements(b *testing.B, pg *testsuite.Postgres) {
 // rows, WAL records and bytes, and the statement's start; on one line
 // (a benchmark's log is cut after a few lines).
 func topStatements(b *testing.B, pg *testsuite.Postgres, pages int) string {
-	rows := pg.AdminText(b, `SELECT coalesce(string_agg(format('%s|%s|%s|%s|%s', calls, rows, wal_records, wal_bytes,
-			left(regexp_replace(query, '\s+', ' ', 'g'), 110)), E'\n' ORDER BY wal_bytes DESC), '')
-		FROM (SELECT * FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-			ORDER BY wal_bytes DESC LIMIT 12) t`)
-	per := float64(max(pages, 1))
-	var out []string
-	for _, row := range strings.Split(rows, "\n") {
-		f := strings.SplitN(row, "|", 5)
-		if len(f) < 5 {
-			continue
-		}
-		var n [4]float64
-		for i := range n {
-			_, _ = fmt.Sscanf(f[i], "%g", &n[i])
-		}
-		out = append(out, fmt.Sprintf("%.3f calls, %.2f rows, %.2f WAL records, %.0f B: %s", n[0]/per, n[1]/per, n[2]/per, n[3]/per, f[4]))
-	}
-	return strings.Join(out, " | ")
+	return statementLines(b, pg, []string{"calls", "rows", "wal_records", "wal_bytes"}, "wal_bytes", 12, pages,
+		func(n []float64, query string) string {
+			return fmt.Sprintf("%.3f calls, %.2f rows, %.2f WAL records, %.0f B: %s", n[0], n[1], n[2], n[3], query)
+		})
 }
 
 // statementsByCalls lists PostgreSQL's statements run the most, per page
@@ -86,23 +72,35 @@ func topStatements(b *testing.B, pg *testsuite.Postgres, pages int) string {
 // keeps its generic plan is not planned again), rows, and the server's
 // time executing and planning them (µs).
 func statementsByCalls(b *testing.B, pg *testsuite.Postgres, pages int) string {
-	rows := pg.AdminText(b, `SELECT coalesce(string_agg(format('%s|%s|%s|%s|%s|%s', calls, plans, rows, total_exec_time, total_plan_time,
-			left(regexp_replace(query, '\s+', ' ', 'g'), 110)), E'\n' ORDER BY calls DESC), '')
+	return statementLines(b, pg, []string{"calls", "plans", "rows", "total_exec_time", "total_plan_time"}, "calls", 20, pages,
+		func(n []float64, query string) string {
+			return fmt.Sprintf("%.3f calls, %.3f plans, %.2f rows, exec %.0f µs, plan %.0f µs: %s", n[0], n[1], n[2], 1000*n[3], 1000*n[4], query)
+		})
+}
+
+// statementLines reads the client database's limit statements of
+// pg_stat_statements with the most of order, their numeric columns cols
+// per page recorded and the start of their text, each formatted by line,
+// on one line.
+func statementLines(b *testing.B, pg *testsuite.Postgres, cols []string, order string, limit, pages int, line func(n []float64, query string) string) string {
+	format := strings.Repeat("%s|", len(cols)) + "%s"
+	rows := pg.AdminText(b, fmt.Sprintf(`SELECT coalesce(string_agg(format('%s', %s,
+			left(regexp_replace(query, '\s+', ' ', 'g'), 110)), E'\n' ORDER BY %s DESC), '')
 		FROM (SELECT * FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-			ORDER BY calls DESC LIMIT 20) t`)
+			ORDER BY %s DESC LIMIT %d) t`, format, strings.Join(cols, ", "), order, order, limit))
 	per := float64(max(pages, 1))
 	var out []string
 	for _, row := range strings.Split(rows, "\n") {
-		f := strings.SplitN(row, "|", 6)
-		if len(f) < 6 {
+		f := strings.SplitN(row, "|", len(cols)+1)
+		if len(f) < len(cols)+1 {
 			continue
 		}
-		var n [5]float64
+		n := make([]float64, len(cols))
 		for i := range n {
 			_, _ = fmt.Sscanf(f[i], "%g", &n[i])
+			n[i] /= per
 		}
-		out = append(out, fmt.Sprintf("%.3f calls, %.3f plans, %.2f rows, exec %.0f µs, plan %.0f µs: %s",
-			n[0]/per, n[1]/per, n[2]/per, 1000*n[3]/per, 1000*n[4]/per, f[5]))
+		out = append(out, line(n, f[len(cols)]))
 	}
 	return strings.Join(out, " | ")
 }

@@ -574,6 +574,44 @@ func TestJobAssignRequeuesABatchNoRunnerGot(t *testing.T) {
 	assert.Equal(t, 3, res.Assigned[0].Size)
 }
 
+// A JobAssign whose first attempt took a batch and failed before any
+// Runner's Task named it, retried when no Runner is idle any more (another
+// job's batch went to it meanwhile): the batch's URLs go back to the
+// frontier and the batch is reported with no Runner. Otherwise the job
+// sees nothing queued and nothing in flight and ends at once, its seed
+// never fetched (TestPolitenessTwoJobsShareAHost under load).
+func TestJobAssignRetryRequeuesWhatItsFirstAttemptTookWhenNoRunnerIsIdle(t *testing.T) {
+	f := newFixture(t, 1, 0)
+	spec := f.spec("job-retry-busy", 10, seedURLs(3)...)
+	f.start(spec)
+	r := f.runners[0]
+	boom := errors.New("connection loss")
+	f.meta.mu.Lock()
+	f.meta.failSet[f.c.TaskPath(r)] = boom
+	f.meta.mu.Unlock()
+	_, err := f.a.JobAssign(f.ctx, jobs.AssignInput{Spec: spec, Seq: 0})
+	require.ErrorIs(t, err, boom)
+	f.meta.mu.Lock()
+	delete(f.meta.failSet, f.c.TaskPath(r))
+	f.meta.mu.Unlock()
+	busy := roles.EmptyTask()
+	busy.Epoch, busy.Holder, busy.RunningStatus = 5, r, roles.TaskProcessing
+	busy.Job = &roles.JobRef{ID: "other", Batch: "other-b000000", Size: 1}
+	f.setTask(r, busy)
+
+	res := f.assign(spec, 0)
+	assert.Equal(t, []jobs.BatchRef{{Batch: jobs.BatchID(spec.ID, 0)}}, res.Assigned, "reported with no Runner")
+	assert.Equal(t, 3, res.Stats.Queued, "its URLs are queued again")
+	assert.Equal(t, jobs.BatchRequeued, f.batch(spec.ID, jobs.BatchID(spec.ID, 0)).State)
+	assert.Equal(t, busy, f.task(r), "the busy Runner's Task is left alone")
+
+	// Once the Runner is idle again, the next round gives it the URLs.
+	f.setTask(r, roles.EmptyTask())
+	res = f.assign(spec, 1, res.Assigned...)
+	require.Len(t, res.Assigned, 1)
+	assert.Equal(t, jobs.BatchRef{Batch: jobs.BatchID(spec.ID, 1), Runner: r, Size: 3}, res.Assigned[0])
+}
+
 func TestJobAssignSkipsRunnersAlreadyInFlight(t *testing.T) {
 	f := newFixture(t, 2, 0)
 	spec := f.spec("job-inflight", 1, seedURLs(4)...)

@@ -40,39 +40,26 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	if err != nil {
 		return AssignResult{}, err
 	}
-	var res AssignResult
-	seq := in.Seq
-	// A retried call: the batches an earlier attempt delivered (their
-	// holder's Task names them, or they ran already) are reported again;
-	// one it took but could not deliver goes to an idle Runner below.
-	for {
-		id := BatchID(in.Spec.ID, seq)
-		infos, err := js.Batches(ctx, in.Spec.ID, []string{id})
-		if err != nil {
-			return res, err
-		}
-		if len(infos) == 0 {
-			break
-		}
-		b := infos[0]
-		delivered := b.State != BatchRunning
-		if !delivered && b.Holder != "" {
-			t, _, err := c.GetTask(ctx, b.Holder)
-			delivered = err == nil && t.Job != nil && t.Job.ID == in.Spec.ID && t.Job.Batch == id
-		}
-		if !delivered {
-			break
-		}
-		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
-		seq++
+	res, seq, taken, err := a.delivered(ctx, js, c, in.Spec.ID, in.Seq)
+	if err != nil {
+		return res, err
 	}
-	if op != nil && len(res.Assigned) > 0 {
+	if op != nil && (len(res.Assigned) > 0 || taken != "") {
 		op.idle, op.stats = nil, nil // a retried call: read them again, past its batches
 	}
 	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), op)
 	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
+	}
+	if taken != "" && !slices.ContainsFunc(more, func(b BatchRef) bool { return b.Batch == taken }) {
+		// An earlier attempt took it and no Runner got it, then or now
+		// (none idle): its URLs go back to the frontier, or the job would
+		// see nothing queued and nothing in flight and end without them.
+		if err := a.requeueUndelivered(ctx, js, in.Spec.ID, taken); err != nil {
+			return res, err
+		}
+		res.Assigned = append(res.Assigned, BatchRef{Batch: taken})
 	}
 	res.Stats, err = js.Stats(ctx, in.Spec.ID)
 	if err == nil {
@@ -122,6 +109,36 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 			return res, nil
 		}
 		inflight = append(inflight, more...) // the next await reads the counters again
+	}
+}
+
+// delivered finds, for a retried JobAssign, the batches an earlier
+// attempt delivered from seq on (their holder's Task names them, or they
+// ran already), to report again, and the seq after them. taken is the
+// batch after those that the attempt took but did not deliver ("" if
+// none): handOut gives it to an idle Runner, as it is, under its ID.
+func (a *Activities) delivered(ctx context.Context, js SupervisorStore, c *metadata.Cluster, job string, seq int) (res AssignResult, next int, taken string, err error) {
+	for {
+		id := BatchID(job, seq)
+		infos, err := js.Batches(ctx, job, []string{id})
+		if err != nil || len(infos) == 0 {
+			return res, seq, "", err
+		}
+		b := infos[0]
+		delivered := b.State != BatchRunning
+		if !delivered && b.Holder != "" {
+			t, _, err := c.GetTask(ctx, b.Holder)
+			var ce *metadata.CorruptError
+			if err != nil && !errors.As(err, &ce) && !errors.Is(err, metadata.ErrNotFound) {
+				return res, seq, "", err // unknown: not taken from its holder on a guess
+			}
+			delivered = err == nil && t.Job != nil && t.Job.ID == job && t.Job.Batch == id
+		}
+		if !delivered {
+			return res, seq, id, nil
+		}
+		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
+		seq++
 	}
 }
 

@@ -330,11 +330,11 @@ func TestDelivererRenewsTheLeaseWhileABatchIsDelivered(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
 		var cancelled bool
 		d := &jobs.Deliverer{Store: s, Crawlers: shopCrawler("1", slowSink(started, release, &cancelled)), Group: "g1", Holder: "w1",
-			Lease: 300 * time.Millisecond, Log: quiet()}
+			Lease: time.Second, Log: quiet()}
 		done := make(chan int)
 		go func() { done <- d.Pass(ctx) }()
 		<-started
-		until := time.Now().Add(1500 * time.Millisecond) // five leases
+		until := time.Now().Add(3 * time.Second) // three leases
 		for time.Now().Before(until) {
 			_, err := s.LeaseSink(ctx, job, "hook", "w2", time.Minute)
 			require.ErrorIs(t, err, jobs.ErrLeaseHeld, "another worker took the sink while its batch was delivered")

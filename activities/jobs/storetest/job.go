@@ -84,6 +84,24 @@ func testAddSeeds(t *testing.T, f *fixture) {
 	require.ErrorIs(t, err, jobs.ErrNoJob)
 }
 
+// testAddSeedsSharedValues: a chunk of seeds whose rows share their
+// depth, label and data (as a seed file's do), but for one, keeps each
+// row's own values.
+func testAddSeedsSharedValues(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0)
+	paths := seq("s", 1500)
+	in := make([]jobs.Entry, len(paths))
+	for i, p := range paths {
+		in[i] = labelled(1, URL(p), "S", `{"k":1}`)
+	}
+	in[1200] = labelled(0, URL(paths[1200]), "T", "")
+	n, err := f.s.AddSeeds(f.ctx, job, in)
+	require.NoError(t, err)
+	assert.Equal(t, 1500, n)
+	f.take(job, "b1", 2000)
+	requireEntries(t, in, batchEntries(f.entries(job, "b1")), "Entries")
+}
+
 // testAddSeedsInBulk: a chunk of seeds larger than one statement of the
 // store (several full statements and a partial one), with URLs repeated
 // in the chunk and URLs queued before, queues each URL once, counts only

@@ -25,8 +25,8 @@ const seedRows = 1000
 // every chunk (PostgreSQL's statements are unnamed: pgbouncer may sit
 // between the workers and the server). The job is bound once per
 // statement, and so are the depth, label and data its rows share (a seed
-// file's rows all do): the engine's binding of each parameter costs
-// about as much as a row's insert. The rows of the next statement (each
+// file's rows all do): the SQLite driver's binding of a parameter copies
+// it into memory of its own. The rows of the next statement (each
 // URL's host parsed) are made while the engine runs the one before.
 func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -152,14 +152,14 @@ func entryData(e jobs.Entry) any {
 
 // seedInsert is the statement inserting n frontier rows with the
 // parameters seedRowArgs makes (shared: the rows' depth, label and data
-// are shared), numbered ($n on PostgreSQL, ?n on SQLite) so that a
-// shared one is bound once. Each new URL is inserted once (a URL queued
-// already, or twice among the rows, is skipped).
+// are shared), so that a shared one is bound once. On PostgreSQL every
+// parameter is numbered ($n). On SQLite only those of the first row are
+// (?n), those of the rows after it are not (?, the next number): SQLite
+// keeps a list of the numbered ones, which it scans whenever a
+// parameter's name is asked for, as the driver does for each parameter
+// it binds. Each new URL is inserted once (a URL queued already, or twice
+// among the rows, is skipped).
 func seedInsert(n int, shared, dollar bool) string {
-	sigil := "?"
-	if dollar {
-		sigil = "$"
-	}
 	var b strings.Builder
 	b.Grow(80 + n*48)
 	b.WriteString(`INSERT INTO baton_frontier (job, url, depth, state, label, data, host) VALUES `)
@@ -171,14 +171,22 @@ func seedInsert(n int, shared, dollar bool) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(" + sigil + "1")
-		for j, k := range []int{url, depth, 0, label, data, host} {
-			b.WriteString(", ")
-			if j == 2 {
-				b.WriteString("0") // state: queued
-				continue
+		for j, k := range []int{1, url, depth, 0, label, data, host} {
+			if j > 0 {
+				b.WriteString(", ")
+			} else {
+				b.WriteString("(")
 			}
-			b.WriteString(sigil + strconv.Itoa(k))
+			switch {
+			case j == 3:
+				b.WriteString("0") // state: queued
+			case dollar:
+				b.WriteString("$" + strconv.Itoa(k))
+			case i == 0 || k <= 4: // the first row, a shared one
+				b.WriteString("?" + strconv.Itoa(k))
+			default:
+				b.WriteString("?")
+			}
 		}
 		b.WriteString(")")
 	}

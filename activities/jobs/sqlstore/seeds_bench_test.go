@@ -70,3 +70,43 @@ func BenchmarkSeedsQueue(b *testing.B) {
 	b.ReportMetric(scan.Seconds()/float64(b.N), "scan-s/op")
 	b.ReportMetric(queue.Seconds()/float64(b.N), "queue-s/op")
 }
+
+// BenchmarkSeedsStore measures the store's part of BenchmarkSeedsQueue
+// alone: 200,000 seeds (BATON_SEEDS=N), normalised already, added to a
+// new job of a new SQLite store in chunks of 20,000, as Plan.Queue adds
+// a seed file's; it reports the process's CPU time per seed.
+//
+// Run it with: go test ./activities/jobs/sqlstore/ -run '^$' -bench SeedsStore -benchtime=1x
+func BenchmarkSeedsStore(b *testing.B) {
+	n := 200000
+	if s := os.Getenv("BATON_SEEDS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
+			b.Fatalf("BATON_SEEDS=%q: not a count", s)
+		}
+	}
+	seeds := make([]jobs.Entry, n)
+	for i := range seeds {
+		seeds[i] = jobs.Entry{URL: fmt.Sprintf("http://127.0.0.1:8000/product/%d/item-%d.html", i/100, i)}
+	}
+	ctx := testCtx(b, 10*time.Minute)
+	var cpu time.Duration
+	for i := 0; i < b.N; i++ {
+		s, err := sqlstore.OpenSQLite(ctx, b.TempDir())
+		require.NoError(b, err)
+		job := fmt.Sprintf("seeds%d", i)
+		_, err = s.CreateJob(ctx, jobs.Spec{ID: job, Group: "g", Seeds: []string{seeds[0].URL}, Options: crawl.DefaultOptions()}, nil)
+		require.NoError(b, err)
+		cpu0 := processCPU(b)
+		added := 0
+		for c := 0; c < n; c += 20000 {
+			k, err := s.AddSeeds(ctx, job, seeds[c:min(c+20000, n)])
+			require.NoError(b, err)
+			added += k
+		}
+		cpu += processCPU(b) - cpu0
+		require.Equal(b, n, added)
+		require.NoError(b, s.Close())
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-µs/seed")
+}

@@ -24,16 +24,17 @@ const seedRows = 1000
 // statement of a full chunk is parsed once per call and run again for
 // every chunk (PostgreSQL's statements are unnamed: pgbouncer may sit
 // between the workers and the server). The job is bound once per
-// statement, and so are the depth, label and data its rows share (a seed
-// file's rows all do): the SQLite driver's binding of a parameter copies
-// it into memory of its own. The rows of the next statement (each
-// URL's host parsed) are made while the engine runs the one before.
+// statement, and so are the depth, label, data and host its rows share
+// (a seed file's rows share all but the host, a one-site file's the
+// host too): the SQLite driver's binding of a parameter copies it into
+// memory of its own. The rows of the next statement (each URL's host
+// parsed) are made while the engine runs the one before.
 func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rows := make(chan seedArgs, 1)
 	go seedStatements(ctx, job, entries, rows)
-	var full [2]*sql.Stmt // of seedRows rows: each row's own values, shared ones
+	var full [seedShapes]*sql.Stmt // of seedRows rows, by shape
 	defer func() {
 		for _, st := range full {
 			if st != nil {
@@ -48,19 +49,16 @@ func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entr
 		}
 		var res sql.Result
 		var err error
-		switch shape := 0; {
+		switch {
 		case st.rows == seedRows && !s.d.dollar:
-			if st.shared {
-				shape = 1
-			}
-			if full[shape] == nil {
-				if full[shape], err = tx.PrepareContext(ctx, seedInsert(st.rows, st.shared, false)); err != nil {
+			if full[st.shape] == nil {
+				if full[st.shape], err = tx.PrepareContext(ctx, seedInsert(st.rows, st.shape, false)); err != nil {
 					return 0, fmt.Errorf("queue URLs: %w", err)
 				}
 			}
-			res, err = full[shape].ExecContext(ctx, st.args...)
+			res, err = full[st.shape].ExecContext(ctx, st.args...)
 		default:
-			res, err = tx.ExecContext(ctx, seedInsert(st.rows, st.shared, s.d.dollar), st.args...)
+			res, err = tx.ExecContext(ctx, seedInsert(st.rows, st.shape, s.d.dollar), st.args...)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("queue URLs: %w", err)
@@ -74,14 +72,36 @@ func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entr
 	return added, nil
 }
 
+// seedShape is which values the rows of a seed statement share, each
+// bound once: the job always.
+type seedShape int
+
+const (
+	ownValues    seedShape = iota // each row its URL, depth, label, data, host
+	sharedValues                  // the depth, label and data; each row its URL and host
+	sharedHost                    // the depth, label, data and host; each row its URL
+	seedShapes
+)
+
+// params are the numbers of the parameters of row i (from 0) of a
+// statement of this shape: its job, URL, depth, label, data and host.
+func (sh seedShape) params(i int) [6]int {
+	switch sh {
+	case sharedValues:
+		return [6]int{1, 5 + 2*i, 2, 3, 4, 6 + 2*i}
+	case sharedHost:
+		return [6]int{1, 6 + i, 2, 3, 4, 5}
+	}
+	return [6]int{1, 2 + 5*i, 3 + 5*i, 4 + 5*i, 5 + 5*i, 6 + 5*i}
+}
+
 // seedArgs are the parameters of one statement of insertSeeds (rows
-// rows; shared: the rows' depth, label and data are bound once), or why
-// they could not be made.
+// rows of that shape), or why they could not be made.
 type seedArgs struct {
-	args   []any
-	rows   int
-	shared bool
-	err    error
+	args  []any
+	rows  int
+	shape seedShape
+	err   error
 }
 
 // seedStatements sends the parameters of entries' rows on out, seedRows
@@ -105,41 +125,55 @@ func seedStatements(ctx context.Context, job string, entries []jobs.Entry, out c
 }
 
 // seedRowArgs are the parameters of the statement inserting entries, in
-// the order of seedInsert's placeholders: the job, then, when the
-// entries share them, their depth, label and data, then each entry's URL
-// and host; otherwise each entry's URL, depth, label, data and host.
+// the order of their numbers (seedShape.params).
 func seedRowArgs(job string, entries []jobs.Entry) seedArgs {
-	st := seedArgs{rows: len(entries), shared: sameQueueing(entries)}
-	if st.shared {
-		e := entries[0]
+	hosts := make([]string, len(entries))
+	for i, e := range entries {
+		if err := jobs.CheckURLLength(e.URL); err != nil {
+			return seedArgs{err: err}
+		}
+		hosts[i] = jobs.HostOf(e.URL)
+	}
+	st := seedArgs{rows: len(entries), shape: seedShapeOf(entries, hosts)}
+	e := entries[0]
+	switch st.shape {
+	case sharedHost:
+		st.args = make([]any, 0, 5+len(entries))
+		st.args = append(st.args, job, e.Depth, text(e.Label), entryData(e), hosts[0])
+		for _, e := range entries {
+			st.args = append(st.args, e.URL)
+		}
+	case sharedValues:
 		st.args = make([]any, 0, 4+2*len(entries))
 		st.args = append(st.args, job, e.Depth, text(e.Label), entryData(e))
-	} else {
+		for i, e := range entries {
+			st.args = append(st.args, e.URL, hosts[i])
+		}
+	default:
 		st.args = make([]any, 0, 1+5*len(entries))
 		st.args = append(st.args, job)
-	}
-	for _, e := range entries {
-		if st.err = jobs.CheckURLLength(e.URL); st.err != nil {
-			return st
-		}
-		if st.shared {
-			st.args = append(st.args, e.URL, jobs.HostOf(e.URL))
-		} else {
-			st.args = append(st.args, e.URL, e.Depth, text(e.Label), entryData(e), jobs.HostOf(e.URL))
+		for i, e := range entries {
+			st.args = append(st.args, e.URL, e.Depth, text(e.Label), entryData(e), hosts[i])
 		}
 	}
 	return st
 }
 
-// sameQueueing reports whether entries all have the depth, label and
-// data of the first.
-func sameQueueing(entries []jobs.Entry) bool {
+// seedShapeOf is the shape of the statement inserting entries (with
+// those hosts): what all its rows share.
+func seedShapeOf(entries []jobs.Entry, hosts []string) seedShape {
+	first := entries[0]
 	for _, e := range entries[1:] {
-		if e.Depth != entries[0].Depth || e.Label != entries[0].Label || !bytes.Equal(e.Data, entries[0].Data) {
-			return false
+		if e.Depth != first.Depth || e.Label != first.Label || !bytes.Equal(e.Data, first.Data) {
+			return ownValues
 		}
 	}
-	return true
+	for _, h := range hosts[1:] {
+		if h != hosts[0] {
+			return sharedValues
+		}
+	}
+	return sharedHost
 }
 
 // entryData is the data column of e's frontier row (nil: NULL).
@@ -150,39 +184,36 @@ func entryData(e jobs.Entry) any {
 	return text(string(e.Data))
 }
 
-// seedInsert is the statement inserting n frontier rows with the
-// parameters seedRowArgs makes (shared: the rows' depth, label and data
-// are shared), so that a shared one is bound once. On PostgreSQL every
-// parameter is numbered ($n). On SQLite only those of the first row are
-// (?n), those of the rows after it are not (?, the next number): SQLite
-// keeps a list of the numbered ones, which it scans whenever a
-// parameter's name is asked for, as the driver does for each parameter
-// it binds. Each new URL is inserted once (a URL queued already, or twice
-// among the rows, is skipped).
-func seedInsert(n int, shared, dollar bool) string {
+// seedInsert is the statement inserting n frontier rows of that shape,
+// its parameters numbered as the shape's params, so that a shared one is
+// bound once. On PostgreSQL every parameter is written with its number
+// ($n). On SQLite only the first row's are (?n), and those of the rows
+// after it but the shared ones are not (?, the next number): SQLite keeps
+// a list of the numbered ones, which it scans whenever a parameter's
+// name is asked for, as the driver does for each parameter it binds.
+// Each new URL is inserted once (a URL queued already, or twice among
+// the rows, is skipped).
+func seedInsert(n int, shape seedShape, dollar bool) string {
+	first := shape.params(0)
 	var b strings.Builder
 	b.Grow(80 + n*48)
 	b.WriteString(`INSERT INTO baton_frontier (job, url, depth, state, label, data, host) VALUES `)
 	for i := range n {
-		url, depth, label, data, host := 2+5*i, 3+5*i, 4+5*i, 5+5*i, 6+5*i
-		if shared {
-			url, depth, label, data, host = 5+2*i, 2, 3, 4, 6+2*i
-		}
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		for j, k := range []int{1, url, depth, 0, label, data, host} {
+		b.WriteString("(")
+		for j, k := range shape.params(i) {
 			if j > 0 {
 				b.WriteString(", ")
-			} else {
-				b.WriteString("(")
+			}
+			if j == 3 {
+				b.WriteString("0, ") // the state (queued), before the label
 			}
 			switch {
-			case j == 3:
-				b.WriteString("0") // state: queued
 			case dollar:
 				b.WriteString("$" + strconv.Itoa(k))
-			case i == 0 || k <= 4: // the first row, a shared one
+			case i == 0 || k == first[j]: // the first row's, a shared one
 				b.WriteString("?" + strconv.Itoa(k))
 			default:
 				b.WriteString("?")

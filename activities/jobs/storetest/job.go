@@ -85,20 +85,25 @@ func testAddSeeds(t *testing.T, f *fixture) {
 }
 
 // testAddSeedsSharedValues: a chunk of seeds whose rows share their
-// depth, label and data (as a seed file's do), but for one, keeps each
-// row's own values.
+// depth, label and data (as a seed file's do), and their host (for a
+// statement's rows of the store, a thousand), or all but one row, keeps
+// each row's own values.
 func testAddSeedsSharedValues(t *testing.T, f *fixture) {
 	job := f.newJob("j", 0)
-	paths := seq("s", 1500)
+	paths := seq("s", 2500)
 	in := make([]jobs.Entry, len(paths))
 	for i, p := range paths {
-		in[i] = labelled(1, URL(p), "S", `{"k":1}`)
+		u := URL(p)
+		if i >= 1000 && i < 2000 && i%2 == 1 {
+			u = "https://other.example/" + p
+		}
+		in[i] = labelled(1, u, "S", `{"k":1}`)
 	}
-	in[1200] = labelled(0, URL(paths[1200]), "T", "")
+	in[2200] = labelled(0, URL(paths[2200]), "T", "")
 	n, err := f.s.AddSeeds(f.ctx, job, in)
 	require.NoError(t, err)
-	assert.Equal(t, 1500, n)
-	f.take(job, "b1", 2000)
+	assert.Equal(t, len(in), n)
+	f.take(job, "b1", 3000)
 	requireEntries(t, in, batchEntries(f.entries(job, "b1")), "Entries")
 }
 

@@ -84,6 +84,29 @@ func testAddSeeds(t *testing.T, f *fixture) {
 	require.ErrorIs(t, err, jobs.ErrNoJob)
 }
 
+// testAddSeedsSharedValues: a chunk of seeds whose rows share their
+// depth, label and data (as a seed file's do), and their host (for a
+// statement's rows of the store, a thousand), or all but one row, keeps
+// each row's own values.
+func testAddSeedsSharedValues(t *testing.T, f *fixture) {
+	job := f.newJob("j", 0)
+	paths := seq("s", 2500)
+	in := make([]jobs.Entry, len(paths))
+	for i, p := range paths {
+		u := URL(p)
+		if i >= 1000 && i < 2000 && i%2 == 1 {
+			u = "https://other.example/" + p
+		}
+		in[i] = labelled(1, u, "S", `{"k":1}`)
+	}
+	in[2200] = labelled(0, URL(paths[2200]), "T", "")
+	n, err := f.s.AddSeeds(f.ctx, job, in)
+	require.NoError(t, err)
+	assert.Equal(t, len(in), n)
+	f.take(job, "b1", 3000)
+	requireEntries(t, in, batchEntries(f.entries(job, "b1")), "Entries")
+}
+
 // testAddSeedsInBulk: a chunk of seeds larger than one statement of the
 // store (several full statements and a partial one), with URLs repeated
 // in the chunk and URLs queued before, queues each URL once, counts only

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"DeleteJob", testDeleteJob},
 		{"AddSeeds", testAddSeeds},
 		{"AddSeedsInBulk", testAddSeedsInBulk},
+		{"AddSeedsSharedValues", testAddSeedsSharedValues},
 		{"ClaimEpochs", testClaimEpochs},
 		{"FinishBatch", testFinishBatch},
 		{"RecordOnce", testRecordOnce},

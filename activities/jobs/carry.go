@@ -77,7 +77,23 @@ func (b *batchRun) enqueue(entries []Entry) {
 		b.toCarry = append(b.toCarry, entries...)
 		return
 	}
+	b.toFetch(entries...)
+}
+
+// toFetch queues entries to be fetched, their baseline records to be read
+// ahead of their fetches.
+func (b *batchRun) toFetch(entries ...Entry) {
 	b.queue = append(b.queue, entries...)
+	if b.jr.baselines == nil {
+		return
+	}
+	urls := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Depth != SitemapDepth {
+			urls = append(urls, e.URL)
+		}
+	}
+	b.jr.baselines.expect(urls)
 }
 
 // startCarry starts a bulk carry of the entries waiting for one.
@@ -112,11 +128,13 @@ func (b *batchRun) onCarried(c carryDone) {
 	for _, u := range c.res.Carried {
 		done[u] = true
 	}
+	var rest []Entry
 	for _, e := range c.todo {
 		if !done[e.URL] {
-			b.queue = append(b.queue, e)
+			rest = append(rest, e)
 		}
 	}
+	b.toFetch(rest...)
 	b.ran += len(c.res.Carried)
 	if c.res.Added > 0 && !b.draining {
 		b.exhausted = false

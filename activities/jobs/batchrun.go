@@ -79,11 +79,13 @@ type batchRun struct {
 
 	// The bulk carry of pages not due (carry.go): carrier is nil when the
 	// batch does not carry in bulk; toCarry wait for it, carrying says one
-	// is under way.
-	carrier  BulkCarrier
-	toCarry  []Entry
-	carrying bool
-	carried  chan carryDone
+	// is under way, carriedMost that the last carried most of its
+	// entries (pullSize).
+	carrier     BulkCarrier
+	toCarry     []Entry
+	carrying    bool
+	carriedMost bool
+	carried     chan carryDone
 
 	ran    int
 	fenced string

@@ -70,6 +70,17 @@ type carryDone struct {
 // maxCarry bounds the entries of one bulk carry.
 const maxCarry = 500
 
+// pullSize is how many URLs a pull of the batch asks for: n, or maxCarry
+// when the batch carries in bulk and its last carry carried most of what
+// it was given (a pull of a few URLs would make a carry of a few, each a
+// transaction of its own).
+func (b *batchRun) pullSize(n int) int {
+	if b.carrier != nil && b.carriedMost {
+		return max(n, maxCarry)
+	}
+	return n
+}
+
 // enqueue queues entries handed to the batch: to the bulk carry first when
 // the batch carries, else to be fetched.
 func (b *batchRun) enqueue(entries []Entry) {
@@ -128,6 +139,7 @@ func (b *batchRun) onCarried(c carryDone) {
 	for _, u := range c.res.Carried {
 		done[u] = true
 	}
+	b.carriedMost = 2*len(c.res.Carried) >= len(c.todo)
 	var rest []Entry
 	for _, e := range c.todo {
 		if !done[e.URL] {

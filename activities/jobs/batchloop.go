@@ -191,6 +191,8 @@ func (b *batchRun) wait() {
 		b.onFetched(f)
 	case c := <-b.committed:
 		b.onCommitted(c)
+	case l := <-b.carryLeft:
+		b.onCarryLeft(l)
 	case c := <-b.carried:
 		b.onCarried(c)
 	case p := <-b.extended:

@@ -112,6 +112,7 @@ func (s *resultStore) CarryNotDue(ctx context.Context, req jobs.CarryRequest) (j
 	}); err != nil || len(due) == 0 {
 		return out, err
 	}
+	leave(req, due)
 	var sent []string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out, sent = jobs.CarryResult{}, nil
@@ -148,6 +149,27 @@ func (s *resultStore) CarryNotDue(ctx context.Context, req jobs.CarryRequest) (j
 	}
 	known.add(sent)
 	return out, nil
+}
+
+// leave tells req.Left the entries of req that are not among due (rows
+// of one URL each): the carry does not carry them.
+func leave(req jobs.CarryRequest, due [][]any) {
+	if req.Left == nil {
+		return
+	}
+	carry := make(map[string]bool, len(due))
+	for _, r := range due {
+		carry[r[0].(string)] = true
+	}
+	var left []jobs.Entry
+	for _, e := range req.Entries {
+		if !carry[e.URL] {
+			left = append(left, e)
+		}
+	}
+	if len(left) > 0 {
+		req.Left(left)
+	}
 }
 
 // carryCandidates reads the baseline's rows of urls that are not due and

@@ -74,3 +74,33 @@ func TestBaselineReadsCoalesce(t *testing.T) {
 	assert.Nil(t, got[8], "a URL the baseline has no page of")
 	assert.False(t, b.reading, "no read left running")
 }
+
+// The URLs queued to be fetched are read ahead of their fetches' asks:
+// the first ask reads its URL and the next readAhead expected, whose asks
+// then read nothing; the ask after them reads again.
+func TestBaselineReadsAhead(t *testing.T) {
+	store := &readsLog{release: make(chan struct{}), first: make(chan struct{})}
+	close(store.release)
+	b := &baselineReads{store: store, job: "base"}
+	ctx := context.Background()
+	urls := make([]string, readAhead+10)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("u%d", i)
+	}
+	urls[5] = "none"
+	b.expect(urls)
+	for i, u := range urls {
+		p, err := b.page(ctx, u)
+		require.NoError(t, err)
+		if u == "none" {
+			assert.Nil(t, p, "a URL the baseline has no page of, read ahead")
+			continue
+		}
+		require.NotNil(t, p, "ask %d", i)
+		assert.Equal(t, u, p.Page.URL)
+	}
+	require.Len(t, store.reads, 2, "one read for the first ask and the %d expected after it, one for the rest", readAhead)
+	assert.Len(t, store.reads[0], readAhead+1)
+	assert.Equal(t, urls[readAhead+1:], store.reads[1])
+	assert.Empty(t, b.kept, "every record read ahead was asked for")
+}

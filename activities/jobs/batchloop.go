@@ -53,7 +53,7 @@ func (b *batchRun) startPull() {
 	b.extending = true
 	// At least minPull a pull: a Runner with few slots does not pay a
 	// hand-out (the job's lock, its leases) per few pages.
-	n, gen := min(max(b.conc, minPull), b.limit-b.size), b.linksGen
+	n, gen := min(b.pullSize(max(b.conc, minPull)), b.limit-b.size), b.linksGen
 	go func() {
 		p, err := b.r.Store.Pull(b.ctx, b.in.Job, b.in.Batch, b.in.Epoch, n, b.conc)
 		b.extended <- pulled{p: p, at: time.Now(), gen: gen, n: n, err: err}
@@ -191,6 +191,8 @@ func (b *batchRun) wait() {
 		b.onFetched(f)
 	case c := <-b.committed:
 		b.onCommitted(c)
+	case l := <-b.carryLeft:
+		b.onCarryLeft(l)
 	case c := <-b.carried:
 		b.onCarried(c)
 	case p := <-b.extended:

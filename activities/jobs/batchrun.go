@@ -79,11 +79,17 @@ type batchRun struct {
 
 	// The bulk carry of pages not due (carry.go): carrier is nil when the
 	// batch does not carry in bulk; toCarry wait for it, carrying says one
-	// is under way.
-	carrier  BulkCarrier
-	toCarry  []Entry
-	carrying bool
-	carried  chan carryDone
+	// is under way, carriedMost that the last carried most of its
+	// entries (pullSize); carrySeq numbers the carries, leftQueued is the
+	// last whose entries left (carryLeft) were queued while it wrote.
+	carrier     BulkCarrier
+	toCarry     []Entry
+	carrying    bool
+	carriedMost bool
+	carrySeq    int
+	leftQueued  int
+	carried     chan carryDone
+	carryLeft   chan carryLeft
 
 	ran    int
 	fenced string
@@ -153,7 +159,7 @@ func (r *BatchRunner) newBatchRun(ctx context.Context, in BatchRun, jr *jobRun, 
 		extended: make(chan pulled, 1), renewed: make(chan pulled, 1),
 		leases: &hostLeases{}, size: size,
 		starting: size == 0 && len(todo) == 0, startBy: time.Now().Add(startWait),
-		carried: make(chan carryDone, 1),
+		carried: make(chan carryDone, 1), carryLeft: make(chan carryLeft, 1),
 	}
 	if bc, ok := r.bulkCarries(jr); ok {
 		b.carrier = bc

@@ -15,13 +15,20 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 )
 
-// countingCarrier counts the pages a store carries over in bulk.
+// countingCarrier counts the pages a store carries over in bulk, and
+// those it hands back to be fetched while it writes (CarryRequest.Left).
 type countingCarrier struct {
 	jobs.Store
-	carried atomic.Int64
+	carried, left atomic.Int64
 }
 
 func (c *countingCarrier) CarryNotDue(ctx context.Context, req jobs.CarryRequest) (jobs.CarryResult, error) {
+	if left := req.Left; left != nil {
+		req.Left = func(es []jobs.Entry) {
+			c.left.Add(int64(len(es)))
+			left(es)
+		}
+	}
 	res, err := c.Store.(jobs.BulkCarrier).CarryNotDue(ctx, req)
 	c.carried.Add(int64(len(res.Carried)))
 	return res, err
@@ -64,6 +71,8 @@ func TestRecrawlBulkCarryRecordsAsPerPage(t *testing.T) {
 	bulk := &countingCarrier{Store: inner}
 	crawlDays(bulk, false)
 	assert.EqualValues(t, pages-pages/10+1, bulk.carried.Load(), "the unchanged pages (and the index) carried over in bulk")
+	assert.Positive(t, bulk.left.Load(), "pages due handed back to be fetched while a carry writes")
+	assert.LessOrEqual(t, bulk.left.Load(), int64(pages/10), "only the pages due (the tenth that changed) handed back")
 
 	type view struct {
 		pages   map[string]jobs.PageRecord

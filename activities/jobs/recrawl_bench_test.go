@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"net/http/httptest"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -34,7 +35,8 @@ import (
 //     not requested), the 1,000 that changed have 20 h and are due:
 //     requested, found changed again.
 //
-// It reports each later run's time, CPU time (the process's: the site's
+// Each run's CPU samples carry the label run=first|second|third
+// (go tool pprof -tagfocus run=second). It reports each later run's time, CPU time (the process's: the site's
 // and the store's too) and body bytes as a share of the first's, the pages answered 304 in the second run and the requests and
 // changed pages of the third. Run it alone:
 //
@@ -66,7 +68,9 @@ func BenchmarkRecrawl(b *testing.B) {
 				baseline = runs[n-1]
 			}
 			t0, c0 := time.Now(), cpuTime()
-			benchCrawl(b, st, spec(id, baseline), clock, false)
+			pprof.Do(context.Background(), pprof.Labels("run", id), func(context.Context) {
+				benchCrawl(b, st, spec(id, baseline), clock, false)
+			})
 			took[n], cpu[n] = time.Since(t0), cpuTime()-c0
 			for _, a := range site.Answers() {
 				answers[n].Full += a.Full

@@ -24,11 +24,21 @@ import (
 // copies: recorded with its revisit columns, not failed, and with nothing
 // the per-page path would count or rewrite otherwise (links refused,
 // items, a render). A key is matched with its quotes and colon: in a
-// string value the quotes are escaped.
-const carryClean = `b.change IS NOT NULL AND b.failed = 0
-	AND b.record NOT LIKE '%"links_refused":%' AND b.record NOT LIKE '%"items":%'
-	AND b.record NOT LIKE '%"render_reason":%' AND b.record NOT LIKE '%"render_crashes":%'
-	AND b.record NOT LIKE '%"render_timed_out":%'`
+// string value the quotes are escaped. The record is searched for each
+// key as bytes (instr, strpos), not with LIKE (a pattern match, case
+// folded on SQLite).
+func (s *resultStore) carryClean() string {
+	find := "instr"
+	if s.d.name == "postgres" {
+		find = "strpos"
+	}
+	var b strings.Builder
+	b.WriteString(`b.change IS NOT NULL AND b.failed = 0`)
+	for _, key := range []string{"links_refused", "items", "render_reason", "render_crashes", "render_timed_out"} {
+		b.WriteString(` AND ` + find + `(b.record, '"` + key + `":') = 0`)
+	}
+	return b.String()
+}
 
 // carryLinks is the dialect's expression of a baseline record's links
 // (a JSON array, or NULL), and its condition on a row it can rewrite.
@@ -102,6 +112,7 @@ func (s *resultStore) CarryNotDue(ctx context.Context, req jobs.CarryRequest) (j
 	}); err != nil || len(due) == 0 {
 		return out, err
 	}
+	leave(req, due)
 	var sent []string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out, sent = jobs.CarryResult{}, nil
@@ -140,6 +151,27 @@ func (s *resultStore) CarryNotDue(ctx context.Context, req jobs.CarryRequest) (j
 	return out, nil
 }
 
+// leave tells req.Left the entries of req that are not among due (rows
+// of one URL each): the carry does not carry them.
+func leave(req jobs.CarryRequest, due [][]any) {
+	if req.Left == nil {
+		return
+	}
+	carry := make(map[string]bool, len(due))
+	for _, r := range due {
+		carry[r[0].(string)] = true
+	}
+	var left []jobs.Entry
+	for _, e := range req.Entries {
+		if !carry[e.URL] {
+			left = append(left, e)
+		}
+	}
+	if len(left) > 0 {
+		req.Left(left)
+	}
+}
+
 // carryCandidates reads the baseline's rows of urls that are not due and
 // that the bulk carry copies; it returns their URLs (rows for finishHead,
 // in URL order) and the frontier rows of the links they queue (each once,
@@ -153,7 +185,7 @@ func (s *resultStore) carryCandidates(ctx context.Context, tx dbtx, req jobs.Car
 	}
 	seen := map[string]bool{}
 	var out []jobs.Entry
-	for _, st := range s.chunked(`SELECT b.url, `+expr+` FROM baton_results b WHERE b.job = ? AND b.next_ms > ? AND `+carryClean+clean+` AND b.url IN (`,
+	for _, st := range s.chunked(`SELECT b.url, `+expr+` FROM baton_results b WHERE b.job = ? AND b.next_ms > ? AND `+s.carryClean()+clean+` AND b.url IN (`,
 		[]any{req.Baseline, req.Now.UnixMilli()}, "?", `)`, urls) {
 		rows, err := queryTx(ctx, s.core, tx, st.query, st.args, func(r *sql.Rows) (cand, error) {
 			var c cand

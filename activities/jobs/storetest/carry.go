@@ -75,10 +75,18 @@ func testBulkCarry(t *testing.T, f *fixture) {
 	base, recs := f.carryBaseline(now)
 	run, req := f.carryRun(base, 1)
 	req.Now = now
+	var left []string
+	req.Left = func(es []jobs.Entry) {
+		for _, e := range es {
+			left = append(left, e.URL)
+		}
+	}
 	got, err := bc.CarryNotDue(f.ctx, req)
 	require.NoError(t, err)
 	slices.Sort(got.Carried)
 	assert.Equal(t, urls("a", "d"), got.Carried, "the pages not due, recorded, not failed are carried")
+	slices.Sort(left)
+	assert.Equal(t, urls("b", "c", "new"), left, "the others are handed back before the carry writes (CarryRequest.Left)")
 	assert.Equal(t, 2, got.Added, "a's links queued")
 
 	// The records are the baseline's as the per-page path carries them.

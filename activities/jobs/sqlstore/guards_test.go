@@ -63,6 +63,9 @@ func TestPostgresGuardsThroughPgBouncer(t *testing.T) {
 // store's guards.
 func TestPostgresGuardsKeepStricterSettings(t *testing.T) {
 	pg := testsuite.StartPostgres(t)
+	// The schema is made first: its statements may take longer than the
+	// role's 250 ms on a loaded machine.
+	require.NoError(t, openPostgres(t, pg).Close())
 	pg.Admin(t, `ALTER ROLE `+pg.User()+` SET statement_timeout = '250ms'`)
 	ctx := testCtx(t, time.Minute)
 	s := openPostgres(t, pg)

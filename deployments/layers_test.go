@@ -59,6 +59,9 @@ var layers = []layer{
 		"activities/cmdline/version",
 		"activities/connect/security",
 	}},
+	{"the Prometheus collectors a worker keeps the activities' metrics in", []string{
+		"activities/telemetry/prommetrics",
+	}},
 	{"jobs and connections: crawl jobs with their store interfaces, the SQL store and its conformance suite; " +
 		"the connection settings of both binaries", []string{
 		"activities/jobs",
@@ -110,6 +113,7 @@ type allowedImport struct{ from, to, why string }
 var allowedImports = []allowedImport{
 	{"activities/jobs/sqlstore", "activities/jobs", "implements the store interfaces jobs declares (SQLite, PostgreSQL)"},
 	{"activities/jobs/storetest", "activities/jobs", "the one conformance suite of every jobs store"},
+	{"activities/telemetry/prommetrics", "activities/telemetry", "keeps the metrics telemetry declares (its Recorder) as Prometheus collectors"},
 	{"worker/cmd/baton-worker", "worker", "the baton-worker binary runs worker.Main"},
 	{"worker/examples/jsonapi", "worker", "an example binary: a user's crawler run by worker.Main"},
 	{"worker/examples/shop", "worker", "an example binary: a user's crawler run by worker.Main"},

@@ -47,7 +47,7 @@ var layers = []layer{
 		"activities/revisit",
 	}},
 	{"foundations: the metadata store, metrics, the fetch engine and its demo site, " +
-		"the crawler API users write against, the command-line conventions of both binaries, " +
+		"the crawler API users write against, the command-line conventions of both binaries and the CLI's start, " +
 		"the connections' secrets", []string{
 		"activities/metadata",
 		"activities/telemetry",
@@ -58,6 +58,7 @@ var layers = []layer{
 		"activities/cmdline/flagenv",
 		"activities/cmdline/version",
 		"activities/connect/security",
+		"starter/initgc",
 	}},
 	{"the Prometheus collectors a worker keeps the activities' metrics in", []string{
 		"activities/telemetry/prommetrics",

@@ -19,7 +19,7 @@ import (
 	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
-	"github.com/batoncrawl/baton/activities/telemetry"
+	"github.com/batoncrawl/baton/activities/telemetry/prommetrics"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -28,7 +28,7 @@ import (
 func metered(t *testing.T, a *acts) *prometheus.Registry {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m, err := telemetry.New(reg)
+	m, err := prommetrics.New(reg)
 	require.NoError(t, err)
 	a.Metrics = m
 	return reg

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/batoncrawl/baton/activities/telemetry"
+	"github.com/batoncrawl/baton/activities/telemetry/prommetrics"
 )
 
 const dashboardPath = "grafana/baton-dashboard.json"
@@ -29,7 +29,7 @@ func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := telemetry.New(reg)
+	m, err := prommetrics.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}

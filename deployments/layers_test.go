@@ -47,7 +47,7 @@ var layers = []layer{
 		"activities/revisit",
 	}},
 	{"foundations: the metadata store, metrics, the fetch engine and its demo site, " +
-		"the crawler API users write against, the command-line conventions of both binaries, " +
+		"the crawler API users write against, the command-line conventions of both binaries and the CLI's start, " +
 		"the connections' secrets", []string{
 		"activities/metadata",
 		"activities/telemetry",
@@ -58,6 +58,10 @@ var layers = []layer{
 		"activities/cmdline/flagenv",
 		"activities/cmdline/version",
 		"activities/connect/security",
+		"starter/initgc",
+	}},
+	{"the Prometheus collectors a worker keeps the activities' metrics in", []string{
+		"activities/telemetry/prommetrics",
 	}},
 	{"jobs and connections: crawl jobs with their store interfaces, the SQL store and its conformance suite; " +
 		"the connection settings of both binaries", []string{
@@ -110,6 +114,7 @@ type allowedImport struct{ from, to, why string }
 var allowedImports = []allowedImport{
 	{"activities/jobs/sqlstore", "activities/jobs", "implements the store interfaces jobs declares (SQLite, PostgreSQL)"},
 	{"activities/jobs/storetest", "activities/jobs", "the one conformance suite of every jobs store"},
+	{"activities/telemetry/prommetrics", "activities/telemetry", "keeps the metrics telemetry declares (its Recorder) as Prometheus collectors"},
 	{"worker/cmd/baton-worker", "worker", "the baton-worker binary runs worker.Main"},
 	{"worker/examples/jsonapi", "worker", "an example binary: a user's crawler run by worker.Main"},
 	{"worker/examples/shop", "worker", "an example binary: a user's crawler run by worker.Main"},

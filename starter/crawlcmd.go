@@ -20,6 +20,7 @@ import (
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/roles"
+	"github.com/batoncrawl/baton/starter/initgc"
 	"github.com/batoncrawl/baton/workflows"
 )
 
@@ -67,10 +68,13 @@ func crawlCmd(g *globals, tf *temporalFlags) *cobra.Command {
   baton crawl http://127.0.0.1:8000/ --follow --follow-deny '/private/|/missing/' \
     --label product='/page/\d+\.html$' --select product:price=.price
   baton crawl https://api.example.com/items --follow --links json:items.#.url --links json:next`,
-		Args: cobra.ArbitraryArgs,
+		Args:        cobra.ArbitraryArgs,
+		Annotations: map[string]string{annotationGC: "smallHeapGC unless --seeds-file"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cf.seedsFile == "" {
-				smallHeapGC() // a seeds file's chunks are collected as Go does
+				smallHeapGC()
+			} else {
+				initgc.Restore() // a seeds file's chunks are collected as Go does
 			}
 			sub, lf, err := cf.submission(cmd, g, args)
 			if err != nil {

@@ -5,6 +5,12 @@ import (
 	"runtime/debug"
 )
 
+// annotationGC, set on a command, says that it sets the garbage
+// collector itself (smallHeapGC, or initgc.Restore); every other command
+// gets Go's settings back before it runs (the collector is off while the
+// packages are initialised: initgc).
+const annotationGC = "baton-gc"
+
 // smallHeapLimit is the Go heap a command run with smallHeapGC may reach
 // before the garbage collector runs.
 const smallHeapLimit = 48 << 20

@@ -23,6 +23,7 @@ import (
 	"github.com/batoncrawl/baton/activities/cmdline/version"
 	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/roles"
+	"github.com/batoncrawl/baton/starter/initgc"
 )
 
 // usage returns a bad-usage error (exit code 2).
@@ -100,6 +101,9 @@ $BATON_TEMPORAL_API_KEY, and the mTLS private key from
 			}
 			if g.connectTimeout <= 0 {
 				return usage("--connect-timeout: is %v, must be > 0", g.connectTimeout)
+			}
+			if cmd.Annotations[annotationGC] == "" {
+				initgc.Restore()
 			}
 			return nil
 		},

@@ -20,6 +20,7 @@ import (
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
 	"github.com/batoncrawl/baton/activities/telemetry"
+	"github.com/batoncrawl/baton/activities/telemetry/prommetrics"
 )
 
 // defaultMetricsAddr is --metrics-addr's default. Several workers on one
@@ -65,7 +66,7 @@ func startMetrics(addr string, jobGrace time.Duration, log *slog.Logger) (*metri
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	baton, err := telemetry.NewWith(reg, telemetry.Options{JobGrace: jobGrace})
+	baton, err := prommetrics.NewWith(reg, telemetry.Options{JobGrace: jobGrace})
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/metadata"
 	"github.com/batoncrawl/baton/activities/telemetry"
+	"github.com/batoncrawl/baton/activities/telemetry/prommetrics"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -1037,7 +1038,7 @@ func TestJobAwaitUsesTheGroupsTimers(t *testing.T) {
 func TestSupervisorSetsTheQueuedGauge(t *testing.T) {
 	f := newFixture(t, 3, 1)
 	reg := prometheus.NewRegistry()
-	m, err := telemetry.New(reg)
+	m, err := prommetrics.New(reg)
 	require.NoError(t, err)
 	f.a.Metrics = m
 	spec := f.spec("job-q", 2, seedURLs(10)...)

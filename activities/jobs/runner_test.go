@@ -19,6 +19,7 @@ import (
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/activities/jobs/sqlstore"
 	"github.com/batoncrawl/baton/activities/telemetry"
+	"github.com/batoncrawl/baton/activities/telemetry/prommetrics"
 	"github.com/batoncrawl/baton/roles"
 )
 
@@ -581,7 +582,7 @@ func TestRunBatchMetrics(t *testing.T) {
 	urls := pageURLs(6)
 	e := newBatchEnv(t, 3, urls, nil)
 	reg := prometheus.NewRegistry()
-	m, err := telemetry.New(reg)
+	m, err := prommetrics.New(reg)
 	require.NoError(t, err)
 	e.br.Metrics = m
 	e.pages.pages[urls[0]] = crawl.Page{URL: urls[0], StatusCode: 200, Bytes: 1000, DurationMS: 20}

@@ -42,6 +42,10 @@ type Activities struct {
 	// first batch handed out, and the seeds' batch goes to it when it is
 	// idle (see start).
 	Local Local
+	// StartLinger is how long a new job's first JobAssign waits for its
+	// first batches to end, so that a small job completes without a
+	// JobAwait round trip; zero means DefaultStartLinger.
+	StartLinger time.Duration
 }
 
 // Local names the Runner of the worker process that the job's activities
@@ -61,6 +65,13 @@ type Local struct {
 // closed once a batch of the seeds may be handed out.
 type Warmer interface {
 	Warm(ctx context.Context, spec Spec, seeds []string, stored <-chan struct{}) <-chan struct{}
+}
+
+func (a *Activities) startLinger() time.Duration {
+	if a.StartLinger > 0 {
+		return a.StartLinger
+	}
+	return DefaultStartLinger
 }
 
 func (a *Activities) now() time.Time {

@@ -1075,6 +1075,8 @@ func TestSupervisorSetsTheQueuedGauge(t *testing.T) {
 // completes in that call), not only the first.
 func TestJobAssignStartGivesEveryIdleRunnerABatch(t *testing.T) {
 	f := newFixture(t, 3, 0)
+	// It lingers until every batch ended, however slow the machine.
+	f.a.StartLinger = waitLimit
 	spec := f.spec("job-start", 0, "http://example.test/")
 	done := make(chan jobs.AssignResult, 1)
 	go func() {

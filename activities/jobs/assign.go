@@ -75,8 +75,8 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	// past maxStartBatches) as soon as they are recorded (polled every
 	// startIdlePoll), without the two activity round trips of a JobAwait
 	// and a JobAssign.
-	deadline := a.now().Add(startLinger)
-	actx, cancel := context.WithTimeout(ctx, startLinger)
+	deadline := a.now().Add(a.startLinger())
+	actx, cancel := context.WithTimeout(ctx, a.startLinger())
 	defer cancel()
 	inflight := slices.Clone(res.Assigned)
 	for {
@@ -409,9 +409,9 @@ const firstTake = 2 * DefaultConcurrency
 // milliseconds normally, as the job is stored meanwhile.
 const maxWarmWait = 2 * time.Second
 
-// startLinger is how long a new job's first JobAssign waits for its
-// first batches to finish.
-const startLinger = 250 * time.Millisecond
+// DefaultStartLinger is how long a new job's first JobAssign waits for
+// its first batches to finish (Activities.StartLinger).
+const DefaultStartLinger = 250 * time.Millisecond
 
 // carriers keeps the runners that carry the job's crawler at its version
 // (every Runner carries the built-in one): a Runner never gets a batch of a

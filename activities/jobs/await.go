@@ -268,7 +268,7 @@ func (w *awaitWatch) pollIdle(ctx context.Context, deadline time.Time, poll time
 // while a Runner is idle.
 const awaitIdlePoll = 50 * time.Millisecond
 
-// startIdlePoll is awaitIdlePoll during a new job's start (startLinger):
+// startIdlePoll is awaitIdlePoll during a new job's start (Activities.StartLinger):
 // the first pages' links reach the idle Runners within it.
 const startIdlePoll = 10 * time.Millisecond
 

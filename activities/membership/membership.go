@@ -208,39 +208,62 @@ func (a *Activities) WaitMembers(ctx context.Context, m cluster.Member) (roles.G
 	c := a.Deps.Cluster(m.Group)
 	stale := false
 	for {
+		g, err := a.readGroup(ctx, c)
+		if err != nil || g.Registered() || len(g.CurrentRunner) > 0 {
+			return g, err
+		}
 		var ch <-chan struct{}
 		if !stale {
-			// Watched before GroupState is read: the member completing the
-			// group after this read creates the marker after its write.
-			var err error
+			// The marker is watched, then GroupState read again: the member
+			// completing the group after that read creates the marker after
+			// its write. A marker that is there already is stale: no watch
+			// is left on it.
 			_, _, ch, err = a.Deps.Store.GetW(ctx, c.RegisteredPath())
 			stale = err == nil
 			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-				return roles.GroupState{}, err
+				return g, err
 			}
 		}
-		var data []byte
-		var err error
 		if stale {
-			data, _, ch, err = a.Deps.Store.GetW(ctx, c.GroupPath())
+			g, ch, err = a.watchGroup(ctx, c)
 		} else {
-			data, _, err = a.Deps.Store.Get(ctx, c.GroupPath())
+			g, err = a.readGroup(ctx, c)
 		}
-		if err != nil {
-			return roles.GroupState{}, err
-		}
-		g, err := roles.DecodeGroupState(data)
-		if err != nil {
-			return g, a.Deps.Corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
-		}
-		if g.Registered() || len(g.CurrentRunner) > 0 {
-			return g, nil
+		if err != nil || g.Registered() || len(g.CurrentRunner) > 0 {
+			return g, err
 		}
 		cluster.Heartbeat(ctx, len(g.CurrentCrawler))
 		if err := cluster.Wait(ctx, ch, m.Timers.CheckTask); err != nil {
 			return g, err
 		}
 	}
+}
+
+// readGroup reads and decodes GroupState.
+func (a *Activities) readGroup(ctx context.Context, c *metadata.Cluster) (roles.GroupState, error) {
+	data, _, err := a.Deps.Store.Get(ctx, c.GroupPath())
+	if err != nil {
+		return roles.GroupState{}, err
+	}
+	return a.decodeGroup(ctx, c, data)
+}
+
+// watchGroup reads and decodes GroupState with a watch on it.
+func (a *Activities) watchGroup(ctx context.Context, c *metadata.Cluster) (roles.GroupState, <-chan struct{}, error) {
+	data, _, ch, err := a.Deps.Store.GetW(ctx, c.GroupPath())
+	if err != nil {
+		return roles.GroupState{}, nil, err
+	}
+	g, err := a.decodeGroup(ctx, c, data)
+	return g, ch, err
+}
+
+func (a *Activities) decodeGroup(ctx context.Context, c *metadata.Cluster, data []byte) (roles.GroupState, error) {
+	g, err := roles.DecodeGroupState(data)
+	if err != nil {
+		return g, a.Deps.Corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
+	}
+	return g, nil
 }
 
 // markRegistered creates the RegisteredPath marker of a group whose

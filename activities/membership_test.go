@@ -177,9 +177,62 @@ func TestWaitMembersIsWokenByTheWatch(t *testing.T) {
 		require.NoError(t, err)
 	}
 	done := goRun(func() (roles.GroupState, error) { return a.WaitMembers(ctx, f.member(1)) })
-	f.spy.waitCount(t, f.spy.watch, f.c().GroupPath(), 1, "WaitMembers watches GroupState")
+	f.spy.waitCount(t, f.spy.watch, f.c().RegisteredPath(), 1, "WaitMembers watches the registered marker")
+	f.spy.waitCount(t, f.spy.gets, f.c().GroupPath(), 4, "WaitMembers reads GroupState after watching the marker")
 	notReturned(t, done, "WaitMembers with 2 of 3 members")
 	_, err := a.Register(ctx, f.member(3))
+	require.NoError(t, err)
+	g, err := await(t, done, "WaitMembers")
+	require.NoError(t, err)
+	assert.Equal(t, names(1, 2, 3), g.CurrentCrawler)
+}
+
+// A forming group wakes each waiting member once, when the last one
+// registers, not at every registration: with N members forming at once
+// the reads of GroupState grow as N, not N².
+func TestWaitMembersWakesOnceAsTheGroupForms(t *testing.T) {
+	const n = 8
+	f := newClusterFixture(t, 2, n-2)
+	f.timers.CheckTask = time.Hour // only the watch can wake it
+	ctx := context.Background()
+	a := f.acts(nil)
+	ws := newSpy(f.mem) // the waiters' reads only
+	w := newActs(&cluster.Deps{Store: ws, Clock: f.clock.Now, Log: quiet()}, nil)
+	var waiting []<-chan result[roles.GroupState]
+	for i := 1; i < n; i++ {
+		_, err := a.Register(ctx, f.member(i))
+		require.NoError(t, err)
+		waiting = append(waiting, goRun(func() (roles.GroupState, error) { return w.WaitMembers(ctx, f.member(i)) }))
+		ws.waitCount(t, ws.gets, f.c().GroupPath(), 2*i, "the waiting members read GroupState")
+	}
+	_, err := a.Register(ctx, f.member(n))
+	require.NoError(t, err)
+	for _, w := range waiting {
+		g, err := await(t, w, "WaitMembers")
+		require.NoError(t, err)
+		assert.Len(t, g.CurrentCrawler, n)
+	}
+	reads := ws.count(ws.gets, f.c().GroupPath()) + ws.count(ws.watch, f.c().GroupPath())
+	assert.LessOrEqual(t, reads, 3*(n-1), "GroupState reads of %d waiting members: each reads it twice when it starts and once when woken", n-1)
+}
+
+// A marker left from an earlier formation wakes nobody: the waiting
+// member watches GroupState itself and returns when the group is complete.
+func TestWaitMembersWithAStaleMarker(t *testing.T) {
+	f := newClusterFixture(t, 2, 1)
+	f.timers.CheckTask = time.Hour // only a watch can wake it
+	ctx := context.Background()
+	_, err := f.mem.Create(ctx, f.c().RegisteredPath(), nil, metadata.Persistent)
+	require.NoError(t, err)
+	a := f.acts(nil)
+	for i := 1; i <= 2; i++ {
+		_, err := a.Register(ctx, f.member(i))
+		require.NoError(t, err)
+	}
+	done := goRun(func() (roles.GroupState, error) { return a.WaitMembers(ctx, f.member(1)) })
+	f.spy.waitCount(t, f.spy.watch, f.c().GroupPath(), 1, "WaitMembers watches GroupState")
+	notReturned(t, done, "WaitMembers with 2 of 3 members and a stale marker")
+	_, err = a.Register(ctx, f.member(3))
 	require.NoError(t, err)
 	g, err := await(t, done, "WaitMembers")
 	require.NoError(t, err)

@@ -298,7 +298,7 @@ func TestWaitStandbyWokenWhenItBecomesStandby(t *testing.T) {
 	f.start()
 	ctx := context.Background()
 	done := goRun(func() (cluster.WatchResult, error) { return f.acts(nil).WaitStandby(ctx, f.member(4)) })
-	f.spy.waitCount(t, f.spy.watch, f.c().GroupPath(), 1, "WaitStandby watches GroupState")
+	f.spy.waitCount(t, f.spy.watch, f.c().MemberPath(name(4)), 1, "WaitStandby watches its membership entry")
 	notReturned(t, done, "WaitStandby of the third backup")
 
 	// Backup 2 (the standby) takes over runner 1; backup 3 becomes standby.

@@ -167,6 +167,12 @@ func (g GroupState) Formed() bool {
 	return len(g.CurrentRunner) > 0 || len(g.CurrentBackup) > 0
 }
 
+// Registered reports whether every member the group is configured with
+// has registered (or failed since): the group may elect.
+func (g GroupState) Registered() bool {
+	return len(g.CurrentCrawler)+len(g.FailCrawler) >= g.TotalCrawler
+}
+
 // Unelected lists the current members that have neither role yet: during
 // formation each member's Elect adds it to current_runner or
 // current_backup in turn, so the lists are partial until all have.

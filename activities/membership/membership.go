@@ -149,6 +149,7 @@ func (a *Activities) Register(ctx context.Context, m cluster.Member) (cluster.Re
 	if err != nil {
 		return cluster.RegisterResult{}, a.Deps.Corrupt(ctx, fmt.Errorf("register %s: %w", m.Name, err))
 	}
+	a.markRegistered(ctx, c, group)
 	res := cluster.RegisterResult{Role: node.Role, Rejoined: rejoin, Resumed: exists && !rejoin}
 	switch {
 	case joined != "":
@@ -195,26 +196,85 @@ func (a *Activities) Register(ctx context.Context, m cluster.Member) (cluster.Re
 	return res, nil
 }
 
-// WaitMembers blocks until every configured member has registered (step 2),
-// woken by a watch on GroupState.
+// WaitMembers blocks until every configured member has registered (step 2).
+// It is woken by a watch on the RegisteredPath marker, which the member
+// completing the group creates, so a forming group of N members wakes each
+// waiter once (a watch on GroupState woke every waiter at every
+// registration: N² reads). GroupState decides; the marker only wakes: one
+// left from an earlier formation makes it watch GroupState itself, and a
+// marker never created (a registrant that crashed, or one of an older
+// version) costs a check every check_task.
 func (a *Activities) WaitMembers(ctx context.Context, m cluster.Member) (roles.GroupState, error) {
 	c := a.Deps.Cluster(m.Group)
+	stale := false
 	for {
-		data, _, ch, err := a.Deps.Store.GetW(ctx, c.GroupPath())
-		if err != nil {
-			return roles.GroupState{}, err
+		g, err := a.readGroup(ctx, c)
+		if err != nil || g.Registered() || len(g.CurrentRunner) > 0 {
+			return g, err
 		}
-		g, err := roles.DecodeGroupState(data)
-		if err != nil {
-			return g, a.Deps.Corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
+		var ch <-chan struct{}
+		if !stale {
+			// The marker is watched, then GroupState read again: the member
+			// completing the group after that read creates the marker after
+			// its write. A marker that is there already is stale: no watch
+			// is left on it.
+			_, _, ch, err = a.Deps.Store.GetW(ctx, c.RegisteredPath())
+			stale = err == nil
+			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+				return g, err
+			}
 		}
-		if len(g.CurrentCrawler)+len(g.FailCrawler) >= g.TotalCrawler || len(g.CurrentRunner) > 0 {
-			return g, nil
+		if stale {
+			g, ch, err = a.watchGroup(ctx, c)
+		} else {
+			g, err = a.readGroup(ctx, c)
+		}
+		if err != nil || g.Registered() || len(g.CurrentRunner) > 0 {
+			return g, err
 		}
 		cluster.Heartbeat(ctx, len(g.CurrentCrawler))
 		if err := cluster.Wait(ctx, ch, m.Timers.CheckTask); err != nil {
 			return g, err
 		}
+	}
+}
+
+// readGroup reads and decodes GroupState.
+func (a *Activities) readGroup(ctx context.Context, c *metadata.Cluster) (roles.GroupState, error) {
+	data, _, err := a.Deps.Store.Get(ctx, c.GroupPath())
+	if err != nil {
+		return roles.GroupState{}, err
+	}
+	return a.decodeGroup(ctx, c, data)
+}
+
+// watchGroup reads and decodes GroupState with a watch on it.
+func (a *Activities) watchGroup(ctx context.Context, c *metadata.Cluster) (roles.GroupState, <-chan struct{}, error) {
+	data, _, ch, err := a.Deps.Store.GetW(ctx, c.GroupPath())
+	if err != nil {
+		return roles.GroupState{}, nil, err
+	}
+	g, err := a.decodeGroup(ctx, c, data)
+	return g, ch, err
+}
+
+func (a *Activities) decodeGroup(ctx context.Context, c *metadata.Cluster, data []byte) (roles.GroupState, error) {
+	g, err := roles.DecodeGroupState(data)
+	if err != nil {
+		return g, a.Deps.Corrupt(ctx, &metadata.CorruptError{Path: c.GroupPath(), Err: err})
+	}
+	return g, nil
+}
+
+// markRegistered creates the RegisteredPath marker of a group whose
+// members have all registered and not elected yet, waking their
+// WaitMembers. A failure only delays them to their next check.
+func (a *Activities) markRegistered(ctx context.Context, c *metadata.Cluster, g roles.GroupState) {
+	if !g.Registered() || g.Formed() {
+		return
+	}
+	if _, err := a.Deps.Store.Create(ctx, c.RegisteredPath(), nil, metadata.Persistent); err != nil && !errors.Is(err, metadata.ErrExists) {
+		a.Deps.Logger(ctx).Warn("could not mark the group registered; its members find it at their next check", "znode", c.RegisteredPath(), "err", err)
 	}
 }
 

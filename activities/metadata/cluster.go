@@ -68,6 +68,13 @@ func (c *Cluster) ReportsPath() string { return path.Join(c.Root, "group", c.Gro
 // ReportPath is the death report of name.
 func (c *Cluster) ReportPath(name string) string { return path.Join(c.ReportsPath(), name) }
 
+// RegisteredPath is an empty znode created once every configured member
+// has registered (roles.GroupState.Registered): the members waiting to
+// elect watch it, so each is woken once as the group forms rather than at
+// every registration. It may outlive its group's formation; GroupState
+// decides. A Baton znode, not the reference's.
+func (c *Cluster) RegisteredPath() string { return path.Join(c.Root, "group", c.Group, "registered") }
+
 // LockPath is the directory of the group's lock.
 func (c *Cluster) LockPath() string { return path.Join(c.Root, "group", c.Group, "lock") }
 

@@ -44,22 +44,13 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 	if err != nil {
 		return res, err
 	}
-	if op != nil && (len(res.Assigned) > 0 || taken != "") {
+	if op != nil && (len(res.Assigned) > 0 || taken != nil) {
 		op.idle, op.stats = nil, nil // a retried call: read them again, past its batches
 	}
-	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), op)
+	more, seq, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), op, taken)
 	res.Assigned = append(res.Assigned, more...)
 	if err != nil {
 		return res, err
-	}
-	if taken != "" && !slices.ContainsFunc(more, func(b BatchRef) bool { return b.Batch == taken }) {
-		// An earlier attempt took it and no Runner got it, then or now
-		// (none idle): its URLs go back to the frontier, or the job would
-		// see nothing queued and nothing in flight and end without them.
-		if err := a.requeueUndelivered(ctx, js, in.Spec.ID, taken); err != nil {
-			return res, err
-		}
-		res.Assigned = append(res.Assigned, BatchRef{Batch: taken})
 	}
 	res.Stats, err = js.Stats(ctx, in.Spec.ID)
 	if err == nil {
@@ -100,7 +91,7 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 		if err != nil {
 			return res, err
 		}
-		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), nil)
+		more, next, err := a.handOut(ctx, js, c, g, in.Spec, seq, append(slices.Clone(in.InFlight), res.Assigned...), nil, nil)
 		res.Assigned, seq = append(res.Assigned, more...), next
 		if err != nil {
 			return res, err
@@ -115,14 +106,15 @@ func (a *Activities) JobAssign(ctx context.Context, in AssignInput) (AssignResul
 // delivered finds, for a retried JobAssign, the batches an earlier
 // attempt delivered from seq on (their holder's Task names them, or they
 // ran already), to report again, and the seq after them. taken is the
-// batch after those that the attempt took but did not deliver ("" if
-// none): handOut gives it to an idle Runner, as it is, under its ID.
-func (a *Activities) delivered(ctx context.Context, js SupervisorStore, c *metadata.Cluster, job string, seq int) (res AssignResult, next int, taken string, err error) {
+// batch after those that the attempt took but did not deliver (nil if
+// none): handOut gives it to an idle Runner as it is, or back to the
+// frontier.
+func (a *Activities) delivered(ctx context.Context, js SupervisorStore, c *metadata.Cluster, job string, seq int) (res AssignResult, next int, taken *BatchInfo, err error) {
 	for {
 		id := BatchID(job, seq)
 		infos, err := js.Batches(ctx, job, []string{id})
 		if err != nil || len(infos) == 0 {
-			return res, seq, "", err
+			return res, seq, nil, err
 		}
 		b := infos[0]
 		delivered := b.State != BatchRunning
@@ -130,12 +122,12 @@ func (a *Activities) delivered(ctx context.Context, js SupervisorStore, c *metad
 			t, _, err := c.GetTask(ctx, b.Holder)
 			var ce *metadata.CorruptError
 			if err != nil && !errors.As(err, &ce) && !errors.Is(err, metadata.ErrNotFound) {
-				return res, seq, "", err // unknown: not taken from its holder on a guess
+				return res, seq, nil, err // unknown: not taken from its holder on a guess
 			}
 			delivered = err == nil && t.Job != nil && t.Job.ID == job && t.Job.Batch == id
 		}
 		if !delivered {
-			return res, seq, id, nil
+			return res, seq, &b, nil
 		}
 		res.Assigned = append(res.Assigned, BatchRef{Batch: id, Runner: b.Holder, Size: b.Size})
 		seq++
@@ -164,7 +156,10 @@ type opening struct {
 // themselves as soon as they are recorded (SupervisorStore.OpenBatch,
 // BatchRunner); and no batch's Task for another worker's Runner is
 // written before the opening's warmed is closed (maxWarmWait at most).
-func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, op *opening) ([]BatchRef, int, error) {
+// taken is a batch an earlier attempt took (its ID seq's) and no Runner
+// got: it goes first, as it is, and back to the frontier if no Runner
+// gets it now either.
+func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadata.Cluster, g roles.GroupState, spec Spec, seq int, busy []BatchRef, op *opening, taken *BatchInfo) ([]BatchRef, int, error) {
 	log := a.log(ctx, "job", spec.ID)
 	var assigned []BatchRef
 	start := op != nil
@@ -187,12 +182,15 @@ func (a *Activities) handOut(ctx context.Context, js SupervisorStore, c *metadat
 	}
 	size := firstBatch(spec, st.Queued, max(len(idle), len(g.CurrentRunner)))
 	undelivered := "" // a batch taken that no Runner got yet
+	var info BatchInfo
+	if taken != nil {
+		undelivered, info = taken.ID, *taken
+	}
 	// empty: the frontier had nothing for the last TakeBatch, or the
 	// batches took all it had when its counters were read (no TakeBatch
 	// more, which would wait for the job's lock the first batch's Runner
 	// takes as it starts).
 	empty, left := st.Queued == 0, st.Queued
-	var info BatchInfo
 	for _, r := range idle {
 		batch := BatchID(spec.ID, seq)
 		// (When batch is undelivered, the last one's Runner became busy:

@@ -44,11 +44,7 @@ func (s *jobStore) insertEntries(ctx context.Context, tx dbtx, job string, entri
 // entryRow is the values of a new frontier row (job, url, depth, label,
 // data, host) for e; no data is NULL.
 func entryRow(job string, e jobs.Entry) []any {
-	var data any
-	if len(e.Data) > 0 {
-		data = text(string(e.Data))
-	}
-	return []any{job, e.URL, e.Depth, text(e.Label), data, jobs.HostOf(e.URL)}
+	return []any{job, e.URL, e.Depth, text(e.Label), entryData(e), jobs.HostOf(e.URL)}
 }
 
 // entryCols are the columns scanEntry reads, in its order.

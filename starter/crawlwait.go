@@ -119,6 +119,7 @@ func (co *crawlOutput) report(cmd *cobra.Command, c client.Client, s submitted, 
 	ictx, stop := interrupt(cmd.Context())
 	defer stop()
 	p, err := co.wait(ictx, c, s.WorkflowID, live, bar, errw)
+	live.release() // the Runners are watched no more
 	if ictx.Err() != nil && cmd.Context().Err() == nil {
 		err = exitcode.With(exitcode.Interrupted, fmt.Errorf("interrupted: stopped waiting; job %s goes on in the cluster "+
 			"(follow it: baton status %s; stop it: baton cancel %s)", s.ID, s.ID, s.ID))
@@ -404,6 +405,8 @@ type runnerCheck struct {
 	c     *metadata.Cluster
 	close func()
 	job   string
+	// closed is closed once the session is; nil until release.
+	closed chan struct{}
 }
 
 // runners opens the ZooKeeper session crawl --wait watches the Runners
@@ -416,8 +419,27 @@ func (co *crawlOutput) runners(ctx context.Context, g *globals, job string) (*ru
 	return &runnerCheck{c: c, close: closeFn, job: job}, nil
 }
 
-// Close ends the session.
-func (r *runnerCheck) Close() { r.close() }
+// release starts ending the session in the background: closing a
+// ZooKeeper session is a write the ensemble commits, which the stats
+// block and the summary need not wait for. Close waits for it.
+func (r *runnerCheck) release() {
+	if r == nil || r.closed != nil {
+		return
+	}
+	r.closed = make(chan struct{})
+	go func() {
+		defer close(r.closed)
+		if r.close != nil {
+			r.close()
+		}
+	}()
+}
+
+// Close ends the session and returns when it is ended.
+func (r *runnerCheck) Close() {
+	r.release()
+	<-r.closed
+}
 
 // live counts the group's live instances: Runners, and Backup Runners
 // (one takes over a dead Runner's work). An instance is live while its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -297,4 +298,32 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Once the job has ended, crawl --wait ends its ZooKeeper session (a
+// write the ensemble commits) while it prints the outcome and the stats
+// block, not after them: the stats block sees the close under way.
+func TestWaitEndsTheRunnerSessionBeforeTheStats(t *testing.T) {
+	f := &fakeTemporal{queryDelay: time.Millisecond, result: make(chan struct{}),
+		progress: progressOf(workflows.JobCompleted, 1, 0, 1)}
+	close(f.result)
+	closing := make(chan struct{})
+	live := &runnerCheck{c: liveGroup(t), close: func() { close(closing) }, job: "j"}
+	o := outputTable
+	sawClose := false
+	co := &crawlOutput{o: &o, waitForRunners: time.Minute, stats: func(io.Writer) {
+		select {
+		case <-closing:
+			sawClose = true
+		case <-time.After(5 * time.Second):
+		}
+	}}
+	var out, errw bytes.Buffer
+	cmd := &cobra.Command{}
+	cmd.SetContext(context.Background())
+	cmd.SetOut(&out)
+	cmd.SetErr(&errw)
+	require.NoError(t, co.report(cmd, f, submitted{ID: "j", WorkflowID: "baton-job/g/j"}, true, live))
+	assert.True(t, sawClose, "the ZooKeeper session was not being closed when the stats block was printed")
+	live.Close() // waits for the close started; a second close would panic
 }

@@ -3,6 +3,11 @@ package worker
 import (
 	"os"
 	"runtime/debug"
+
+	// The collector is off while the worker's packages are initialised
+	// (their start-up allocations are all kept); Program.Execute turns it
+	// back on.
+	"github.com/batoncrawl/baton/starter/initgc"
 )
 
 // DefaultGCPercent is a worker's Go garbage collector target (GOGC) when
@@ -33,3 +38,7 @@ func applyGCPercent(percent int) {
 		debug.SetGCPercent(percent)
 	}
 }
+
+// restoreGC turns the collector back on after the packages'
+// initialisation (package initgc), before --gc-percent applies.
+func restoreGC() { initgc.Restore() }

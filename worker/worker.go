@@ -27,16 +27,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/batoncrawl/baton/activities/cluster"
 	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
@@ -80,6 +77,7 @@ type Program struct {
 
 // Execute runs the worker with args (Main).
 func (p Program) Execute(args []string, stdout, stderr io.Writer) int {
+	restoreGC()
 	name := p.Name
 	if name == "" || name == "." || name == string(filepath.Separator) {
 		name = "baton-worker"
@@ -330,8 +328,15 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 			Metrics: metrics.Baton, Client: engine.Client(false), MaxBatchBytes: cfg.MaxSinkBatchBytes, MaxFailures: cfg.SinkMaxFailures}
 		go d.Run(sinkCtx)
 	}
-	ws := &workerSet{}
+	ws := &workerSet{tc: tc, log: log, leaving: leaving}
 	defer ws.stop()
+	// The group's job queue is served by its Runners only: a Backup starts
+	// its worker there when it is first seen a Runner (it took a Task over).
+	deps.OnRole = func(r roles.Role) {
+		if r == roles.RoleRunner {
+			ws.startLater(workflows.JobQueue(cfg.Group))
+		}
+	}
 	acts := append(activitySet(deps, engine, cfg.MaxResultDetail, leaving, closer),
 		&jobs.Activities{Store: js, Meta: store, Root: cfg.ZK.Root, Timers: cfg.Timers, Log: log, Metrics: metrics.Baton,
 			Local: jobs.Local{Group: cfg.Group, Name: cfg.Name, Runner: batches}},
@@ -339,45 +344,11 @@ func run(ctx context.Context, cfg Config, crawlers map[string]*crawler.Crawler) 
 	queue := workflows.TaskQueue(cfg.Group, cfg.Name)
 	useBuildIDAsChecksum()
 	reclaimActivities(dctx, tc, cfg.Temporal.Namespace, cfg.Group, cfg.Name, log)
-	if err := ws.start(tc, log, leaving, acts, queue, workflows.JobQueue(cfg.Group)); err != nil {
+	ws.acts = acts
+	if err := ws.start(queue); err != nil {
 		return err
 	}
 	return runLifecycle(ctx, cfg, log, tc, queue, func() { leave(log, cfg, store, cfg.Member(), leaving, closer, ws.stop) })
-}
-
-// workerSet is the worker's Temporal workers, one per task queue.
-type workerSet struct{ workers []worker.Worker }
-
-// start starts a Temporal worker on each queue with every workflow and
-// the activities acts.
-func (ws *workerSet) start(tc client.Client, log *slog.Logger, leaving *atomic.Bool, acts []any, queues ...string) error {
-	for _, q := range queues {
-		// A restarted instance gets its workflow tasks back quickly: after a
-		// crash, the sticky queue of the dead process is given up after 2 s.
-		opts := worker.Options{WorkerStopTimeout: 3 * time.Second, StickyScheduleToStartTimeout: 2 * time.Second,
-			Interceptors: []interceptor.WorkerInterceptor{&stopInterceptor{leaving: leaving}}}
-		if fi := newFaultInterceptor(log); fi != nil {
-			opts.Interceptors = append(opts.Interceptors, fi)
-		}
-		w := worker.New(tc, q, opts)
-		workflows.Register(w)
-		for _, a := range acts {
-			w.RegisterActivity(a)
-		}
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("start worker on %s: %w", q, err)
-		}
-		ws.workers = append(ws.workers, w)
-	}
-	return nil
-}
-
-// stop stops the workers started (once).
-func (ws *workerSet) stop() {
-	for _, w := range ws.workers {
-		w.Stop()
-	}
-	ws.workers = nil
 }
 
 // runLifecycle starts or resumes the instance's Lifecycle workflow on

@@ -39,6 +39,10 @@ type Deps struct {
 	Log *slog.Logger
 	// Metrics are Baton's Prometheus metrics; nil records nothing.
 	Metrics *telemetry.Metrics
+	// OnRole, when set, is called with every role Seen reads (the worker
+	// starts what only a Runner needs when its instance is first seen a
+	// Runner); it must return quickly.
+	OnRole func(roles.Role)
 
 	// lastRole is the role this process's instance was last seen with: the
 	// role of log lines of activities that do not know it themselves.
@@ -84,6 +88,9 @@ func LogWith(ctx context.Context, role roles.Role, args ...any) context.Context 
 func (d *Deps) Seen(role roles.Role) {
 	if role != "" {
 		d.lastRole.Store(role)
+		if d.OnRole != nil {
+			d.OnRole(role)
+		}
 	}
 }
 

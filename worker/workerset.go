@@ -88,12 +88,15 @@ func (ws *workerSet) startLater(queue string) {
 	}()
 }
 
-// stop stops the workers started (once); none starts after it.
+// stop stops the workers started (once); none starts after it. The
+// workers stop outside the lock: an activity they wait for may call
+// startLater meanwhile.
 func (ws *workerSet) stop() {
 	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for _, w := range ws.workers {
+	running := ws.workers
+	ws.workers, ws.stopped = nil, true
+	ws.mu.Unlock()
+	for _, w := range running {
 		w.Stop()
 	}
-	ws.workers, ws.stopped = nil, true
 }

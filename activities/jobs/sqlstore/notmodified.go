@@ -240,7 +240,8 @@ func (s *resultStore) notModifiedClean() string {
 }
 
 // notModifiedRecord is the dialect's record of a page of p: the baseline's
-// record b.record without the page's own keys (ownKeys) and, unless p.keep,
+// record b.record without the page's own keys it may leave out (ownKeys)
+// and, unless p.keep,
 // its links, merged with p.patch, with the baseline's title and content
 // type (which the patch holds empty).
 func (s *resultStore) notModifiedRecord() string {
@@ -258,8 +259,10 @@ func (s *resultStore) notModifiedRecord() string {
 }
 
 // ownKeys are the keys of a page record that are not the baseline's
-// content (jobs.BaselineContentKeys): every JSON key of jobs.PageRecord
-// else, found by reflection so that a field added is one of them.
+// content (jobs.BaselineContentKeys) and that a page's own fields (the
+// patch) may leave out (omitempty): every such JSON key of
+// jobs.PageRecord, found by reflection so that a field added is one of
+// them. (A key the patch always holds replaces the baseline's.)
 func ownKeys() []string {
 	content := map[string]bool{}
 	for _, k := range jobs.BaselineContentKeys {
@@ -271,11 +274,11 @@ func ownKeys() []string {
 		for i := range t.NumField() {
 			f := t.Field(i)
 			tag := f.Tag.Get("json")
-			name, _, _ := strings.Cut(tag, ",")
+			name, opts, _ := strings.Cut(tag, ",")
 			switch {
 			case f.Anonymous && tag == "":
 				walk(f.Type)
-			case name == "-" || !f.IsExported():
+			case name == "-" || !f.IsExported() || !strings.Contains(opts, "omitempty"):
 			case name == "":
 				out = append(out, f.Name)
 			case !content[name]:

@@ -31,6 +31,7 @@ func (f *fixture) notModifiedBaseline() (string, map[string]jobs.Record) {
 	}{{"a", urls("a1", "a2")}, {"b", nil}} {
 		pr := Page(base, "b1", "r1", 1, URL(p.path), 0, "", p.links...)
 		pr.BodyHash, pr.Canonical, pr.Charset, pr.Change = "sha256:same", URL(p.path)+"#c", "utf-8", jobs.ChangeNew
+		pr.BodyRef, pr.Skipped, pr.ScreenshotRef = "store", "skipped in the baseline", "shot" // (none of the run's)
 		recs[p.path] = jobs.Record{Job: base, Batch: "b1", Runner: "r1", Epoch: 1, URL: URL(p.path), Page: pr, Links: Entries(1, p.links...),
 			Revisit: &jobs.RevisitRecord{ETag: `"` + p.path + `"`, ContentHash: "sha256:" + p.path, Change: jobs.ChangeNew, Interval: 20 * time.Hour}}
 	}
@@ -61,7 +62,7 @@ func (f *fixture) notModifiedRun(base string, recs map[string]jobs.Record, epoch
 		p := *b.Page
 		p.Job, p.Batch, p.Runner, p.Epoch, p.Label = id, "r1", "runner-1", epoch, "L-"+path
 		p.StatusCode, p.Bytes, p.DurationMS, p.Attempts, p.FinalURL = 304, 120, 3, 1, URL(path)
-		p.DuplicateOf, p.BodyRef, p.Change = "", "", jobs.ChangeUnchanged
+		p.DuplicateOf, p.BodyRef, p.Skipped, p.ScreenshotRef, p.Change = "", "", "", "", jobs.ChangeUnchanged
 		rv := *b.Revisit
 		rv.Change, rv.SavedBytes, rv.Interval, rv.NextFetch = jobs.ChangeUnchanged, b.Page.Bytes-120, 30*time.Hour, time.UnixMilli(1_900_000_000_000).UTC()
 		rv.WARC = archive.Original{RecordID: "urn:uuid:" + path, TargetURI: URL(path), Date: time.UnixMilli(1_800_000_000_000).UTC(), PayloadDigest: "sha1:" + path}

@@ -20,8 +20,10 @@ func (b *batchRun) run() {
 		b.startCarry()
 		b.startFetches()
 		b.startCommit()
+		b.startNotModified()
 		carryIdle := !b.carrying && (len(b.toCarry) == 0 || b.stopping() || b.halted != "")
-		if b.inflight == 0 && b.recording == 0 && !b.extending && carryIdle && (len(b.pending) == 0 || b.stopping()) {
+		nmIdle := b.nmRecording == 0 && (len(b.nmPending) == 0 || b.stopping())
+		if b.inflight == 0 && b.recording == 0 && !b.extending && carryIdle && nmIdle && (len(b.pending) == 0 || b.stopping()) {
 			switch b.idle() {
 			case idleDone:
 				return
@@ -73,7 +75,8 @@ func (b *batchRun) renew() {
 // startFetches fills the free slots from the queue. Fetching runs ahead
 // of the commits by a group and a round at most.
 func (b *batchRun) startFetches() {
-	for !b.stopping() && b.halted == "" && b.inflight < b.conc && len(b.queue) > 0 && len(b.pending)+b.committing < b.aheadMax {
+	for !b.stopping() && b.halted == "" && b.inflight < b.conc && len(b.queue) > 0 && len(b.pending)+b.committing < b.aheadMax &&
+		len(b.nmPending)+b.nmRecording < 2*maxNotModified {
 		e := b.queue[0]
 		b.queue = b.queue[1:]
 		b.inflight++
@@ -187,6 +190,10 @@ func (b *batchRun) wait() {
 		}
 	case <-b.lingerC:
 		b.lingerC = nil
+	case <-b.nmLingerC:
+		b.nmLingerC = nil
+	case d := <-b.nmDone:
+		b.onNotModified(d)
 	case f := <-b.fetched:
 		b.onFetched(f)
 	case c := <-b.committed:
@@ -244,6 +251,8 @@ func (b *batchRun) onFetched(f fetchedPage) {
 			b.stop(f.err)
 		}
 		// Abandoned (paused or cancelled): its URL is released.
+	case !b.stopping() && b.onFetchedNotModified(f.rec):
+		// (recorded in bulk: notmodified.go)
 	case !b.stopping():
 		if len(b.pending) == 0 {
 			b.pendingSince = time.Now()

@@ -91,6 +91,17 @@ type batchRun struct {
 	carried     chan carryDone
 	carryLeft   chan carryLeft
 
+	// The bulk recording of pages answered 304 (notmodified.go): nm is
+	// nil when the batch records them page by page; nmPending wait for
+	// the next recording (since nmSince, held until nmLingerC at most),
+	// nmRecording are the pages of the one under way.
+	nm          NotModifiedRecorder
+	nmPending   []Record
+	nmSince     time.Time
+	nmLingerC   <-chan time.Time
+	nmRecording int
+	nmDone      chan notModifiedDone
+
 	ran    int
 	fenced string
 	err    error
@@ -159,10 +170,13 @@ func (r *BatchRunner) newBatchRun(ctx context.Context, in BatchRun, jr *jobRun, 
 		extended: make(chan pulled, 1), renewed: make(chan pulled, 1),
 		leases: &hostLeases{}, size: size,
 		starting: size == 0 && len(todo) == 0, startBy: time.Now().Add(startWait),
-		carried: make(chan carryDone, 1), carryLeft: make(chan carryLeft, 1),
+		carried: make(chan carryDone, 1), carryLeft: make(chan carryLeft, 1), nmDone: make(chan notModifiedDone, 1),
 	}
 	if bc, ok := r.bulkCarries(jr); ok {
 		b.carrier = bc
+	}
+	if nm, ok := r.bulkNotModified(jr); ok {
+		b.nm = nm
 	}
 	b.enqueue(todo)
 	if b.commitLinger <= 0 {

@@ -107,6 +107,11 @@ type BatchRunner struct {
 	// (fetch's carried) even on a store that carries them in bulk
 	// (BulkCarrier): the reference a test compares the bulk carry with.
 	NoBulkCarry bool
+	// NoBulkNotModified records the pages answered 304 page by page, in
+	// the group commits, even on a store that records them in bulk
+	// (NotModifiedRecorder): the reference a test compares the bulk
+	// recording with.
+	NoBulkNotModified bool
 
 	// Limits are this worker's operator limits (its --max-job-* flags and
 	// --bodies-root): a job above them fails its batches, saying why,

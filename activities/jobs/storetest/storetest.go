@@ -105,6 +105,8 @@ func Run(t *testing.T, open func(t *testing.T) jobs.Store) {
 		{"BulkCarryNoFollow", testBulkCarryNoFollow},
 		{"BulkCarryStaleEpoch", testBulkCarryStaleEpoch},
 		{"BulkCarryListLengths", testBulkCarryListLengths},
+		{"NotModified", testNotModified},
+		{"NotModifiedStaleEpoch", testNotModifiedStaleEpoch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,9 +53,7 @@ func (b *batchRun) startPull() {
 		return
 	}
 	b.extending = true
-	// At least minPull a pull: a Runner with few slots does not pay a
-	// hand-out (the job's lock, its leases) per few pages.
-	n, gen := min(b.pullSize(max(b.conc, minPull)), b.limit-b.size), b.linksGen
+	n, gen := min(b.pullSize(b.pullWant()), b.limit-b.size), b.linksGen
 	go func() {
 		p, err := b.r.Store.Pull(b.ctx, b.in.Job, b.in.Batch, b.in.Epoch, n, b.conc)
 		b.extended <- pulled{p: p, at: time.Now(), gen: gen, n: n, err: err}

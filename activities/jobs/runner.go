@@ -46,6 +46,20 @@ const minCommitGroup = 16
 // docs/benchmarks.md).
 const minPull = 24
 
+// pullWant is how many URLs the batch's next pull asks for: at least
+// minPull, so a Runner with few slots does not pay a hand-out (the job's
+// lock, its leases, a transaction) per few pages, and twice that while
+// its pulls get all they ask for (a frontier with plenty queued: half the
+// hand-outs); a short queue, as at a crawl's start and end, is shared in
+// pulls of minPull.
+func (b *batchRun) pullWant() int {
+	n := max(b.conc, minPull)
+	if b.plenty && !b.draining {
+		n *= 2
+	}
+	return n
+}
+
 // A start batch (handed out empty to an idle Runner at a job's start,
 // SupervisorStore.OpenBatch) waits up to startWait for the first links of
 // the other batches' pages, reading the job's counters every startPoll,

@@ -56,7 +56,11 @@ type schemaStore struct {
 //	   baton_frontier_batch (finished URLs by batch)
 //	8  on PostgreSQL baton_frontier has a fillfactor of 80 (a URL's
 //	   hand-out and finish find room on its row's page)
-const schemaVersion = 8
+//	9  on PostgreSQL baton_frontier has a fillfactor of 50: a URL's two
+//	   updates keep their new versions on the row's page (logged
+//	   without the unchanged head of the row, and without a lock record
+//	   on the old version)
+const schemaVersion = 9
 
 // The schema, one for both engines (types differ only where noted by the
 // dialect):
@@ -379,10 +383,15 @@ func upgradedIndexes(d *dialect) []string {
 		// finished), each time with a new version: room left on its page
 		// keeps the new version there, without a lock record on the old.
 		// Rows written before keep their pages until they are updated.
-		sts = append(sts, `ALTER TABLE baton_frontier SET (fillfactor = 80)`)
+		sts = append(sts, `ALTER TABLE baton_frontier SET (fillfactor = `+strconv.Itoa(frontierFillfactor)+`)`)
 	}
 	return sts
 }
+
+// frontierFillfactor is baton_frontier's fillfactor on PostgreSQL: the
+// share of a page its inserts fill, the rest left for the new versions of
+// its rows' updates.
+const frontierFillfactor = 50
 
 // claimIndex is the index that keeps a body hash's claim unique per job.
 const claimIndex = "baton_results_claim"

@@ -35,16 +35,17 @@ func checkSeedLine(line string) seedLine {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		err = (roles.Request{URL: s}).Validate() // what is wrong, in a Request's words
 	}
-	if err == nil {
-		_, err = crawl.NormalizeURL(s)
+	if err != nil {
+		return seedLine{err: err}
 	}
-	if err == nil {
+	l := seedLine{url: s, host: u.Hostname(), origin: strings.ToLower(u.Scheme) + "://" + u.Host}
+	if _, err = crawl.NormalizeParsedURL(s, u); err == nil { // u is the canonical URL from here
 		err = CheckURLLength(s)
 	}
 	if err != nil {
 		return seedLine{err: err}
 	}
-	return seedLine{url: s, host: u.Hostname(), origin: strings.ToLower(u.Scheme) + "://" + u.Host}
+	return l
 }
 
 // seedBlock is a block of consecutive lines of a seed file and, once done

@@ -29,18 +29,7 @@ const seedRows = 1000
 // host too): the SQLite driver's binding of a parameter copies it into
 // memory of its own. The rows of the next statement (each URL's host
 // parsed) are made while the engine runs the one before.
-func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (n int, err error) {
-	if !s.d.dollar {
-		restore, err := bulkCache(ctx, tx)
-		if err != nil {
-			return 0, fmt.Errorf("queue URLs: %w", err)
-		}
-		defer func() {
-			if rerr := restore(); err == nil && rerr != nil {
-				n, err = 0, fmt.Errorf("queue URLs: %w", rerr)
-			}
-		}()
-	}
+func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entries []jobs.Entry) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rows := make(chan seedArgs, 1)
@@ -81,30 +70,6 @@ func (s *jobStore) insertSeeds(ctx context.Context, tx *sql.Tx, job string, entr
 		added += int(k)
 	}
 	return added, nil
-}
-
-// seedCacheKiB is the page cache of the SQLite connection adding a chunk
-// of seeds, for that transaction: the frontier's primary key grows
-// wherever the URLs fall in it, and with the connection's usual cache
-// (2 MiB) its pages are evicted, written to the WAL mid-transaction and
-// read again while a chunk is inserted.
-const seedCacheKiB = 16 << 10
-
-// bulkCache sets the page cache of tx's SQLite connection to
-// seedCacheKiB and returns the function that sets it back (its pages
-// freed).
-func bulkCache(ctx context.Context, tx *sql.Tx) (func() error, error) {
-	var was int
-	if err := tx.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&was); err != nil {
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA cache_size = -%d`, seedCacheKiB)); err != nil {
-		return nil, err
-	}
-	return func() error {
-		_, err := tx.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(`PRAGMA cache_size = %d`, was))
-		return err
-	}, nil
 }
 
 // seedShape is which values the rows of a seed statement share, each

@@ -23,6 +23,8 @@ type seedLine struct {
 	url    string
 	host   string
 	origin string
+	at     bool // the URL holds an @ (a user:password, maybe)
+	query  bool // the URL holds a ? (parameters, maybe secret ones)
 }
 
 // checkSeedLine checks one line of a seed file.
@@ -38,7 +40,8 @@ func checkSeedLine(line string) seedLine {
 	if err != nil {
 		return seedLine{err: err}
 	}
-	l := seedLine{url: s, host: u.Hostname(), origin: strings.ToLower(u.Scheme) + "://" + u.Host}
+	l := seedLine{url: s, host: u.Hostname(), origin: strings.ToLower(u.Scheme) + "://" + u.Host,
+		at: strings.Contains(s, "@"), query: strings.Contains(s, "?")}
 	if _, err = crawl.NormalizeParsedURL(s, u); err == nil { // u is the canonical URL from here
 		err = CheckURLLength(s)
 	}

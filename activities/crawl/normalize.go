@@ -38,6 +38,19 @@ func normalizeParsed(raw string, keepTracking bool) (string, *url.URL, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	return normalizeInPlace(raw, u, keepTracking)
+}
+
+// NormalizeParsedURL is NormalizeURL of raw, parsed already as u (which it
+// changes into the canonical URL): for a caller that reads the parsed URL
+// first, without parsing raw twice.
+func NormalizeParsedURL(raw string, u *url.URL) (string, error) {
+	n, _, err := normalizeInPlace(raw, u, false)
+	return n, err
+}
+
+// normalizeInPlace is normalizeParsed of raw parsed already as u.
+func normalizeInPlace(raw string, u *url.URL, keepTracking bool) (string, *url.URL, error) {
 	if u.Scheme == "" || u.Host == "" {
 		return "", nil, fmt.Errorf("%q is not an absolute URL", raw)
 	}

@@ -64,6 +64,11 @@ func FuzzNormalizeURL(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		n, err := NormalizeURL(raw)
+		if u, perr := url.Parse(strings.TrimSpace(raw)); perr == nil { // parsed first, as a seed file's line is
+			pn, pe := NormalizeParsedURL(raw, u)
+			require.Equal(t, n, pn, "%q normalised from its parsed URL", raw)
+			require.Equal(t, fmt.Sprint(err), fmt.Sprint(pe), "%q normalised from its parsed URL", raw)
+		}
 		if err != nil {
 			require.NotEmpty(t, err.Error())
 			return

@@ -23,6 +23,8 @@ type seedLine struct {
 	url    string
 	host   string
 	origin string
+	at     bool // the URL holds an @ (a user:password, maybe)
+	query  bool // the URL holds a ? (parameters, maybe secret ones)
 }
 
 // checkSeedLine checks one line of a seed file.
@@ -35,16 +37,18 @@ func checkSeedLine(line string) seedLine {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		err = (roles.Request{URL: s}).Validate() // what is wrong, in a Request's words
 	}
-	if err == nil {
-		_, err = crawl.NormalizeURL(s)
+	if err != nil {
+		return seedLine{err: err}
 	}
-	if err == nil {
+	l := seedLine{url: s, host: u.Hostname(), origin: strings.ToLower(u.Scheme) + "://" + u.Host,
+		at: strings.Contains(s, "@"), query: strings.Contains(s, "?")}
+	if _, err = crawl.NormalizeParsedURL(s, u); err == nil { // u is the canonical URL from here
 		err = CheckURLLength(s)
 	}
 	if err != nil {
 		return seedLine{err: err}
 	}
-	return seedLine{url: s, host: u.Hostname(), origin: strings.ToLower(u.Scheme) + "://" + u.Host}
+	return l
 }
 
 // seedBlock is a block of consecutive lines of a seed file and, once done

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 )
 
@@ -61,4 +62,24 @@ func TestScanSeedFileOrderAcrossBlocks(t *testing.T) {
 		require.Greater(t, i, at, "line %d named, after the ones before it: %s", n, msg)
 		at = i
 	}
+}
+
+// A seed file none of whose URLs holds an @ or a ? has no secret to seal:
+// building its submission does not read the file again (a million lines),
+// and a file whose URLs do is read for them.
+func TestBuildReadsTheSeedFileOnlyForSecrets(t *testing.T) {
+	dir := t.TempDir()
+	build := func(name, lines string, params ...string) error {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(lines), 0o600))
+		sf, err := jobs.ScanSeedFile(path, nil)
+		require.NoError(t, err)
+		defer sf.Close()
+		require.NoError(t, os.Remove(path)) // a read of it from here fails
+		_, err = jobs.Submission{ID: "j", Group: "g", Options: crawl.DefaultOptions(), File: sf, SecretParams: params}.Build()
+		return err
+	}
+	assert.NoError(t, build("plain.txt", "http://a.test/1\nhttp://a.test/2?x=1\n"))
+	assert.Error(t, build("user.txt", "http://a.test/1\nhttp://u:p@a.test/2\n"), "a user:password to seal")
+	assert.Error(t, build("params.txt", "http://a.test/1\nhttp://a.test/2?sig=1\n", "sig"), "a secret parameter to seal")
 }

@@ -22,6 +22,8 @@ type SeedFile struct {
 	hosts   []string
 	hostSet map[string]bool
 	origins []string      // scheme://host of its URLs, each once, in order
+	anyAt   bool          // some URL holds an @
+	anyQ    bool          // some URL holds a ?
 	spoolTo *bufio.Writer // while stdin is scanned: its copy
 }
 
@@ -37,6 +39,12 @@ func (sf *SeedFile) Hosts() []string { return sf.hosts }
 
 // Origins are the scheme://host of its URLs, each once, in order.
 func (sf *SeedFile) Origins() []string { return sf.origins }
+
+// mayHoldSecrets reports whether a URL of the file may hold a secret:
+// an @ in one (a user:password), or a ? when parameters are secret.
+func (sf *SeedFile) mayHoldSecrets(secretParams bool) bool {
+	return sf.anyAt || secretParams && sf.anyQ
+}
 
 // Close removes the spooled copy of stdin, if any. A nil SeedFile is fine.
 func (sf *SeedFile) Close() {
@@ -144,6 +152,7 @@ func (sc *seedScan) take(n int, l seedLine) {
 		return
 	}
 	sf.count++
+	sf.anyAt, sf.anyQ = sf.anyAt || l.at, sf.anyQ || l.query
 	if sf.spoolTo != nil {
 		sf.spoolTo.WriteString(l.url)
 		sf.spoolTo.WriteByte('\n')

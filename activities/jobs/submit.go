@@ -203,7 +203,7 @@ func (s Submission) splitURLSecrets(spec Spec, sec Secrets) (Spec, Secrets, erro
 	if spec.Sitemaps, err = redact("sitemap", spec.Sitemaps); err != nil {
 		return spec, sec, err
 	}
-	if s.File != nil {
+	if s.File != nil && s.File.mayHoldSecrets(len(s.SecretParams) > 0) { // else not read again
 		line := 0
 		if err := s.File.Each(func(u string) error {
 			line++

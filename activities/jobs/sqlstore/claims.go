@@ -113,10 +113,15 @@ func assignClaims(rs []jobs.Record, finished map[string]bool, owners map[string]
 
 // sortResults orders result rows (resultRows'): those claiming a hash
 // first, in hash order, then the others in URL order.
-func sortResults(rows [][]any) {
+func sortResults(rows [][]any) { sortByClaim(rows, 5, 1) }
+
+// sortByClaim orders rows whose column claim holds a claimed body hash
+// (a string) or nothing: those claiming first, in hash order, then the
+// others in the order of their URL, column url.
+func sortByClaim(rows [][]any, claim, url int) {
 	slices.SortFunc(rows, func(a, b []any) int {
-		ca, oka := a[5].(string)
-		cb, okb := b[5].(string)
+		ca, oka := a[claim].(string)
+		cb, okb := b[claim].(string)
 		switch {
 		case oka && okb:
 			return strings.Compare(ca, cb)
@@ -126,6 +131,6 @@ func sortResults(rows [][]any) {
 			}
 			return 1
 		}
-		return cmp.Compare(a[1].(string), b[1].(string))
+		return cmp.Compare(a[url].(string), b[url].(string))
 	})
 }

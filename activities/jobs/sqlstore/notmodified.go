@@ -88,13 +88,9 @@ func (s *resultStore) recordNotModified(ctx context.Context, baseline string, rs
 		if queued, _, c, err = s.queueLinks(ctx, tx, g); err != nil {
 			return err
 		}
-		finished, err := s.returning(ctx, tx, finishHead, []any{g.job, g.batch}, "?", finishTail, g.urls)
+		finished, owners, err := s.finishOwn(ctx, tx, g)
 		if err != nil {
-			return fmt.Errorf("record: finish URLs: %w", err)
-		}
-		owners, err := s.owners(ctx, tx, g.job, claimHashes(g.rs, func(u string) bool { return finished[u] }))
-		if err != nil {
-			return fmt.Errorf("record: body hashes: %w", err)
+			return err
 		}
 		if _, err := s.frontier.checkEpoch(ctx, tx, g.job, g.batch, g.epoch, s.d.forUpdate); err != nil {
 			return err
@@ -189,20 +185,7 @@ func notModifiedRows(rs []jobs.Record, finished map[string]bool, owners map[stri
 		}
 		rows = append(rows, append([]any{0, r.URL, string(patch), claim, keep}, revisit...))
 	}
-	slices.SortFunc(rows, func(a, b []any) int {
-		ca, oka := a[3].(string)
-		cb, okb := b[3].(string)
-		switch {
-		case oka && okb:
-			return strings.Compare(ca, cb)
-		case oka != okb:
-			if oka {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a[1].(string), b[1].(string))
-	})
+	sortByClaim(rows, 3, 1)
 	for i := range rows {
 		rows[i][0] = i
 	}

@@ -206,13 +206,9 @@ func (s *resultStore) record(ctx context.Context, g *group) (queued bool, taken 
 		if queued, taken, c, err = s.queueLinks(ctx, tx, g); err != nil {
 			return err
 		}
-		finished, err := s.returning(ctx, tx, finishHead, []any{g.job, g.batch}, "?", finishTail, g.urls)
+		finished, owners, err := s.finishOwn(ctx, tx, g)
 		if err != nil {
-			return fmt.Errorf("record: finish URLs: %w", err)
-		}
-		owners, err := s.owners(ctx, tx, g.job, claimHashes(g.rs, func(u string) bool { return finished[u] }))
-		if err != nil {
-			return fmt.Errorf("record: body hashes: %w", err)
+			return err
 		}
 		// FOR UPDATE, not FOR SHARE: PostgreSQL grants a share lock next
 		// to other share lockers ahead of a queued FOR UPDATE, so a holder
@@ -231,6 +227,21 @@ func (s *resultStore) record(ctx context.Context, g *group) (queued bool, taken 
 		return s.writeResults(ctx, tx, g, finished, owners, c)
 	})
 	return queued, taken, err
+}
+
+// finishOwn is record's second step: it finishes the group's own URLs
+// (finished: those of the batch not finished before) and reads the
+// owners of the body hashes the finished pages claim.
+func (s *resultStore) finishOwn(ctx context.Context, tx dbtx, g *group) (finished map[string]bool, owners map[string]string, err error) {
+	finished, err = s.returning(ctx, tx, finishHead, []any{g.job, g.batch}, "?", finishTail, g.urls)
+	if err != nil {
+		return nil, nil, fmt.Errorf("record: finish URLs: %w", err)
+	}
+	owners, err = s.owners(ctx, tx, g.job, claimHashes(g.rs, func(u string) bool { return finished[u] }))
+	if err != nil {
+		return nil, nil, fmt.Errorf("record: body hashes: %w", err)
+	}
+	return finished, owners, nil
 }
 
 // queueLinks is record's first step: it queues the group's links and

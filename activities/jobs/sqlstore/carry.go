@@ -234,8 +234,7 @@ func (s *resultStore) copyResults(ctx context.Context, tx dbtx, req jobs.CarryRe
 	if req.Follow {
 		follow = 1
 	}
-	head := `INSERT INTO baton_results (job, url, batch, failed, record, claim, etag, last_modified, content_hash, change,
-		saved_bytes, links, interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest)
+	head := resultsInto + `
 		SELECT f.job, b.url, CAST(? AS TEXT), 0, ` + s.carryRecord() + `, NULL, b.etag, b.last_modified, b.content_hash, 'unchanged',
 		` + s.carryBytes() + `, NULL, b.interval_ms, b.next_ms, b.warc_id, b.warc_uri, b.warc_date, b.warc_digest
 		FROM baton_results b JOIN baton_frontier f ON f.job = ? AND f.url = b.url

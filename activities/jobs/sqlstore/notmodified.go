@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/batoncrawl/baton/activities/jobs"
 )
@@ -204,8 +205,7 @@ const (
 // content (jobs.BaselineContentKeys, its links only when the page keeps
 // them) with the page's own fields.
 func (s *resultStore) notModifiedTail() string {
-	return `) INSERT INTO baton_results (job, url, batch, failed, record, claim, etag, last_modified, content_hash, change,
-		saved_bytes, links, interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest)
+	return `) ` + resultsInto + `
 		SELECT f.job, p.url, f.batch, 0, ` + s.notModifiedRecord() + `, p.claim, p.etag, p.last_modified, p.content_hash, p.change,
 		p.saved_bytes, p.links, p.interval_ms, p.next_ms, p.warc_id, p.warc_uri, p.warc_date, p.warc_digest
 		FROM p CROSS JOIN (SELECT CAST(? AS TEXT) AS job, CAST(? AS TEXT) AS batch) f
@@ -244,9 +244,11 @@ func (s *resultStore) notModifiedRecord() string {
 // ownKeys are the keys of a page record that are not the baseline's
 // content (jobs.BaselineContentKeys) and that a page's own fields (the
 // patch) may leave out (omitempty): every such JSON key of
-// jobs.PageRecord, found by reflection so that a field added is one of
-// them. (A key the patch always holds replaces the baseline's.)
-func ownKeys() []string {
+// jobs.PageRecord, found by reflection (once) so that a field added is
+// one of them. (A key the patch always holds replaces the baseline's.)
+var ownKeys = sync.OnceValue(findOwnKeys)
+
+func findOwnKeys() []string {
 	content := map[string]bool{}
 	for _, k := range jobs.BaselineContentKeys {
 		content[k] = true

@@ -156,13 +156,16 @@ func (g *group) countAdded(added map[string]bool) {
 // PostgreSQL would cost each row a speculative insertion's confirmation
 // record in the WAL.
 const (
-	linksHead   = `INSERT INTO baton_frontier (job, url, depth, label, data, host) VALUES `
-	linksTuple  = "(?, ?, ?, ?, ?, ?)"
-	linksTail   = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
-	finishHead  = `UPDATE baton_frontier SET state = 2, handout = NULL WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
-	finishTail  = `) RETURNING url`
-	resultsHead = `INSERT INTO baton_results (job, url, batch, failed, record, claim, etag, last_modified, content_hash, change,
-		saved_bytes, links, interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest) VALUES `
+	linksHead  = `INSERT INTO baton_frontier (job, url, depth, label, data, host) VALUES `
+	linksTuple = "(?, ?, ?, ?, ?, ?)"
+	linksTail  = ` ON CONFLICT (job, url) DO NOTHING RETURNING url`
+	finishHead = `UPDATE baton_frontier SET state = 2, handout = NULL WHERE job = ? AND batch = ? AND state = 1 AND url IN (`
+	finishTail = `) RETURNING url`
+	// resultsInto is the insert of a result row, every column named: a
+	// group commit's (resultsHead), a carry's and a bulk 304's.
+	resultsInto = `INSERT INTO baton_results (job, url, batch, failed, record, claim, etag, last_modified, content_hash, change,
+		saved_bytes, links, interval_ms, next_ms, warc_id, warc_uri, warc_date, warc_digest)`
+	resultsHead  = resultsInto + ` VALUES `
 	resultsTuple = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	resultsTail  = ` RETURNING url`
 	bodiesHead   = `INSERT INTO baton_bodies (job, url, body) VALUES `

@@ -58,7 +58,7 @@ var layers = []layer{
 		"activities/cmdline/flagenv",
 		"activities/cmdline/version",
 		"activities/connect/security",
-		"starter/initgc",
+		"activities/cmdline/initgc",
 	}},
 	{"the Prometheus collectors a worker keeps the activities' metrics in", []string{
 		"activities/telemetry/prommetrics",

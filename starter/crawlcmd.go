@@ -17,10 +17,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/batoncrawl/baton/activities/cmdline/initgc"
 	"github.com/batoncrawl/baton/activities/crawl"
 	"github.com/batoncrawl/baton/activities/jobs"
 	"github.com/batoncrawl/baton/roles"
-	"github.com/batoncrawl/baton/starter/initgc"
 	"github.com/batoncrawl/baton/workflows"
 )
 

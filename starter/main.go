@@ -20,10 +20,10 @@ import (
 
 	"github.com/batoncrawl/baton/activities/cmdline/exitcode"
 	"github.com/batoncrawl/baton/activities/cmdline/flagenv"
+	"github.com/batoncrawl/baton/activities/cmdline/initgc"
 	"github.com/batoncrawl/baton/activities/cmdline/version"
 	"github.com/batoncrawl/baton/activities/connect"
 	"github.com/batoncrawl/baton/roles"
-	"github.com/batoncrawl/baton/starter/initgc"
 )
 
 // usage returns a bad-usage error (exit code 2).

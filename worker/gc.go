@@ -7,7 +7,7 @@ import (
 	// The collector is off while the worker's packages are initialised
 	// (their start-up allocations are all kept); Program.Execute turns it
 	// back on.
-	"github.com/batoncrawl/baton/starter/initgc"
+	"github.com/batoncrawl/baton/activities/cmdline/initgc"
 )
 
 // DefaultGCPercent is a worker's Go garbage collector target (GOGC) when

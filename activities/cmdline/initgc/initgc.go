@@ -1,9 +1,10 @@
-// Package initgc keeps Go's garbage collector off while the baton CLI's
+// Package initgc keeps Go's garbage collector off while a baton binary's
 // packages are initialised: their start-up allocations (protocol
 // descriptors, tables) are all kept, so a collection then finds nothing
-// to free and only costs the start of every command. The main package
-// imports it, and calls Restore before the command runs; a package with
-// no imports of the module is initialised before most of the libraries.
+// to free and only costs the start of every command. The CLI (starter)
+// and the worker import it and call Restore before a command runs; a
+// package with no imports of the module is initialised before most of
+// the libraries.
 // GOGC or GOMEMLIMIT in the environment keeps Go's own settings.
 package initgc
 

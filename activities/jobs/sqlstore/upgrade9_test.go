@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -52,9 +53,7 @@ func checkUpgradedFromV8(t *testing.T, s *sqlstore.Store, pg bool, job string) {
 	}))
 	assert.Equal(t, 3, n, "pages recorded before and after the upgrade")
 	if pg {
-		var opts string
-		require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE relname = 'baton_frontier' AND relnamespace = to_regnamespace(current_schema())`).Scan(&opts))
-		assert.Equal(t, "fillfactor=50", opts)
+		assert.Equal(t, "fillfactor=50", frontierOptions(ctx, t, s))
 	}
 }
 
@@ -72,4 +71,13 @@ func TestPostgresUpgradeFromV8(t *testing.T) {
 	job := makeV8(t, s, true)
 	require.NoError(t, s.Close())
 	checkUpgradedFromV8(t, openPostgres(t, pg), true, job)
+}
+
+// frontierOptions are baton_frontier's storage options on PostgreSQL
+// (its reloptions, comma-separated).
+func frontierOptions(ctx context.Context, t *testing.T, s *sqlstore.Store) string {
+	var opts string
+	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class
+		WHERE relname = 'baton_frontier' AND relnamespace = to_regnamespace(current_schema())`).Scan(&opts))
+	return opts
 }
